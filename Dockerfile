@@ -14,4 +14,4 @@ RUN mkdir -p /app/var && chown -R study /app/var \
 
 USER study
 EXPOSE 8000
-CMD ["gunicorn", "studyapp.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]
+CMD ["gunicorn", "--config", "gunicorn.conf.py", "studyapp.wsgi:application"]

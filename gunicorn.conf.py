@@ -1,0 +1,34 @@
+"""gunicorn settings for the production web server (the Dockerfile's CMD and the compose `web` service).
+
+Threaded workers (gthread): the worker's main loop keeps reporting to the arbiter while a request thread
+reads a slow upload, so ``timeout`` only catches a worker that is really stuck and never cuts off a worker
+uploading a 2 GB recording over a slow line. Each worker serves ``threads`` requests at once, so a few slow
+clients cannot occupy the whole server the way they occupied three sync workers. Request bodies are
+streamed by Django to a temporary file (``FILE_UPLOAD_MAX_MEMORY_SIZE``), so memory per upload stays small.
+
+Every value can be changed through the environment (``GUNICORN_*``) without rebuilding the image.
+"""
+
+import os
+
+
+def _int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+worker_class = "gthread"
+workers = _int("GUNICORN_WORKERS", 3)
+# workers × threads requests run at once, each with its own database connection (CONN_MAX_AGE): keep it
+# well below PostgreSQL's max_connections (100 by default) together with the Celery workers.
+threads = _int("GUNICORN_THREADS", 8)
+# Heartbeat timeout of a worker process (not of a request): a worker whose main loop is blocked this long
+# is restarted.
+timeout = _int("GUNICORN_TIMEOUT", 120)
+graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 60)
+keepalive = _int("GUNICORN_KEEPALIVE", 5)
+# Connections a worker accepts and keeps waiting for a free thread, beyond the ones being served.
+worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
+# Recycle workers now and then so a slow leak in a dependency cannot grow without bound.
+max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
+max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
