@@ -13,7 +13,6 @@ from the database in chunks and written straight into the ZIP, so memory stays f
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import hmac
 import io
@@ -31,6 +30,7 @@ from django.utils import timezone
 
 from grading.models import CriterionScore, ExpertCriterionGrade, ExpertGrade, FluencyCoding, JudgeRun
 from rating.models import EntityRating, Observation, RatingSnapshot
+from studyapp.csv_safety import csv_writer
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, ParticipantIdentity, Study, TaskInstance
 from surveys.models import Answer, Question
 
@@ -311,7 +311,7 @@ class _Writer:
         count = 0
         with self.archive.open(table.file, "w", force_zip64=True) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-            writer = csv.writer(text)
+            writer = csv_writer(text)
             writer.writerow(columns)
             for row in rows:
                 writer.writerow([_cell(row.get(column)) for column in columns])
@@ -642,22 +642,22 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
 
 def _dictionary(writer: _Writer) -> str:
     out = io.StringIO()
-    csv_writer = csv.writer(out)
-    csv_writer.writerow(["file", "column", "type", "description"])
+    rows = csv_writer(out)
+    rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
-        csv_writer.writerow([name, "", "file", description])
+        rows.writerow([name, "", "file", description])
     for table in TABLES:
         if table.file not in writer.headers:
             continue
-        csv_writer.writerow([table.file, "", "file", table.description])
+        rows.writerow([table.file, "", "file", table.description])
         described = {column.name: column for column in table.columns}
         for name in writer.headers[table.file]:
             column = described.get(name)
             if column is not None:
-                csv_writer.writerow([table.file, name, column.type, column.description])
+                rows.writerow([table.file, name, column.type, column.description])
             else:  # wide survey columns
                 code, _, phase = name.rpartition("_")
-                csv_writer.writerow([table.file, name, "number or string", f"Answer to {code} in the {phase} survey."])
+                rows.writerow([table.file, name, "number or string", f"Answer to {code} in the {phase} survey."])
     return out.getvalue()
 
 

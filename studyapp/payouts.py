@@ -21,7 +21,6 @@ Formats (documented in the dashboard):
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -31,6 +30,7 @@ from django.db.models import Count, DecimalField, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
 from rating.models import EntityRating, RatingSnapshot
+from studyapp.csv_safety import csv_writer
 from studyapp.models import Participant, ParticipantIdentity, Payment, Study
 
 PAYOUT_FORMATS = {
@@ -147,7 +147,7 @@ def write_payout_csv(rows: list[PayoutRow], file_format: str, handle: IO[bytes])
     if file_format not in PAYOUT_FORMATS:
         raise ValueError(f"file_format must be one of {sorted(PAYOUT_FORMATS)}, got {file_format!r}")
     text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
-    writer = csv.writer(text)
+    writer = csv_writer(text)
     written, left_out = 0, 0
     total = Decimal("0.00")
     if file_format == "detailed":

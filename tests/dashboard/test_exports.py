@@ -204,3 +204,21 @@ def test_the_exports_page_creates_jobs_and_hides_the_pii_option_without_permissi
     assert job.params == {"include_pii": False}
     assert sent == [("studyapp.dashboard.tasks.run_export", [job.pk])]
     assert "data-status-url" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_free_text_that_looks_like_a_formula_is_neutralised_and_numbers_stay_numbers(populated):
+    participant = populated.participants[0]
+    occupation = participant.occupation
+    occupation.title = '=HYPERLINK("http://evil.example","open")'
+    occupation.save()
+    participant.years_experience = 7
+    participant.save()
+    archive = _export(populated.study, include_pii=True)
+    rows = _rows(archive, "participants.csv")
+    titles = {row["occupation_title"] for row in rows}
+    assert "'" + occupation.title in titles and occupation.title not in titles
+    assert all(not row[column].startswith(("=", "+", "@", "\t", "\r"))
+               for name in archive.namelist() if name.endswith(".csv")
+               for row in _rows(archive, name) for column in row)
+    assert "7" in {row["years_experience"] for row in rows}

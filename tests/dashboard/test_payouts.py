@@ -12,7 +12,7 @@ from django.utils import timezone
 from rating.models import EntityRating
 from studyapp.dashboard import services
 from studyapp.dashboard.exceptions import JobRefused
-from studyapp.models import Participant, Payment
+from studyapp.models import Participant, ParticipantIdentity, Payment
 from studyapp.payouts import bonus_ranks, payout_rows, write_payout_csv
 
 
@@ -97,3 +97,16 @@ def test_payout_requests_check_the_format_and_the_permission(populated, staff_us
     job.refresh_from_db()
     assert job.status == "done" and job.result["rows"] == len(populated.participants)
     assert job.file.read().decode().startswith("PROLIFIC")
+
+
+@pytest.mark.django_db
+def test_a_platform_id_that_looks_like_a_formula_is_neutralised_but_negative_amounts_stay_numbers(populated):
+    identity = ParticipantIdentity.objects.get(participant=populated.participants[0])
+    identity.platform_worker_id = "=cmd|' /C calc'!A0"
+    identity.save()
+    Payment.objects.create(participant=populated.participants[1], amount=Decimal("-40.00"), kind="adjustment",
+                           note="clawback")
+    records = list(csv.DictReader(io.StringIO(_csv(payout_rows(populated.study, include_pii=True), "detailed"))))
+    ids = {r["participant_id"] for r in records}
+    assert "'=cmd|' /C calc'!A0" in ids and "=cmd|' /C calc'!A0" not in ids
+    assert any(r["adjustments"].startswith("-") and Decimal(r["adjustments"]) < 0 for r in records)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from studyapp.csv_safety import csv_writer
 from studyapp.exceptions import InvalidInvitation
 from studyapp.invitations import personal_invite_path
 from studyapp.models import Study
@@ -40,7 +40,7 @@ class Command(BaseCommand):
                 problems.append(f"id {number} ({worker_id!r}): {exc}")
         if problems:
             raise CommandError("no links written; fix these ids first:\n" + "\n".join(problems))
-        writer = csv.writer(self.stdout)
+        writer = csv_writer(self.stdout)
         writer.writerow(["worker_id", "link"])
         writer.writerows(rows)
 
