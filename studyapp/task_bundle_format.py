@@ -43,6 +43,15 @@ class TaskSpec(BaseModel):
     hidden_info: str | None = None
     time_limit_minutes: int | None = Field(default=None, ge=1, le=7 * 24 * 60)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        # PostgreSQL cannot store NUL in text; refuse it here so the import reports the field, not a crash.
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(item, str) and "\x00" in item for item in items):
+            raise ValueError("must not contain a NUL character (\\x00)")
+        return value
+
     @field_validator("title", "sector")
     @classmethod
     def _strip(cls, value: str) -> str:

@@ -767,7 +767,7 @@ def _raw_list(value: Any) -> list[str]:
     """Return the stripped text items of a raw list field (invalid items are reported by the spec check)."""
     if not isinstance(value, list):
         return []
-    return [item.strip() for item in value if isinstance(item, str) and item.strip()]
+    return [item.strip() for item in value if isinstance(item, str) and item.strip() and "\x00" not in item]
 
 
 def _table_field(field_name: str, prefix: str) -> str:

@@ -144,3 +144,22 @@ def test_a_large_upload_streamed_to_a_temporary_file_imports(world, staff_client
     response = staff_client.post("/api/tasks/import/", {"file": _upload(zip_bytes(members))}, format="multipart")
     assert response.status_code == 200, response.json()
     assert response.json()["tasks"][0]["files_added"] == ["reference/big.csv"]
+
+
+def test_a_nul_character_anywhere_in_an_imported_bundle_or_table_is_a_field_error_not_a_crash(world, staff_client):
+    members = {
+        **bundle_members("a", data=spec(uuid=new_uuid(), title="Ledger\x00summary", occupations=["13-2011.00"])),
+        **bundle_members("b", data=spec(uuid=new_uuid(), required_software=["Ex\x00cel"])),
+    }
+    staff_client.raise_request_exception = False
+    response = staff_client.post("/api/tasks/import/", {"file": _upload(zip_bytes(members))}, format="multipart")
+    assert response.status_code == 400, response.content[:300]
+    fields = response.json()["error"]["fields"]
+    assert "NUL" in fields["a/task.json:title"][0]
+    assert "NUL" in fields["b/task.json:required_software"][0]
+    table = f"task_id,sector,occupation,prompt\n{new_uuid()},finance,13-2011.00,Reconcile\x00 the ledger.\n"
+    response = staff_client.post("/api/tasks/import/", {"file": _upload(table.encode(), "tasks.csv")},
+                                 format="multipart")
+    assert response.status_code == 400, response.content[:300]
+    assert "NUL" in response.json()["error"]["fields"]["tasks.csv:row 2.prompt"][0]
+    assert not TaskInstance.objects.filter(title__startswith="Ledger").exists()
