@@ -131,6 +131,10 @@ else:
         }
     }
 DATABASES["default"].setdefault("ATOMIC_REQUESTS", False)
+# The development server runs each request in a new thread that ends with it, so a connection kept open for
+# reuse would never be reused or closed; under runserver every request closes its connection.
+if sys.argv[1:2] == ["runserver"]:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache / Redis ----------------------------------------------------------------------------------
