@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import resolve
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -135,6 +136,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+@csrf_exempt  # changes nothing; without it a POST to an unknown path got Django's HTML CSRF page, not a 404
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Answer unknown /api/ paths in the API's error shape instead of an HTML page."""
     message = f"No API endpoint at {request.path}."

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC
 
 import django_filters as filters
+from django import forms
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Q, QuerySet
 from django_filters.fields import IsoDateTimeField
 
@@ -34,7 +36,33 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
-class StudyFilter(filters.FilterSet):
+class StrictBooleanField(forms.NullBooleanField):
+    """true/false (or 1/0); anything else is a field error instead of being silently ignored."""
+
+    widget = forms.TextInput
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        text = str(value).strip().lower()
+        if text in ("true", "1"):
+            return True
+        if text in ("false", "0"):
+            return False
+        raise ValidationError("Must be true or false.", code="invalid")
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+
+class ApiFilterSet(filters.FilterSet):
+    """Filters generated from model fields refuse values of the wrong type with a 400."""
+
+    FILTER_DEFAULTS = {**filters.FilterSet.FILTER_DEFAULTS, models.BooleanField: {"filter_class": StrictBooleanFilter}}
+
+
+class StudyFilter(ApiFilterSet):
     status = filters.MultipleChoiceFilter(choices=Study.Status.choices)
 
     class Meta:
@@ -42,7 +70,7 @@ class StudyFilter(filters.FilterSet):
         fields = ["status", "is_simulated"]
 
 
-class OccupationFilter(filters.FilterSet):
+class OccupationFilter(ApiFilterSet):
     sector = filters.CharFilter(field_name="sector__code", help_text="Sector code.")
     q = filters.CharFilter(method="search", help_text="Part of the title, or the start of the SOC code.")
 
@@ -54,7 +82,7 @@ class OccupationFilter(filters.FilterSet):
         return queryset.filter(Q(title__icontains=value) | Q(soc_code__startswith=value))
 
 
-class AgentFilter(filters.FilterSet):
+class AgentFilter(ApiFilterSet):
     study = filters.CharFilter(field_name="studies__slug", distinct=True, help_text="Study slug.")
 
     class Meta:
@@ -62,7 +90,7 @@ class AgentFilter(filters.FilterSet):
         fields = ["is_active", "interface", "study"]
 
 
-class TaskFilter(filters.FilterSet):
+class TaskFilter(ApiFilterSet):
     sector = filters.CharFilter(field_name="sector__code", help_text="Sector code.")
     occupation = filters.CharFilter(field_name="occupations__soc_code", distinct=True, help_text="O*NET-SOC code.")
     study = filters.CharFilter(field_name="studies__slug", distinct=True, help_text="Study slug.")
@@ -73,7 +101,7 @@ class TaskFilter(filters.FilterSet):
         fields = ["source", "sector", "occupation", "study", "is_active"]
 
 
-class ParticipantFilter(filters.FilterSet):
+class ParticipantFilter(ApiFilterSet):
     study = filters.CharFilter(field_name="study__slug", help_text="Study slug.")
     status = filters.MultipleChoiceFilter(choices=Participant.Status.choices)
     occupation = filters.CharFilter(field_name="occupation__soc_code", help_text="O*NET-SOC code.")
@@ -83,7 +111,7 @@ class ParticipantFilter(filters.FilterSet):
         fields = ["study", "status", "occupation", "is_simulated"]
 
 
-class EpisodeFilter(filters.FilterSet):
+class EpisodeFilter(ApiFilterSet):
     study = filters.CharFilter(field_name="study__slug", help_text="Study slug.")
     status = filters.MultipleChoiceFilter(choices=Episode.Status.choices, help_text="Repeat to match several.")
     agent = filters.CharFilter(field_name="agent__slug", help_text="Agent slug.")
@@ -98,7 +126,7 @@ class EpisodeFilter(filters.FilterSet):
         fields = ["study", "status", "agent", "sector", "participant", "task", "needs_expert_review", "is_simulated"]
 
 
-class JudgeRunFilter(filters.FilterSet):
+class JudgeRunFilter(ApiFilterSet):
     study = filters.CharFilter(field_name="episode__study__slug", help_text="Study slug.")
     status = filters.MultipleChoiceFilter(choices=JudgeRun.Status.choices)
     task = filters.UUIDFilter(field_name="rubric__task__uuid", help_text="Task UUID.")
@@ -108,7 +136,7 @@ class JudgeRunFilter(filters.FilterSet):
         fields = ["episode", "study", "status", "provider", "model", "is_current", "task"]
 
 
-class ExpertGradeFilter(filters.FilterSet):
+class ExpertGradeFilter(ApiFilterSet):
     study = filters.CharFilter(field_name="episode__study__slug", help_text="Study slug.")
     expert = filters.CharFilter(field_name="expert__user__username", help_text="The expert's username.")
     status = filters.ChoiceFilter(choices=ExpertGrade.Status.choices)

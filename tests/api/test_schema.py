@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import pytest
 import schemathesis
@@ -17,6 +18,11 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.api.conftest import World
 
@@ -105,3 +111,54 @@ def test_no_operation_answers_with_a_server_error(case, world, connection_kept_o
         case.path_parameters.update({k: v for k, v in known.items() if k in case.path_parameters})
         case.call_and_validate(headers=headers, checks=[not_a_server_error])
 
+
+
+@schema.parametrize()
+@pytest.mark.django_db
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.filter_too_much])
+def test_every_answer_matches_the_documented_status_content_type_and_schema(case, world, connection_kept_open):
+    token, _ = Token.objects.get_or_create(user=world.staff)
+    headers = {"Authorization": f"Token {token.key}"}
+    checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+    case.call_and_validate(headers=headers, checks=checks)
+    known = _known_path_parameters(world, case.path)
+    if known and case.path_parameters is not None:
+        case.path_parameters.update({k: v for k, v in known.items() if k in case.path_parameters})
+        case.call_and_validate(headers=headers, checks=checks)
+
+
+def _typed_query_parameters() -> list[tuple[str, str, str, str]]:
+    """(method, path, parameter, wrong value) for every query parameter whose schema has a type to break."""
+    found = []
+    for path, operations in schema.raw_schema["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "query":
+                    continue
+                declared = parameter.get("schema", {})
+                if declared.get("type") in ("integer", "number"):
+                    wrong = "not-a-number"
+                elif declared.get("type") == "boolean":
+                    wrong = "perhaps"
+                elif "enum" in declared or "enum" in declared.get("items", {}):
+                    wrong = "no-such-choice"
+                elif declared.get("format") in ("date-time", "date", "uuid"):
+                    wrong = "not-a-" + declared["format"]
+                else:
+                    continue
+                found.append((method, path, parameter["name"], wrong))
+    return found
+
+
+@pytest.mark.parametrize(("method", "path", "name", "wrong"), _typed_query_parameters())
+def test_a_query_parameter_of_the_wrong_type_is_refused_with_a_400_naming_it(world, staff_client, method, path,
+                                                                              name, wrong):
+    url = path
+    for key, value in _known_path_parameters(world, path).items():
+        url = url.replace("{" + key + "}", str(value))
+    response = getattr(staff_client, method)(url + "?" + urlencode({name: wrong}))
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    error = response.json()["error"]
+    assert set(error) == {"code", "message", "fields"} and name in error["fields"], error

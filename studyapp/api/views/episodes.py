@@ -82,7 +82,7 @@ class EpisodeViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
             return ExpertEpisodeSerializer
         return WorkerEpisodeSerializer
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY},
                    summary="Download one of an episode's files")
     @action(detail=True, methods=["get"], url_path="files/<int:file_pk>/download", url_name="download-file",
             filterset_class=None)

@@ -91,7 +91,7 @@ class TaskReferenceFileViewSet(_TaskFileViewSet):
     def _task_queryset(self) -> QuerySet[TaskInstance]:
         return visible_reference_tasks(self.request.user, TaskInstance.objects.all())
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY},
                    summary="Download a reference file")
     @action(detail=True, methods=["get"])
     def download(self, request: Request, uuid: str, pk: int) -> FileResponse:
@@ -104,7 +104,7 @@ class TaskHiddenFileViewSet(_TaskFileViewSet):
     permission_classes = [IsStaff]
     kind = TaskFile.Kind.HIDDEN
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY},
                    summary="Download a hidden evaluator file")
     @action(detail=True, methods=["get"])
     def download(self, request: Request, uuid: str, pk: int) -> FileResponse:
