@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterable
-from decimal import Decimal
 from typing import Any
 
 _TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -22,7 +21,7 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 def csv_safe(value: Any) -> Any:
     """Return the cell value, with text that a spreadsheet would evaluate prefixed by an apostrophe."""
-    if not isinstance(value, str) or isinstance(value, bool | int | float | Decimal):
+    if not isinstance(value, str):  # numbers, dates and None are written as themselves
         return value
     if value.startswith(_TRIGGERS) and not _NUMBER.fullmatch(value):
         return "'" + value
