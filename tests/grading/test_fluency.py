@@ -27,7 +27,7 @@ def test_a_text_log_is_coded_for_all_eleven_behaviours(llm_server):
     coding = episode_code_log(episode_id=episode.pk)
     assert coding.status == FluencyCoding.Status.SUCCEEDED and coding.is_current
     assert set(coding.behaviours) == set(FLUENCY_CODES)
-    assert coding.behaviours["checks_facts"] == {"present": True,
+    assert coding.behaviours["checks_facts_and_claims"] == {"present": True,
                                                  "reason": "The worker did this in turn 2. Second line."}
     assert coding.behaviours["defines_audience"]["present"] is False
     assert coding.behaviour_count == 3
