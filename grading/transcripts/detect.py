@@ -100,6 +100,7 @@ def _rewindable(stream: IO[bytes]) -> IO[bytes]:
         pass
     copy = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115 - closed with the stream it replaces
     shutil.copyfileobj(stream, copy, 2**20)
+    copy.seek(0)
     return copy  # type: ignore[return-value]
 
 
