@@ -49,6 +49,10 @@ def _no_log_reason(episode: Episode, extraction: Extraction) -> str | None:
     return f"No log file could be read ({problems})." + link
 
 
+SCREENSHOTS_ONLY_NOTE = ("Only screenshots of this session were uploaded: there is no transcript text, so the "
+                         "worker's messages are known only from what the screenshots show.")
+
+
 def _coder_log(transcript: EpisodeTranscript, extraction: Extraction, *,
                images_attached: bool) -> tuple[str, bool]:
     """Return the log text for the coder and whether it was cut.
@@ -58,7 +62,12 @@ def _coder_log(transcript: EpisodeTranscript, extraction: Extraction, *,
     """
     parsed = [f for f in transcript.files if f["status"] in ("parsed", "partial")]
     if not parsed:
-        return extraction.as_prompt_text(images_attached=images_attached), extraction.truncated
+        text = extraction.as_prompt_text(images_attached=images_attached)
+        if transcript.status == EpisodeTranscript.Status.SCREENSHOTS_ONLY:
+            text = (f"{SCREENSHOTS_ONLY_NOTE}\n\n{text}" if images_attached else
+                    f"{SCREENSHOTS_ONLY_NOTE} They are not shown to you, so code only what the text below "
+                    f"supports.\n\n{text}")
+        return text, extraction.truncated
     names = {f["name"] for f in parsed}
     others = Extraction(parts=[p for p in extraction.parts if p.name not in names],
                         truncated=any(p.truncated for p in extraction.parts if p.name not in names),

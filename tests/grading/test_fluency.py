@@ -148,3 +148,11 @@ def test_a_broken_session_file_is_reported_to_the_coder_and_kept(llm_server):
     assert episode.transcript.status == "partial"
     assert {f["name"]: f["status"] for f in episode.transcript.files} == {"notes.txt": "parsed",
                                                                            "session.jsonl": "unreadable"}
+
+
+def test_the_coder_is_told_when_only_screenshots_exist(llm_server):
+    episode = submitted_episode(logs={"01.png": png_bytes(), "02.png": png_bytes()})
+    episode_code_log(episode_id=episode.pk)
+    _system, user = prompt_of(llm_server.requests[0].body)
+    assert "Only screenshots of this session were uploaded" in user
+    assert episode.transcript.status == "screenshots_only" and episode.transcript.screenshots == 2
