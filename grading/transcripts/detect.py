@@ -43,8 +43,8 @@ def _jsonl_format(head: bytes) -> Format | None:
             record = json.loads(raw.decode("utf-8", "replace"))
         except ValueError:
             continue
-        if not isinstance(record, dict):
-            return None
+        if not isinstance(record, dict) or gemini.looks_like(record) or isinstance(record.get("items"), list):
+            return None  # one JSON document written on a single line
         seen_json = True
         kind = record.get("type")
         if kind in _CODEX_ENVELOPES and "payload" in record or "record_type" in record:
@@ -122,6 +122,10 @@ def _parse(name: str, stream: IO[bytes], size: int | None) -> FileTranscript:
         return unreadable(name, Format.UNKNOWN, "binary content that is not a known log or image format")
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if stripped[:1] in (b"{", b"["):
+        if b"\n" not in stripped.rstrip(b"\r\n") and size > len(head):
+            # The first record is longer than the head (a long pasted prompt): read that whole line to decide.
+            stripped = stream.readline(MAX_DOCUMENT_BYTES).lstrip(b"\xef\xbb\xbf \t\r\n") + b"\n"
+            stream.seek(start)
         dialect = _jsonl_format(stripped)
         if dialect is Format.CLAUDE_CODE:
             return claude_code.parse(name, buffered)

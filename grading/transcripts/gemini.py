@@ -74,8 +74,11 @@ def _content(entry: dict[str, Any], b: TranscriptBuilder) -> None:
 
 def _message(message: dict[str, Any], b: TranscriptBuilder) -> None:
     kind, at = message.get("type"), message.get("timestamp")
-    text = message.get("content")
-    text = text if isinstance(text, str) else compact(text, 4000) if text else ""
+    content = message.get("content")
+    if isinstance(content, list):  # newer files store parts: [{"text": …}, …]
+        text = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and not p.get("thought"))
+    else:
+        text = content if isinstance(content, str) else ""
     if kind == "user":
         if text.strip():
             b.turn(Role.USER, text, at)

@@ -19,6 +19,8 @@ def json_lines(stream: IO[bytes], builder: TranscriptBuilder) -> Iterator[dict[s
         except UnicodeDecodeError:
             text = raw.decode("utf-8", "replace")
             builder.non_utf8()
+        if text.startswith("\ufeff"):  # a byte-order mark some editors add
+            text = text[1:]
         try:
             record = json.loads(text)
         except ValueError:

@@ -72,3 +72,20 @@ def test_a_non_seekable_stream_is_parsed(parse_sample):
 
     stream = io.BufferedReader(OneWay((SAMPLES / "codex_rollout.jsonl").read_bytes()))
     assert parse_log("r.jsonl", stream).user_prompts == 3
+
+
+def test_a_first_record_longer_than_the_sniffed_head_is_still_recognised():
+    import json
+
+    long_prompt = {"type": "user", "sessionId": "s", "uuid": "a",
+                   "message": {"role": "user", "content": "Here is the whole report: " + "lorem ipsum " * 20_000}}
+    reply = {"type": "assistant", "uuid": "b", "message": {"id": "m", "role": "assistant", "content": "ok"}}
+    data = (json.dumps(long_prompt) + "\n" + json.dumps(reply) + "\n").encode()
+    result = parse_log("s.jsonl", io.BytesIO(data))
+    assert (result.format, result.user_prompts, result.agent_turns) == (Format.CLAUDE_CODE, 1, 1)
+
+
+def test_a_byte_order_mark_does_not_break_the_first_record():
+    data = b'\xef\xbb\xbf{"type": "user", "sessionId": "s", "message": {"role": "user", "content": "hi"}}\n'
+    result = parse_log("s.jsonl", io.BytesIO(data))
+    assert (result.user_prompts, result.bad_lines) == (1, 0)

@@ -37,3 +37,12 @@ def test_the_prompt_log_lists_typed_prompts():
                         "timestamp": "2025-10-01T08:00:00Z"}]).encode()
     result = parse_log("logs.json", io.BytesIO(data))
     assert (result.format, result.user_prompts) == (Format.GEMINI, 1)
+
+
+def test_session_messages_with_content_parts_are_read():
+    data = json.dumps({"sessionId": "s", "messages": [
+        {"type": "user", "content": [{"text": "Summarise the memo."}], "timestamp": "2025-10-01T08:00:00Z"},
+        {"type": "gemini", "content": [{"text": "thinking…", "thought": True}, {"text": "Here it is."}]},
+    ]}).encode()
+    result = parse_log("session.json", io.BytesIO(data))
+    assert [t.text for t in result.turns] == ["Summarise the memo.", "Here it is."]
