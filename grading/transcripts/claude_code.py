@@ -4,11 +4,13 @@ Each line is a record with `type` (user, assistant, summary, system, …), `mess
 `isSidechain` (sub-agent chains), `timestamp`, `uuid`/`parentUuid`. Content is a string or a list of
 parts (text, tool_use, tool_result, thinking, image). Tool results come back as `type: user` records whose
 parts are tool_result: they are not the worker's prompts; neither are meta records (`isMeta`), compaction
-summaries, local command output or the "[Request interrupted by user…]" markers (counted as interventions).
+summaries, local command output, bare slash commands (/clear, /cost) or the "[Request interrupted by user…]"
+markers (counted as interventions).
 """
 
 from __future__ import annotations
 
+import re
 from typing import IO, Any
 
 from grading.transcripts.lines import compact, json_lines
@@ -17,6 +19,8 @@ from grading.transcripts.model import FileTranscript, Format, Role, TranscriptBu
 _INTERRUPTED = "[Request interrupted by user"
 _REJECTED = ("The user doesn't want to proceed with this tool use", "The user doesn't want to take this action")
 _NOT_PROMPTS = ("<local-command-stdout>", "<local-command-stderr>", "Caveat: The messages below were generated")
+_COMMAND = re.compile(r"<command-name>\s*(?P<name>[^<]*)</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(?P<args>.*?)</command-args>", re.DOTALL)
 _NON_DIALOGUE = frozenset({"summary", "system", "file-history-snapshot", "queue-operation", "progress"})
 
 
@@ -66,6 +70,15 @@ def _user(record: dict[str, Any], content: Any, b: TranscriptBuilder, state: dic
     if text.lstrip().startswith(_NOT_PROMPTS):
         b.skip("command output")
         b.time(at)
+    elif (command := _COMMAND.search(text)) is not None:
+        # A slash command with arguments asks the agent for something; a bare one (/clear, /cost) does not.
+        found = _COMMAND_ARGS.search(text)
+        args = found.group("args").strip() if found else ""
+        if args:
+            b.turn(Role.USER, f"{command.group('name').strip()} {args}", at, sidechain=side)
+        else:
+            b.skip("slash command")
+            b.time(at)
     else:
         b.turn(Role.USER, text, at, sidechain=side)
 

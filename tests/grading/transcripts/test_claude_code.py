@@ -78,3 +78,16 @@ def test_turn_text_is_bounded_and_the_transcript_flagged_truncated():
     result = parse_log("s.jsonl", io.BytesIO(json.dumps(line).encode()))
     assert result.truncated and len(result.turns[0].text) < 4100
     assert result.user_chars == 10_000  # the metrics count the full text
+
+
+def test_a_bare_slash_command_is_not_a_prompt_but_one_with_arguments_is():
+    def user(content: str) -> str:
+        return json.dumps({"type": "user", "sessionId": "s", "message": {"role": "user", "content": content}})
+
+    lines = [user("<command-message>clear</command-message>\n<command-name>/clear</command-name>\n"
+                  "<command-args></command-args>"),
+             user("<command-message>review</command-message>\n<command-name>/review</command-name>\n"
+                  "<command-args>the budget sheet</command-args>")]
+    result = parse_log("s.jsonl", io.BytesIO("\n".join(lines).encode()))
+    assert result.user_prompts == 1 and result.turns[0].text == "/review the budget sheet"
+    assert result.skipped == {"slash command": 1}
