@@ -61,3 +61,15 @@ def test_a_stored_file_that_has_gone_missing_is_reported_not_raised():
     log.file.storage.delete(log.file.name)
     row = episode_transcript_build(episode_id=episode.pk)
     assert row.status == "unreadable" and "could not be opened" in row.files[0]["note"]
+
+
+def test_staff_see_each_files_parse_report_in_the_admin(admin_client):
+    from django.urls import reverse
+
+    episode = submitted_episode(logs={"session.jsonl": _sample("claude_code_session.jsonl"), "x.jsonl": b"{bad"})
+    row = episode_transcript_build(episode_id=episode.pk)
+    page = admin_client.get(reverse("admin:grading_episodetranscript_change", args=[row.pk])).content.decode()
+    assert "session.jsonl" in page and "claude_code (partial): 4 prompts, 3 tool calls" in page
+    assert "x.jsonl" in page and "unreadable" in page
+    listing = admin_client.get(reverse("admin:grading_episodetranscript_changelist")).content.decode()
+    assert "Parsed with problems" in listing
