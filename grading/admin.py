@@ -205,6 +205,23 @@ class FluencyCodingAdmin(ReadOnlyAdmin):
         return _short(obj.error)
 
 
+@admin.register(m.EpisodeTranscript)
+class EpisodeTranscriptAdmin(ReadOnlyAdmin):
+    """Staff see how each log file was read: format, problems, and the per-episode process metrics."""
+
+    list_display = ("episode", "status", "user_prompts", "agent_turns", "tool_calls", "interventions",
+                    "screenshots", "heuristic", "parsed_at")
+    list_filter = ("status", "heuristic", "truncated")
+    exclude = ("files",)
+    readonly_fields = ("file_reports",)
+
+    @admin.display(description="files")
+    def file_reports(self, obj: m.EpisodeTranscript) -> str:
+        return format_html_join(
+            "", "<p><strong>{}</strong> — {} ({}): {} prompts, {} tool calls. {}</p>",
+            ((f["name"], f["format"], f["status"], f["user_prompts"], f["tool_calls"], f["note"]) for f in obj.files))
+
+
 # ------------------------------------------------------------------------------------ grading queue
 
 

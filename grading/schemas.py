@@ -208,32 +208,33 @@ class FluencyBehaviour:
     definition: str
 
 
-#: The 11 directly observable behaviours of the AI Fluency Index coded in paper App. H (our own wording).
+#: The 11 directly observable behaviours of the AI Fluency Index coded in paper App. H (our own wording); the
+#: codes are the paper's keys so codings merge with its data.
 FLUENCY_BEHAVIOURS: tuple[FluencyBehaviour, ...] = (
     FluencyBehaviour("iterates_and_refines", "Iterates and refines",
                      "The worker builds on the agent's earlier output (follow-ups, corrections, asking for more) "
                      "instead of taking the first result as final."),
-    FluencyBehaviour("clarifies_goal", "Clarifies the goal before asking",
+    FluencyBehaviour("clarifies_goal_before_asking", "Clarifies the goal before asking",
                      "The worker explains what they are trying to achieve before, or together with, a request."),
-    FluencyBehaviour("provides_examples", "Shows what good looks like",
+    FluencyBehaviour("provides_examples_of_good", "Shows what good looks like",
                      "The worker gives examples, templates, reference points or explicit success criteria."),
-    FluencyBehaviour("specifies_format", "Specifies format and structure",
+    FluencyBehaviour("specifies_format_and_structure", "Specifies format and structure",
                      "The worker states how the output should be organised: file type, sections, length, layout."),
     FluencyBehaviour("sets_interaction_mode", "Sets the interaction mode",
                      "The worker tells the agent how to behave in the exchange, e.g. ask before acting, be brief, "
                      "critique rather than write."),
-    FluencyBehaviour("tone_and_style", "States tone and style preferences",
+    FluencyBehaviour("communication_tone_and_style", "States tone and style preferences",
                      "The worker asks for a register or voice, e.g. formal, plain-spoken, persuasive."),
     FluencyBehaviour("identifies_missing_context", "Supplies missing context",
                      "The worker notices what the agent does not know, adds background or corrects a wrong "
                      "assumption."),
     FluencyBehaviour("defines_audience", "Defines the audience",
                      "The worker says who the output is for and what that reader needs."),
-    FluencyBehaviour("questions_reasoning", "Challenges weak reasoning",
+    FluencyBehaviour("questions_ai_reasoning", "Challenges weak reasoning",
                      "The worker pushes back on, probes or asks the agent to justify a step that seems wrong."),
-    FluencyBehaviour("consults_on_approach", "Consults on the approach first",
+    FluencyBehaviour("consults_ai_on_approach", "Consults on the approach first",
                      "The worker asks the agent to plan or compare methods before it starts producing the work."),
-    FluencyBehaviour("checks_facts", "Checks facts and claims",
+    FluencyBehaviour("checks_facts_and_claims", "Checks facts and claims",
                      "The worker verifies figures or claims that matter, asks for sources or flags doubtful ones."),
 )
 FLUENCY_CODES: tuple[str, ...] = tuple(b.code for b in FLUENCY_BEHAVIOURS)

@@ -102,7 +102,7 @@ class StepVisitAdmin(ReadOnlyAdmin):
 
 @admin.register(m.Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "product", "model_version", "interface", "log_mode", "is_active")
+    list_display = ("name", "product", "model_version", "interface", "log_mode", "log_format", "is_active")
     list_filter = ("interface", "log_mode", "is_active")
     search_fields = ("name", "product", "model_version")
     prepopulated_fields = {"slug": ("name",)}

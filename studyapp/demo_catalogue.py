@@ -6,6 +6,7 @@ AGENTS = [
     {
         "name": "Claude Cowork", "slug": "claude-cowork", "product": "Anthropic Claude desktop (Cowork)",
         "model_version": "claude-sonnet-4.6", "interface": "desktop", "log_mode": "upload",
+        "log_format": "screenshot",
         "setup_guide": (
             "## Setting up Claude Cowork\n\n1. Install the Claude desktop app for your operating system.\n"
             "2. Sign in with the study account details from your invitation e-mail.\n"
@@ -17,23 +18,25 @@ AGENTS = [
     {
         "name": "Claude Code", "slug": "claude-code", "product": "Anthropic Claude Code (terminal)",
         "model_version": "claude-sonnet-4.6", "interface": "terminal", "log_mode": "upload",
+        "log_format": "claude_code",
         "setup_guide": (
             "## Setting up Claude Code\n\n1. Install Node.js 18 or newer.\n"
             "2. Run `npm install -g @anthropic-ai/claude-code` in a terminal.\n"
             "3. Create a folder for this task, put the reference files in it, `cd` into it and run `claude`.\n"
             "4. Log in when asked. Type `/status` — if it answers, it is ready.\n"
         ),
-        "log_instructions": "Copy the full terminal transcript into a .txt file (or export it) and upload it.",
+        "log_instructions": "Upload Claude Code's own session file (see below), not a copy of the screen.",
     },
     {
         "name": "Codex", "slug": "codex", "product": "OpenAI Codex CLI (terminal)",
         "model_version": "gpt-5.2-codex-medium", "interface": "terminal", "log_mode": "upload",
+        "log_format": "codex",
         "setup_guide": (
             "## Setting up Codex\n\n1. Install Node.js 18 or newer.\n2. Run `npm install -g @openai/codex`.\n"
             "3. Create a folder for this task with the reference files, `cd` into it and run `codex`.\n"
             "4. Sign in when asked, then ask it to list the files in the folder.\n"
         ),
-        "log_instructions": "Save the terminal transcript as a .txt file and upload it.",
+        "log_instructions": "Upload Codex's own session file (see below), not a copy of the screen.",
     },
     {
         "name": "Manus", "slug": "manus", "product": "Manus (browser)",
@@ -49,12 +52,13 @@ AGENTS = [
     {
         "name": "Gemini CLI", "slug": "gemini-cli", "product": "Google Gemini CLI (terminal)",
         "model_version": "gemini-3-auto", "interface": "terminal", "log_mode": "upload",
+        "log_format": "gemini",
         "setup_guide": (
             "## Setting up Gemini CLI\n\n1. Install Node.js 20 or newer.\n2. Run `npm install -g @google/gemini-cli`.\n"
             "3. Create a folder with the reference files, `cd` into it and run `gemini`.\n"
             "4. Sign in with your Google account, then ask it to list the files.\n"
         ),
-        "log_instructions": "Save the terminal transcript as a .txt file and upload it.",
+        "log_instructions": "Save the chat in Gemini CLI and upload the saved file (see below).",
     },
 ]
 

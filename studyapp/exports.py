@@ -28,7 +28,14 @@ from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from grading.models import CriterionScore, ExpertCriterionGrade, ExpertGrade, FluencyCoding, JudgeRun
+from grading.models import (
+    CriterionScore,
+    EpisodeTranscript,
+    ExpertCriterionGrade,
+    ExpertGrade,
+    FluencyCoding,
+    JudgeRun,
+)
 from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.csv_safety import csv_writer
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, ParticipantIdentity, Study, TaskInstance
@@ -207,6 +214,33 @@ TABLES: tuple[Table, ...] = (
         _c("present", "boolean", "Whether the behaviour was observed."),
         _c("model", "string", "Model that coded the log."),
     )),
+    Table("transcript_metrics.csv", "Process metrics from each episode's parsed collaboration log (one row per "
+          "episode whose log was parsed; metrics are empty when no transcript could be read).", (
+        EID,
+        _c("agent", "string", "Agent name."),
+        _c("status", "string", "parsed, partial (some files or lines unreadable), screenshots_only, unreadable or "
+                               "no_log."),
+        _c("formats", "string", "Log formats found: claude_code, codex, gemini, terminal, screenshot, unknown."),
+        _c("heuristic", "boolean", "Prompts were detected heuristically from terminal text."),
+        _c("truncated", "boolean", "Stored turn text was shortened (the counts are still complete)."),
+        _c("log_files", "integer", "Log files uploaded."),
+        _c("screenshots", "integer", "Screenshots among them."),
+        _c("unknown_records", "integer", "Records of unknown types skipped (format drift)."),
+        _c("bad_lines", "integer", "Lines that were not valid JSON, skipped."),
+        _c("user_prompts", "integer", "Prompts the worker typed (not tool results, sub-agent or injected text)."),
+        _c("agent_turns", "integer", "Agent messages to the worker."),
+        _c("tool_calls", "integer", "Tool calls by the main agent."),
+        _c("interventions", "integer", "Times the worker interrupted the agent or refused a tool call."),
+        _c("sidechain_turns", "integer", "Turns inside sub-agent chains (not counted above)."),
+        _c("duration_seconds", "number", "First to last timestamp, summed over session files."),
+        _c("active_seconds", "number", "Sum of gaps between events up to 5 minutes (longer gaps are idle)."),
+        _c("initiative_entropy", "number", "H = -sum p_i log2 p_i over worker prompts and agent questions (Co-Gym "
+                                           "Eq. 2); 0 if one side took no initiative."),
+        _c("human_initiative_share", "number", "Worker share of initiative-taking utterances."),
+        _c("user_chars", "integer", "Characters the worker wrote (effort)."),
+        _c("agent_chars", "integer", "Characters of agent messages."),
+        _c("effort_ratio", "number", "agent_chars / user_chars."),
+    )),
     Table("survey_answers_long.csv", "One row per submitted survey answer.", (
         PID,
         _c("phase", "string", "pre or post."),
@@ -264,6 +298,9 @@ EXTRA_FILES = {
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_overall_score (the score y "
     "used by the rating), autograde_status (\"done\") and skipped (false); active observations only. "
     "`manage.py import_sessions` reads it back to the same ratings.",
+    "transcripts.jsonl": "Only in exports that include identifying information: one JSON object per line with "
+    "episode_id, agent and files, each file with name, format, status, note and turns (role user / agent / "
+    "tool_call / tool_result, text, at, sidechain, intervention) of the normalised collaboration transcript.",
     "study.json": "Study settings needed to reproduce the analysis: rating hyperparameters, score source, "
     "snapshot version, export time and the id scheme.",
     "data_dictionary.csv": "This dictionary: file, column, type, description.",
@@ -476,6 +513,44 @@ def _fluency_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any
                 yield {"episode_id": episode_id, "behaviour": code, "present": present, "model": row["model"]}
 
 
+def _transcripts(study: Study) -> QuerySet:
+    return EpisodeTranscript.objects.filter(episode__in=_episodes(study)).order_by("episode_id")
+
+
+_TRANSCRIPT_COLUMNS = ("user_prompts", "agent_turns", "tool_calls", "interventions", "sidechain_turns",
+                       "duration_seconds", "active_seconds", "initiative_entropy", "human_initiative_share",
+                       "user_chars", "agent_chars", "effort_ratio")
+
+
+def _transcript_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _transcripts(study).values("episode_id", "episode__agent__name", "status", "formats", "heuristic",
+                                      "truncated", "screenshots", "files", *_TRANSCRIPT_COLUMNS)
+    for row in _stream(rows):
+        files = row.pop("files") or []
+        yield {
+            **row, "episode_id": hasher("episode", row["episode_id"]), "agent": row.pop("episode__agent__name"),
+            "formats": " ".join(row["formats"] or []), "log_files": len(files),
+            "unknown_records": sum(sum((f.get("unknown_records") or {}).values()) for f in files),
+            "bad_lines": sum(f.get("bad_lines", 0) for f in files),
+        }
+
+
+def _write_transcripts(writer: _Writer, study: Study, hasher: Pseudonymizer) -> None:
+    """Write the normalised turns, one episode per line (identifying: the worker's own words)."""
+    count = 0
+    with writer.archive.open("transcripts.jsonl", "w", force_zip64=True) as raw:
+        rows = _transcripts(study).values("episode_id", "episode__agent__name", "files")
+        for row in _stream(rows):
+            files = [{key: f.get(key) for key in ("name", "format", "status", "note", "heuristic", "truncated",
+                                                  "turns")} for f in row["files"] or []]
+            line = {"episode_id": hasher("episode", row["episode_id"]), "agent": row["episode__agent__name"],
+                    "files": files}
+            raw.write(json.dumps(line, ensure_ascii=False).encode() + b"\n")
+            count += 1
+            writer._tick()
+    writer.counts["transcripts.jsonl"] = count
+
+
 def _answers(study: Study, include_pii: bool) -> QuerySet:
     answers = Answer.objects.filter(
         response__participant__in=_participants(study), response__submitted_at__isnull=False
@@ -633,6 +708,7 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
     total += JudgeRun.objects.filter(episode__in=episodes).count()
     total += CriterionScore.objects.filter(judge_run__episode__in=episodes).count()
     total += ExpertGrade.objects.filter(episode__in=episodes).count()
+    total += _transcripts(study).count() * (2 if include_pii else 1)
     total += _answers(study, include_pii).count() * 2
     total += _observations(study).count() * 2
     if snapshot is not None:
@@ -716,6 +792,9 @@ def build_export(
         writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))
         writer.table(TABLE_BY_FILE["expert_criterion_grades.csv"], _expert_criterion_rows(study, hasher))
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
+        if include_pii:
+            _write_transcripts(writer, study, hasher)
         writer.table(TABLE_BY_FILE["survey_answers_long.csv"], _answer_long_rows(study, hasher, include_pii))
         writer.table(
             TABLE_BY_FILE["survey_answers_wide.csv"], _answer_wide_rows(study, hasher, include_pii),

@@ -40,7 +40,7 @@ _SIGNATURES: dict[str, tuple[bytes, ...]] = {
     "wav": (b"RIFF",),
     "webm": (b"\x1a\x45\xdf\xa3",),
 }
-_TEXT_EXTENSIONS = {"csv", "tsv", "txt", "md", "json", "html", "htm", "xml", "py", "r", "sql", "log", "ipynb"}
+_TEXT_EXTENSIONS = {"csv", "tsv", "txt", "md", "json", "jsonl", "html", "htm", "xml", "py", "r", "sql", "log", "ipynb"}
 _ISO_MEDIA = {"mp4", "mov", "m4a"}  # ISO base media: 'ftyp' box at offset 4
 
 

@@ -223,7 +223,7 @@ UPLOADS = {
     "MAX_EPISODE_BYTES": int(os.environ.get("UPLOAD_MAX_EPISODE_BYTES", str(4 * 2**30))),
     "MAX_FILES_PER_EPISODE": int(os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", "50")),
     "ALLOWED_EXTENSIONS": [
-        "pdf", "docx", "doc", "xlsx", "xlsm", "xls", "pptx", "ppt", "csv", "tsv", "txt", "md", "json",
+        "pdf", "docx", "doc", "xlsx", "xlsm", "xls", "pptx", "ppt", "csv", "tsv", "txt", "md", "json", "jsonl",
         "html", "htm", "xml", "png", "jpg", "jpeg", "gif", "webp", "zip", "mp3", "wav", "m4a", "mp4",
         "mov", "webm", "py", "ipynb", "r", "sql", "log", "odt", "ods", "odp", "rtf",
     ],

@@ -3,8 +3,9 @@
 from .experts import ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile
 from .judging import CriterionScore, EpisodeGrading, Extraction, FluencyCoding, JudgeRun, LLMUsage
 from .rubrics import Criterion, Rubric
+from .transcripts import EpisodeTranscript
 
 __all__ = [
     "Criterion", "CriterionScore", "EpisodeGrading", "ExpertAssignment", "ExpertCriterionGrade", "ExpertGrade",
-    "ExpertProfile", "Extraction", "FluencyCoding", "JudgeRun", "LLMUsage", "Rubric",
+    "EpisodeTranscript", "ExpertProfile", "Extraction", "FluencyCoding", "JudgeRun", "LLMUsage", "Rubric",
 ]

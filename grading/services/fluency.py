@@ -13,8 +13,8 @@ from django.db import transaction
 
 from grading import llm
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater
-from grading.extract import Extraction
-from grading.models import FluencyCoding, LLMUsage
+from grading.extract import Extraction, _cut
+from grading.models import EpisodeTranscript, FluencyCoding, LLMUsage
 from grading.prompts import FLUENCY_PROMPT_VERSION, render_fluency_prompt
 from grading.providers import fluency_coder, grading_settings, not_configured_note, provider_config, provider_configured
 from grading.schemas import FLUENCY_CODES, FluencyOut, one_line
@@ -22,6 +22,8 @@ from grading.selectors import current_fluency_coding
 from grading.services.budget import budget_ensure_available, llm_usage_record
 from grading.services.consent_check import consent_refusal
 from grading.services.extraction import episode_log_extract
+from grading.services.transcripts import episode_transcript_build
+from grading.transcripts.render import render_transcripts
 from studyapp.models import Episode, Participant
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,39 @@ def _no_log_reason(episode: Episode, extraction: Extraction) -> str | None:
         return None
     problems = "; ".join(f"{p.name}: {p.note or 'no readable content'}" for p in extraction.parts)
     return f"No log file could be read ({problems})." + link
+
+
+SCREENSHOTS_ONLY_NOTE = ("Only screenshots of this session were uploaded: there is no transcript text, so the "
+                         "worker's messages are known only from what the screenshots show.")
+
+
+def _coder_log(transcript: EpisodeTranscript, extraction: Extraction, *,
+               images_attached: bool) -> tuple[str, bool]:
+    """Return the log text for the coder and whether it was cut.
+
+    Files parsed into a transcript are shown as normalised turns (speakers marked, sub-agent turns
+    labelled); every other file (screenshots, unrecognised text) as extracted.
+    """
+    parsed = [f for f in transcript.files if f["status"] in ("parsed", "partial")]
+    if not parsed:
+        text = extraction.as_prompt_text(images_attached=images_attached)
+        if transcript.status == EpisodeTranscript.Status.SCREENSHOTS_ONLY:
+            text = (f"{SCREENSHOTS_ONLY_NOTE}\n\n{text}" if images_attached else
+                    f"{SCREENSHOTS_ONLY_NOTE} They are not shown to you, so code only what the text below "
+                    f"supports.\n\n{text}")
+        return text, extraction.truncated
+    names = {f["name"] for f in parsed}
+    others = Extraction(parts=[p for p in extraction.parts if p.name not in names],
+                        truncated=any(p.truncated for p in extraction.parts if p.name not in names),
+                        total_chars=0)
+    budget = int(grading_settings()["EXTRACT_MAX_CHARS"])
+    text = render_transcripts(parsed)
+    truncated = transcript.truncated or others.truncated
+    if len(text) > budget:
+        text, truncated = _cut(text, budget, "the normalised transcripts", complete=True), True
+    if others.parts:
+        text += "\n\nOther log files:\n" + others.as_prompt_text(images_attached=images_attached)
+    return text, truncated
 
 
 def _already_coded(episode: Episode, model: str) -> FluencyCoding | None:
@@ -71,6 +106,7 @@ def episode_code_log(*, episode_id: int, force: bool = False, final_attempt: boo
         raise NotGradable(f"episode {episode.pk} is {episode.get_status_display().lower()}; nothing to code")
     if episode.participant.status == Participant.Status.WITHDRAWN:
         raise NotGradable(f"episode {episode.pk}: the participant withdrew")
+    transcript = episode_transcript_build(episode_id=episode.pk)
     spec = fluency_coder()
     if not force and (existing := _already_coded(episode, spec.model)) is not None:
         return existing
@@ -87,9 +123,9 @@ def episode_code_log(*, episode_id: int, force: bool = False, final_attempt: boo
     budget_ensure_available(study=episode.study)
     config = provider_config(spec)
     images = extraction.images() if config.vision else []
-    prompt = render_fluency_prompt(agent=str(episode.agent), title=episode.task.title,
-                                   log=extraction.as_prompt_text(images_attached=bool(images)),
-                                   truncated=extraction.truncated, images_attached=len(images))
+    log_text, truncated = _coder_log(transcript, extraction, images_attached=bool(images))
+    prompt = render_fluency_prompt(agent=str(episode.agent), title=episode.task.title, log=log_text,
+                                   truncated=truncated, images_attached=len(images))
     try:
         out, responses = llm.complete_json(
             config, system=prompt.system, user_text=prompt.user, schema=FluencyOut, images=images,

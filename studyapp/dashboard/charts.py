@@ -319,3 +319,65 @@ def prepost_plot(
         for row in rows
     )
     return _svg(chart_id, width, height, title, desc or "No data.", body)
+
+
+# ----------------------------------------------------------------------------------------- line charts
+
+_SERIES_COLOURS = ("#2456c7", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490", "#a16207", "#4338ca")
+_SERIES_DASHES = ("", "6 3", "2 3", "8 3 2 3", "1 2", "10 4")
+
+
+@dataclass(frozen=True)
+class CurveSeries:
+    """One line of a curve chart: a label and one y value (or None) per x category."""
+
+    label: str
+    values: Sequence[float | None]
+
+
+def curve_chart(chart_id: str, title: str, categories: Sequence[str], series: Sequence[CurveSeries], *,
+                y_range: tuple[float, float] = (0.0, 100.0), x_label: str = "", y_label: str = "") -> SafeString:
+    """Return lines over categorical x (effort-scaling curves); series differ by colour, dash and marker label."""
+    left, right, top, bottom, plot_h = 48.0, 170.0, 14.0, 44.0, 220.0
+    slot = 70.0
+    plot_w = slot * max(len(categories) - 1, 1)
+    width, height = left + plot_w + right, top + plot_h + bottom
+    low, high = y_range
+    span = (high - low) or 1.0
+
+    def y_of(value: float) -> float:
+        return top + plot_h * (1 - (min(max(value, low), high) - low) / span)
+
+    body = []
+    for tick in _ticks(low, high):
+        y = y_of(tick)
+        body.append(f'<line x1="{_num(left)}" x2="{_num(left + plot_w)}" y1="{_num(y)}" y2="{_num(y)}" '
+                    f'stroke="{_GRID}"/>')
+        body.append(_text(left - 6, y + 4, _fmt(tick), anchor="end", fill=_MUTED))
+    for index, category in enumerate(categories):
+        body.append(_text(left + index * slot, top + plot_h + 16, _truncate(category, 10), anchor="middle"))
+    if x_label:
+        body.append(_text(left + plot_w / 2, top + plot_h + 36, x_label, anchor="middle", fill=_MUTED))
+    if y_label:
+        body.append(_text(12, top + plot_h / 2, y_label, anchor="middle", fill=_MUTED,
+                          extra=f'transform="rotate(-90 12 {_num(top + plot_h / 2)})"'))
+    descriptions = []
+    for number, line in enumerate(series):
+        colour = _SERIES_COLOURS[number % len(_SERIES_COLOURS)]
+        dash = _SERIES_DASHES[number % len(_SERIES_DASHES)]
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        marks = [(left + index * slot, y_of(value), categories[index], value)
+                 for index, value in enumerate(line.values) if value is not None and index < len(categories)]
+        if len(marks) > 1:
+            path = " ".join(f"{_num(x)},{_num(y)}" for x, y, _c, _v in marks)
+            body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash_attr}/>')
+        for x, y, category, value in marks:
+            body.append(f'<circle cx="{_num(x)}" cy="{_num(y)}" r="3.5" fill="{colour}"><title>'
+                        f'{escape(line.label)}, {escape(category)}: {escape(_fmt(value))}</title></circle>')
+        legend_y = top + 10 + number * 18
+        body.append(f'<line x1="{_num(left + plot_w + 16)}" x2="{_num(left + plot_w + 40)}" y1="{_num(legend_y)}" '
+                    f'y2="{_num(legend_y)}" stroke="{colour}" stroke-width="2"{dash_attr}/>')
+        body.append(_text(left + plot_w + 46, legend_y + 4, _truncate(line.label, 18)))
+        shown = ", ".join(f"{c} {_fmt(v)}" for c, v in zip(categories, line.values, strict=False) if v is not None)
+        descriptions.append(f"{line.label}: {shown or 'no data'}")
+    return _svg(chart_id, width, height, title, "; ".join(descriptions) or "No data.", body)

@@ -21,6 +21,7 @@ import scipy.stats
 
 from grading.models import FluencyCoding
 from rating.models import EntityRating
+from studyapp.dashboard.transcripts import transcript_analysis
 from studyapp.models import Agent, Episode, Participant, SoloRun, Study
 from surveys.selectors import human_skill
 
@@ -283,4 +284,5 @@ def collaboration_analysis(study: Study) -> dict[str, Any]:
         "by_agent": collab_vs_solo_by_agent(study, episodes, solo, ratings),
         "n_scored_episodes": len(episodes),
         "n_solo_runs": sum(len(scores) for scores in solo.values()),
+        "transcripts": transcript_analysis(study),
     }

@@ -82,7 +82,9 @@ ACTION_FORMS: dict[str, type[_StudyForm]] = {
 
 class ExportForm(forms.Form):
     include_pii = forms.BooleanField(
-        required=False, label="Include identifying information (emails, names, platform ids, typed free text)"
+        required=False,
+        label="Include identifying information (emails, names, platform ids, typed free text, collaboration "
+        "transcripts)",
     )
 
 

@@ -29,7 +29,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from grading.models import FluencyCoding, JudgeRun, LLMUsage
+from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from surveys.selectors import answers_fingerprint
@@ -341,9 +341,15 @@ def analysis_cache_key(study: Study, kind: str, snapshot: RatingSnapshot | None)
         stamp = int(codings["t"].timestamp()) if codings["t"] else 0
         fingerprint = f"{episodes['n']}.{round(episodes['s'] or 0, 3)}.{codings['n']}.{stamp}.{solo['n']}." + str(
             round(solo["s"] or 0, 3)
-        )
+        ) + _transcripts_fingerprint(study)
         return f"collaboration:{study.pk}:v{version}:{fingerprint}"[:128]
     raise ValueError(f"kind must be one of {ANALYSIS_KINDS}, got {kind!r}")
+
+
+def _transcripts_fingerprint(study: Study) -> str:
+    """Return a short stamp that changes whenever an episode's transcript is (re)parsed."""
+    parsed = EpisodeTranscript.objects.filter(episode__study=study).aggregate(n=Count("pk"), t=Max("parsed_at"))
+    return f".t{parsed['n']}.{int(parsed['t'].timestamp() * 1000) if parsed['t'] else 0}" if parsed["n"] else ""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from studyapp.dashboard import pages, selectors, services
 from studyapp.dashboard.exceptions import DashboardError
 from studyapp.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
+from studyapp.dashboard.transcripts import transcript_page
 from studyapp.files import serve_private_file
 from studyapp.models import BackgroundJob, Study
 from studyapp.payouts import PAYOUT_FORMATS
@@ -102,6 +103,7 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/collaboration.html", study, "collaboration", f"{study.name}: collaboration",
         state=state, result=shown, view=pages.collaboration_page(shown),
+        transcripts_view=transcript_page(shown),
     )
 
 

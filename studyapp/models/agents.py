@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from studyapp.log_sources import LogFormat
+
 
 class Agent(models.Model):
     """An agent product with its setup guide and how its collaboration log is collected."""
@@ -26,6 +28,11 @@ class Agent(models.Model):
     setup_guide = models.TextField(blank=True, help_text="Markdown; rendered with HTML sanitised.")
     log_instructions = models.TextField(blank=True, help_text="Markdown: how to export the collaboration log.")
     log_mode = models.CharField(max_length=16, choices=LogMode.choices, default=LogMode.UPLOAD)
+    log_format = models.CharField(
+        max_length=16, choices=LogFormat.choices, blank=True,
+        help_text="Which session file workers upload (shown on the task page); blank: inferred from the name of a "
+                  "terminal agent (Claude Code, Codex, Gemini CLI).",
+    )
     share_url_hosts = models.JSONField(
         default=list, blank=True, help_text="Hosts a shared-session link must point to, e.g. [\"manus.im\"]."
     )

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from studyapp.exceptions import InvalidShareUrl, NoAgentAvailable, NoTaskAvailable, StudyError
+from studyapp.log_sources import agent_log_source
 from studyapp.markdown import render_markdown
 from studyapp.models import Agent, Episode, EpisodeFile, Participant
 from studyapp.selectors import (
@@ -83,6 +84,7 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
         "setup_guide_html": render_markdown(agent.setup_guide),
         "log_instructions_html": render_markdown(agent.log_instructions),
+        "log_source": agent_log_source(agent),
         "reference_files": reference_files(task_obj.pk),
         "deliverables": [f for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE],
         "logs": [f for f in files if f.kind == EpisodeFile.Kind.LOG],

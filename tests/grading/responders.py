@@ -72,16 +72,17 @@ def judge_reply(fraction: float = 0.8, *, earned: dict[str, float] | None = None
     return reply
 
 
-def fluency_dict(observed: Iterable[str] = ("iterates_and_refines", "clarifies_goal", "checks_facts")
-                 ) -> dict[str, Any]:
+_OBSERVED = ("iterates_and_refines", "clarifies_goal_before_asking", "checks_facts_and_claims")
+
+
+def fluency_dict(observed: Iterable[str] = _OBSERVED) -> dict[str, Any]:
     seen = set(observed)
     return {code: {"observed": code in seen,
                    "reason": ("The worker did this in turn 2.\nSecond line." if code in seen
                               else "No evidence in the log.")} for code in FLUENCY_CODES}
 
 
-def fluency_reply(observed: Iterable[str] = ("iterates_and_refines", "clarifies_goal", "checks_facts")
-                  ) -> Callable[[Body], str]:
+def fluency_reply(observed: Iterable[str] = _OBSERVED) -> Callable[[Body], str]:
     return lambda body: json.dumps(fluency_dict(observed))
 
 

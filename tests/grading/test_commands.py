@@ -124,3 +124,20 @@ def test_grade_outdated_regrades_only_episodes_scored_with_an_older_rubric(llm_s
         out = run("grade", "--outdated", "--sync")
     assert f"episode {old.pk}: graded score 80.00" in out and f"episode {current.pk}" not in out
     assert old.judge_runs.count() == 4 and current.judge_runs.count() == 2
+
+
+def test_parse_transcripts_stores_metrics_for_episodes_with_logs_without_any_llm():
+    from django.utils import timezone
+
+    from grading.models import EpisodeTranscript
+    from tests.grading.transcripts.conftest import SAMPLES
+
+    with_log = submitted_episode(submitted_at=timezone.now(),
+                                 logs={"rollout.jsonl": (SAMPLES / "codex_rollout.jsonl").read_bytes()})
+    submitted_episode(submitted_at=timezone.now())  # no log: nothing to parse
+    out = run("parse_transcripts", "--all")
+    assert f"episode {with_log.pk}: parsed with problems, 3 prompt(s)" in out
+    assert "Transcripts: 1 partial." in out
+    assert EpisodeTranscript.objects.get().episode_id == with_log.pk
+    with pytest.raises(CommandError, match="No episode 999999"):
+        run("parse_transcripts", "--episode", "999999")

@@ -27,7 +27,7 @@ def test_a_text_log_is_coded_for_all_eleven_behaviours(llm_server):
     coding = episode_code_log(episode_id=episode.pk)
     assert coding.status == FluencyCoding.Status.SUCCEEDED and coding.is_current
     assert set(coding.behaviours) == set(FLUENCY_CODES)
-    assert coding.behaviours["checks_facts"] == {"present": True,
+    assert coding.behaviours["checks_facts_and_claims"] == {"present": True,
                                                  "reason": "The worker did this in turn 2. Second line."}
     assert coding.behaviours["defines_audience"]["present"] is False
     assert coding.behaviour_count == 3
@@ -112,3 +112,47 @@ def test_unsubmitted_episodes_are_not_coded(llm_server):
     Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.IN_PROGRESS)
     with pytest.raises(NotGradable):
         episode_code_log(episode_id=episode.pk)
+
+
+def test_the_coder_reads_the_normalised_transcript_not_the_raw_session_file(llm_server):
+    from tests.grading.transcripts.conftest import SAMPLES
+
+    episode = submitted_episode(logs={"session.jsonl": (SAMPLES / "claude_code_session.jsonl").read_bytes(),
+                                      "end.png": png_bytes()})
+    coding = episode_code_log(episode_id=episode.pk)
+    assert coding.status == "succeeded"
+    _system, user = prompt_of(llm_server.requests[0].body)
+    assert "WORKER: Fiscal year, starting in April." in user
+    assert "SUB-AGENT WORKER: Summarise the columns of sales.csv" in user
+    assert "TOOL CALL: Bash" in user and "Claude Code session (JSONL)" in user
+    assert '"parentUuid"' not in user  # no raw JSON records
+    assert "end.png" in user  # the screenshot is still listed and attached
+    assert [b["type"] for b in image_blocks(llm_server.requests[0].body)] == ["image"]
+    assert episode.transcript.user_prompts == 4
+
+
+def test_the_coder_is_told_when_the_transcript_was_shortened(llm_server):
+    line = json.dumps({"type": "user", "sessionId": "s", "uuid": "u",
+                       "message": {"role": "user", "content": "Please draft the memo. " * 400}})
+    episode = submitted_episode(logs={"session.jsonl": line.encode()})
+    episode_code_log(episode_id=episode.pk)
+    _system, user = prompt_of(llm_server.requests[0].body)
+    assert "Some deliverable files were too long" in user
+    assert "shortened to fit the reading budget" in user
+
+
+def test_a_broken_session_file_is_reported_to_the_coder_and_kept(llm_server):
+    episode = submitted_episode(logs={"notes.txt": TRANSCRIPT, "session.jsonl": b'{"type": "user", "mess'})
+    coding = episode_code_log(episode_id=episode.pk)
+    assert coding.status == "succeeded"
+    assert episode.transcript.status == "partial"
+    assert {f["name"]: f["status"] for f in episode.transcript.files} == {"notes.txt": "parsed",
+                                                                           "session.jsonl": "unreadable"}
+
+
+def test_the_coder_is_told_when_only_screenshots_exist(llm_server):
+    episode = submitted_episode(logs={"01.png": png_bytes(), "02.png": png_bytes()})
+    episode_code_log(episode_id=episode.pk)
+    _system, user = prompt_of(llm_server.requests[0].body)
+    assert "Only screenshots of this session were uploaded" in user
+    assert episode.transcript.status == "screenshots_only" and episode.transcript.screenshots == 2

@@ -127,7 +127,7 @@ def test_log_coding_needs_every_one_of_the_eleven_behaviours():
     assert len(FLUENCY_CODES) == 11
     assert FluencyOut.model_validate(fluency_dict()).iterates_and_refines.observed is True
     partial = fluency_dict()
-    partial.pop("checks_facts")
+    partial.pop("checks_facts_and_claims")
     with pytest.raises(pydantic.ValidationError):
         FluencyOut.model_validate(partial)
 

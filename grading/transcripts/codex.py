@@ -1,0 +1,145 @@
+"""Codex CLI session files: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`.
+
+Current files wrap every line in an envelope {timestamp, type, payload} with types session_meta,
+response_item (message with role user/assistant, function_call, function_call_output, reasoning, …),
+event_msg (user_message, agent_message, token_count, turn_aborted, …) and turn_context. The response items
+are the conversation; user_message/agent_message events mirror them and are not counted twice. Older
+files hold the bare items one per line (after a bare session header), or one JSON document: a list of
+items or {"session": …, "items": […]}. Injected context (environment, AGENTS.md instructions) is not a
+prompt the worker typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import IO, Any
+
+from grading.transcripts.lines import compact, json_lines
+from grading.transcripts.model import FileTranscript, Format, Role, TranscriptBuilder
+
+_CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<user_shell_command>",
+            "<turn_aborted>")
+_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+_ITEMS = _CALLS | _OUTPUTS | {"message", "reasoning", "compaction", "compaction_summary"}
+_EVENTS_IGNORED = frozenset({
+    "user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content", "token_count",
+    "task_started", "task_complete", "exec_command_begin", "exec_command_end", "exec_command_output_delta",
+    "patch_apply_begin", "patch_apply_end", "mcp_tool_call_begin", "mcp_tool_call_end", "web_search_begin",
+    "web_search_end", "session_configured", "plan_update", "background_event", "stream_error", "error",
+    "turn_diff", "get_history_entry_response", "entered_review_mode", "exited_review_mode", "view_image_tool_call",
+    "agent_reasoning_section_break", "user_message_edit", "context_compacted",
+})
+_ENVELOPES_IGNORED = frozenset({"session_meta", "turn_context", "compacted"})
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") in ("input_text", "output_text", "text"):
+            texts.append(str(part.get("text", "")))
+        elif part.get("type") in ("input_image", "image"):
+            texts.append("[image]")
+    return "\n".join(t for t in texts if t.strip())
+
+
+def _call_text(item: dict[str, Any]) -> str:
+    if item.get("type") == "local_shell_call":
+        return f"shell {compact((item.get('action') or {}).get('command'))}"
+    if item.get("type") == "web_search_call":
+        return f"web_search {compact(item.get('action'))}"
+    return f"{item.get('name', '?')} {compact(item.get('arguments', item.get('input')))}"
+
+
+def _item(item: dict[str, Any], at: Any, b: TranscriptBuilder) -> None:
+    kind = item.get("type")
+    if kind == "message":
+        text = _content_text(item.get("content"))
+        role = item.get("role")
+        if role == "user":
+            if not text.strip() or text.lstrip().startswith(_CONTEXT):
+                b.skip("injected context")
+                b.time(at)
+            else:
+                b.turn(Role.USER, text, at)
+        elif role == "assistant":
+            if text.strip():
+                b.turn(Role.AGENT, text, at, message_id=item.get("id") or object())
+        elif role in ("system", "developer"):
+            b.skip("instructions")
+        else:
+            b.unknown(f"message role {role}")
+    elif kind in _CALLS:
+        b.turn(Role.TOOL_CALL, _call_text(item), at)
+    elif kind in _OUTPUTS:
+        b.turn(Role.TOOL_RESULT, compact(item.get("output")), at)
+    elif kind == "reasoning":
+        b.skip("reasoning")
+        b.time(at)
+    elif kind in ("compaction", "compaction_summary"):
+        b.skip("compaction")
+    else:
+        b.unknown(kind)
+
+
+def _records(records: Iterable[dict[str, Any]], b: TranscriptBuilder) -> None:
+    for record in records:
+        kind = record.get("type")
+        at = record.get("timestamp")
+        payload = record.get("payload")
+        if isinstance(payload, dict) and kind is not None:
+            if kind == "response_item":
+                _item(payload, at, b)
+            elif kind == "event_msg":
+                event = payload.get("type")
+                if event == "turn_aborted":
+                    b.interrupt(at)
+                elif event in _EVENTS_IGNORED:
+                    b.skip(f"event {event}")
+                    b.time(at)
+                else:
+                    b.unknown(f"event {event}")
+            elif kind in _ENVELOPES_IGNORED:
+                b.skip(str(kind))
+                b.time(at)
+            else:
+                b.unknown(kind)
+        elif record.get("record_type") is not None:  # older files: state snapshots between items
+            b.skip("state")
+        elif kind in _ITEMS:
+            _item(record, at, b)
+        elif kind is None and "id" in record and "timestamp" in record:  # older files: bare session header
+            b.skip("session_meta")
+            b.time(record.get("timestamp"))
+        else:
+            b.unknown(kind)
+
+
+def parse(name: str, stream: IO[bytes]) -> FileTranscript:
+    """Parse one Codex CLI rollout (JSON Lines) in a single streaming pass."""
+    b = TranscriptBuilder(name, Format.CODEX)
+    _records(json_lines(stream, b), b)
+    return b.finish()
+
+
+def parse_document(name: str, document: Any) -> FileTranscript:
+    """Parse an older Codex session saved as one JSON document (a list of items, or {session, items})."""
+    b = TranscriptBuilder(name, Format.CODEX)
+    items = document.get("items") if isinstance(document, dict) else document
+    if isinstance(document, dict) and isinstance(document.get("session"), dict):
+        b.time(document["session"].get("timestamp"))
+    records = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            b.record()
+            records.append(item)
+        else:
+            b.bad_line()
+    _records(records, b)
+    return b.finish()

@@ -1,0 +1,43 @@
+"""Codex CLI rollouts: enveloped JSONL, older bare-item lines and single JSON documents."""
+
+from __future__ import annotations
+
+from grading.transcripts import FileStatus, Format, Role
+
+
+def test_the_enveloped_rollout_counts_match_the_hand_count(parse_sample):
+    result = parse_sample("codex_rollout.jsonl")
+    assert result.format is Format.CODEX
+    # The environment context is injected, not typed; user_message events mirror the response items.
+    assert result.user_prompts == 3
+    assert result.agent_turns == 2  # agent_message events mirror the assistant messages
+    assert result.tool_calls == 3 and result.tool_results == 3  # shell, apply_patch, shell (aborted)
+    assert result.interventions == 1  # turn_aborted
+    assert result.duration_seconds == 150 and result.active_seconds == 150
+    assert result.agent_questions == 1
+
+
+def test_unknown_events_and_record_types_are_skipped_and_reported(parse_sample):
+    result = parse_sample("codex_rollout.jsonl")
+    assert result.status is FileStatus.PARTIAL
+    assert result.unknown == {"event future_event_kind": 1, "shiny_new_record": 1}
+    assert result.skipped["event user_message"] == 2 and result.skipped["injected context"] == 1
+    assert result.non_utf8_lines == 1
+
+
+def test_a_prompt_with_an_image_keeps_its_text_and_notes_the_image(parse_sample):
+    prompts = [t.text for t in parse_sample("codex_rollout.jsonl").turns if t.role is Role.USER]
+    assert prompts[1] == "The sheet called Actuals.\n[image]"
+
+
+def test_older_bare_item_lines_are_read(parse_sample):
+    result = parse_sample("codex_legacy.jsonl")
+    assert (result.format, result.status) == (Format.CODEX, FileStatus.PARSED)
+    assert (result.user_prompts, result.agent_turns, result.tool_calls) == (1, 1, 1)
+    assert result.skipped == {"session_meta": 1, "state": 2}
+
+
+def test_an_older_single_document_session_is_read(parse_sample):
+    result = parse_sample("codex_legacy.json")
+    assert (result.format, result.status) == (Format.CODEX, FileStatus.PARSED)
+    assert [t.role for t in result.turns] == [Role.USER, Role.TOOL_CALL, Role.TOOL_RESULT, Role.AGENT]

@@ -1,0 +1,91 @@
+"""Recognising log files: every format routed, broken or unknown files reported, never raised."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from grading.transcripts import FileStatus, Format, parse_log
+from tests.grading.factories import png_bytes
+
+
+@pytest.mark.parametrize(("name", "fmt"), [
+    ("claude_code_session.jsonl", Format.CLAUDE_CODE), ("codex_rollout.jsonl", Format.CODEX),
+    ("codex_legacy.jsonl", Format.CODEX), ("codex_legacy.json", Format.CODEX),
+    ("gemini_checkpoint.json", Format.GEMINI), ("gemini_session.json", Format.GEMINI),
+    ("terminal_transcript.txt", Format.TERMINAL),
+])
+def test_each_sample_is_recognised_by_content(parse_sample, name, fmt):
+    assert parse_sample(name).format is fmt
+
+
+def test_a_screenshot_is_listed_for_the_vision_coder():
+    result = parse_log("step.png", io.BytesIO(png_bytes()))
+    assert (result.format, result.status) == (Format.SCREENSHOT, FileStatus.SCREENSHOT)
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"", "empty"),
+    (b"\x00\x01\x02binary\x00" * 50, "binary"),
+    (b'{"type": "user", "message": {"role": "us', "not valid JSON"),
+    (b'{"hello": "world"}\n{"other": 1}\n', "no supported agent"),
+    (b'[{"a": 1}]', "no supported agent"),
+])
+def test_unreadable_files_are_reported_with_a_reason(data, reason):
+    result = parse_log("log.jsonl", io.BytesIO(data))
+    assert result.status is FileStatus.UNREADABLE and reason in result.note
+
+
+def test_a_stream_that_fails_while_reading_is_reported_not_raised():
+    class Failing(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return False
+
+        def readinto(self, buffer):
+            raise OSError("disk went away")
+
+    result = parse_log("broken.jsonl", Failing())
+    assert result.status is FileStatus.UNREADABLE and "OSError" in result.note
+
+
+def test_a_non_seekable_stream_is_parsed(parse_sample):
+    from tests.grading.transcripts.conftest import SAMPLES
+
+    class OneWay(io.RawIOBase):
+        def __init__(self, data):
+            self._data = io.BytesIO(data)
+
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return False
+
+        def readinto(self, buffer):
+            chunk = self._data.read(len(buffer))
+            buffer[: len(chunk)] = chunk
+            return len(chunk)
+
+    stream = io.BufferedReader(OneWay((SAMPLES / "codex_rollout.jsonl").read_bytes()))
+    assert parse_log("r.jsonl", stream).user_prompts == 3
+
+
+def test_a_first_record_longer_than_the_sniffed_head_is_still_recognised():
+    import json
+
+    long_prompt = {"type": "user", "sessionId": "s", "uuid": "a",
+                   "message": {"role": "user", "content": "Here is the whole report: " + "lorem ipsum " * 20_000}}
+    reply = {"type": "assistant", "uuid": "b", "message": {"id": "m", "role": "assistant", "content": "ok"}}
+    data = (json.dumps(long_prompt) + "\n" + json.dumps(reply) + "\n").encode()
+    result = parse_log("s.jsonl", io.BytesIO(data))
+    assert (result.format, result.user_prompts, result.agent_turns) == (Format.CLAUDE_CODE, 1, 1)
+
+
+def test_a_byte_order_mark_does_not_break_the_first_record():
+    data = b'\xef\xbb\xbf{"type": "user", "sessionId": "s", "message": {"role": "user", "content": "hi"}}\n'
+    result = parse_log("s.jsonl", io.BytesIO(data))
+    assert (result.user_prompts, result.bad_lines) == (1, 0)
