@@ -236,3 +236,15 @@ def test_estimate_reports_progress_and_zero_when_the_target_is_already_met():
                        progress=seen.append)
     assert seen and seen[-1] == pytest.approx(1.0)
     assert all(0.0 <= f <= 1.0 for f in seen)
+
+
+def test_incremental_session_state_matches_the_direct_gains():
+    mu, cov = _posterior(6, seed=4)
+    summary = design_summary([str(i) for i in range(6)], mu, cov, human_sd=8.0, noise_sd=15.0, goal="top")
+    lap = design._laplacian(summary.weights)[None]
+    state = design._WorkerState(cov[None], lap @ cov[None], 64.0, 225.0)
+    earlier: list[int] = []
+    for agent in (3, 1, 3, 5):
+        np.testing.assert_allclose(state.gains()[0], information_gains(summary, earlier), rtol=1e-9, atol=1e-12)
+        state.condition(np.array([agent]), lap)
+        earlier.append(agent)
