@@ -289,36 +289,50 @@ def _gains(c: np.ndarray, lap: np.ndarray, noise_var: float) -> np.ndarray:
 
 
 class _WorkerState:
-    """The augmented covariance of a stack of workers' sessions, with ``Q = L G`` kept up to date.
+    """A stack of workers' sessions: the cached posterior ``C0 = blockdiag(K0, tau_h^2)`` minus the low-rank
+    term ``V Vᵀ`` of the session's planned tasks (``t <= tasks_per_worker`` columns).
 
-    Each planned task is a rank-one change of ``C``, hence of ``G`` and ``Q``: O(A^2) per task instead of the
-    O(A^3) product ``L G`` -- what makes simulating thousands of workers at 50 agents affordable.
+    With ``W = V_a + 1 v_hᵀ`` the gain numerators are ``diag(K0 L K0) - 2 diag(W V_aᵀ L K0) + diag(W N Wᵀ)``,
+    ``N = V_aᵀ L V_a``; ``diag(K0 L K0)`` and ``L K0`` come once per posterior refresh, so a task costs one
+    matrix-vector product per row, O(A^2), and never touches an A x A matrix elementwise.
     """
 
-    def __init__(self, cov: np.ndarray, lap_cov: np.ndarray, human_var: float, noise_var: float) -> None:
-        self.c = _augmented(cov, human_var)
-        self.q = lap_cov.copy()         # L G with G = K at the start of a session (worker effect independent)
-        self.noise_var = noise_var
+    def __init__(self, cov: np.ndarray, lap: np.ndarray, lap_cov: np.ndarray, base_diag: np.ndarray,
+                 human_var: float, noise_var: float, tasks: int) -> None:
+        r, a, _ = cov.shape
+        self.k0, self.lap, self.lk0, self.base = cov, lap, lap_cov, base_diag
+        self.human_var, self.noise_var = human_var, noise_var
+        self.v_a = np.zeros((r, a, tasks))
+        self.v_h = np.zeros((r, tasks))
+        self.m = np.zeros((r, tasks, a))       # V_aᵀ L K0
+        self.t = 0
 
     def gains(self) -> np.ndarray:
-        a = self.q.shape[-1]
-        c = self.c
-        k = c[:, :a, a]
-        # sum_p G_pj Q_pj with G = K + k 1ᵀ, without forming G.
-        numer = np.einsum("rpj,rpj->rj", c[:, :a, :a], self.q) + np.einsum("rp,rpj->rj", k, self.q)
-        denom = np.diagonal(c[:, :a, :a], axis1=1, axis2=2) + 2.0 * k + c[:, a, a][:, None]
+        t = self.t
+        diag0 = np.diagonal(self.k0, axis1=1, axis2=2)
+        if t == 0:
+            return np.maximum(self.base, 0.0) / (diag0 + self.human_var + self.noise_var)
+        v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
+        w = v_a + v_h[:, None, :]
+        n = np.swapaxes(v_a, 1, 2) @ (self.lap @ v_a)
+        numer = (self.base - 2.0 * np.einsum("rjs,rsj->rj", w, self.m[:, :t])
+                 + np.einsum("rjs,rsu,rju->rj", w, n, w))
+        denom = (diag0 - (v_a * (v_a + 2.0 * v_h[:, None, :])).sum(axis=2)
+                 + self.human_var - (v_h ** 2).sum(axis=1)[:, None])
         return np.maximum(numer, 0.0) / (denom + self.noise_var)
 
-    def condition(self, agent: np.ndarray, lap: np.ndarray) -> None:
-        a = self.q.shape[-1]
-        rows = np.arange(self.c.shape[0])
-        v = self.c[rows, :, agent] + self.c[:, :, a]
-        d = v[rows, agent] + v[:, a] + self.noise_var
-        lv = np.einsum("rpq,rq->rp", lap, v[:, :a]) / d[:, None]
-        w = v[:, :a] + v[:, a:]
-        v /= np.sqrt(d)[:, None]
-        self.c -= v[:, :, None] * v[:, None, :]
-        self.q -= lv[:, :, None] * w[:, None, :]
+    def condition(self, agent: np.ndarray) -> None:
+        t = self.t
+        rows = np.arange(self.k0.shape[0])
+        v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
+        x_proj = v_a[rows, agent] + v_h                                 # Vᵀ x for x = e_agent + e_h
+        col = self.k0[rows, :, agent] - np.einsum("ras,rs->ra", v_a, x_proj)
+        col_h = self.human_var - (v_h * x_proj).sum(axis=1)
+        d = np.sqrt(col[rows, agent] + col_h + self.noise_var)
+        self.v_a[:, :, t] = col / d[:, None]
+        self.v_h[:, t] = col_h / d
+        self.m[:, t] = np.einsum("ra,rab->rb", self.v_a[:, :, t], self.lk0)
+        self.t = t + 1
 
 
 def information_gains(summary: DesignSummary, worker_agents: Sequence[int]) -> np.ndarray:
@@ -488,8 +502,18 @@ def simulate_sessions(
     c_block = human_var / (noise_var + tasks * human_var)
     max_workers = max(1, -(-int(max_sessions) // tasks))
     rows = np.arange(r)
-    lap = _laplacian(_weights(mu, cov, goal)) if mode == "adaptive" else None
-    lap_cov = lap @ cov if lap is not None else None
+    outer = np.empty((r, a, a))
+    diag_idx = np.arange(a)
+    lap = lap_cov = base_diag = None
+
+    def refresh_weights() -> None:
+        nonlocal lap, lap_cov, base_diag
+        lap = _laplacian(_weights(mu, cov, goal))
+        lap_cov = lap @ cov
+        base_diag = np.einsum("rpj,rpj->rj", cov, lap_cov)      # diag(K0 L K0), K0 and L symmetric
+
+    if mode == "adaptive":
+        refresh_weights()
 
     def stop_check(done: int) -> None:
         nonlocal reached
@@ -519,7 +543,8 @@ def simulate_sessions(
         # agents see the same scores, which keeps the comparison between designs paired.
         eps = people.normal(0.0, math.sqrt(noise_var), (r, a, tasks))
         used = np.zeros((r, a), dtype=np.int64)
-        state = _WorkerState(cov, lap_cov, human_var, noise_var) if lap_cov is not None else None
+        state = (_WorkerState(cov, lap, lap_cov, base_diag, human_var, noise_var, tasks)
+                 if mode == "adaptive" else None)
         y_sum = np.zeros((r, a))
         for _ in range(tasks):
             eligible = used < np.maximum(max_per_worker, used.min(axis=1, keepdims=True) + 1)
@@ -544,10 +569,13 @@ def simulate_sessions(
             sum_y[rows, choice] += y
             n_y[rows, choice] += 1
             if state is not None:
-                state.condition(choice, lap)
+                state.condition(choice)
         # The worker block with the worker effect integrated out: V^-1 = (I - c 11ᵀ) / sigma^2.
         n = used.astype(float)
-        precision += (n[:, :, None] * np.eye(a) - c_block * n[:, :, None] * n[:, None, :]) / noise_var
+        np.multiply(n[:, :, None], n[:, None, :], out=outer)
+        outer *= c_block / noise_var
+        precision -= outer
+        precision[:, diag_idx, diag_idx] += n / noise_var
         eta += (y_sum - c_block * n * y_sum.sum(axis=1, keepdims=True)) / noise_var
         worker += 1
         if worker % refresh == 0 or worker == max_workers:
@@ -556,8 +584,7 @@ def simulate_sessions(
             mu = np.einsum("rab,rb->ra", cov, eta)
             stop_check(worker * tasks)
             if mode == "adaptive":
-                lap = _laplacian(_weights(mu, cov, goal))
-                lap_cov = lap @ cov
+                refresh_weights()
             if progress is not None:
                 progress(min(1.0, worker / max_workers))
     censored = np.flatnonzero(~reached)

@@ -169,11 +169,12 @@ def agent_pair(*, participant: Participant, rng: Any) -> Pairing:
     used_counts: dict[int, int] = {}
     for agent_id, _status in earlier:
         used_counts[agent_id] = used_counts.get(agent_id, 0) + 1
-    counts = _study_counts(study, agent_ids)
+    mode = study.design_mode
+    # Only balanced pairing looks at the study's counts: the aggregate over every episode is skipped otherwise.
+    counts = _study_counts(study, agent_ids) if mode == Study.DesignMode.BALANCED else {}
     draws = [rng.random() for _ in agent_ids]
     used = np.array([used_counts.get(pk, 0) for pk in agent_ids], dtype=np.int64)
     study_counts = np.array([counts.get(pk, 0) for pk in agent_ids], dtype=np.int64)
-    mode = study.design_mode
     if mode == Study.DesignMode.ADAPTIVE:
         mu, cov, human_sd, noise_sd = _posterior_for(agent_ids, design_posterior_get(study))
         summary = design.design_summary([str(pk) for pk in agent_ids], mu, cov, human_sd=human_sd,
