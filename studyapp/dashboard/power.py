@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from celery import current_app
+from django.core.cache import cache
 from django.db import transaction
 
 from rating import design
+from rating.models import RatingSnapshot
 from studyapp.dashboard import selectors
 from studyapp.dashboard.exceptions import JobRefused
 from studyapp.dashboard.services import ProgressReporter, _job_execute, _user_or_none
 from studyapp.models import BackgroundJob, Study
-from studyapp.services.design import DESIGN_PRIOR, design_posterior_refresh
+from studyapp.services.design import DESIGN_PRIOR, design_posterior_refresh, posterior_cache_key
 
 POWER_TASK = "studyapp.dashboard.tasks.run_power"
 POWER_KINDS = ("power", "plan")
@@ -62,10 +64,20 @@ def power_request(*, study: Study, actor: Any) -> BackgroundJob:
 
 
 def plan_defaults(study: Study) -> dict[str, Any]:
-    """Planning inputs: the study's agents and tasks per session, spreads from the planning prior."""
+    """Planning inputs: the study's agents; spreads from the calibrated fit of the most recent earlier study
+    that has one cached, else the planning prior."""
     n_agents = study.agents.filter(is_active=True).count() or 5
-    return {"n_agents": n_agents, "agent_sd": DESIGN_PRIOR["agent_sd"], "human_sd": DESIGN_PRIOR["human_sd"],
-            "noise_sd": DESIGN_PRIOR["noise_sd"], "studies": 100, "max_sessions": 20_000}
+    spreads = {k: DESIGN_PRIOR[k] for k in ("agent_sd", "human_sd", "noise_sd")}
+    source = "the planning prior"
+    recent = (RatingSnapshot.objects.exclude(study=study).order_by("-computed_at")
+              .values_list("study_id", "study__name")[:20])
+    for study_id, name in dict.fromkeys(recent):
+        fitted = cache.get(posterior_cache_key(study_id))
+        if fitted:
+            spreads = {k: round(float(fitted[k]), 2) for k in ("agent_sd", "human_sd", "noise_sd")}
+            source = f"the calibrated fit of “{name}”"
+            break
+    return {"n_agents": n_agents, **spreads, "studies": 100, "max_sessions": 20_000, "source": source}
 
 
 def plan_params_clean(data: dict[str, Any]) -> dict[str, Any]:

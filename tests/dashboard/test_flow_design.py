@@ -81,3 +81,21 @@ def test_no_estimate_without_data(staff_client, empty_study):
     response = staff_client.post(reverse("dashboard:power_run", args=[empty_study.slug]), follow=True)
     assert "There is no data yet" in response.content.decode()
     assert not BackgroundJob.objects.exists()
+
+
+@pytest.mark.django_db
+def test_planning_defaults_come_from_an_earlier_studys_calibrated_fit(staff_client, empty_study, populated):
+    from django.core.cache import cache
+
+    from studyapp.services.design import design_posterior_refresh, posterior_cache_key
+
+    assert power.plan_defaults(empty_study)["source"] == "the planning prior"
+    fitted = design_posterior_refresh(study_id=populated.study.pk)
+    try:
+        defaults = power.plan_defaults(empty_study)
+        assert defaults["noise_sd"] == round(fitted["noise_sd"], 2)
+        assert populated.study.name in defaults["source"]
+        text = staff_client.get(reverse("dashboard:leaderboard", args=[empty_study.slug])).content.decode()
+        assert f"the calibrated fit of “{populated.study.name}”" in text
+    finally:
+        cache.delete(posterior_cache_key(populated.study.pk))
