@@ -138,8 +138,9 @@ TABLES: tuple[Table, ...] = (
         _c("agent", "string", "Agent name."),
         _c("task_id", "string", "Task UUID."),
         _c("position", "integer", "1-based position in the participant's session."),
-        _c("design_mode", "string", "Pairing design when the agent was chosen: uniform, balanced or adaptive "
-           "(empty for episodes assigned before designs were recorded)."),
+        _c("design_mode", "string", "Pairing design when the agent was chosen: uniform, balanced or adaptive; "
+           "staff when staff moved the task to another agent (no probability then); empty for episodes "
+           "assigned before designs were recorded."),
         _c("assignment_probability", "number", "Probability the design gave this agent for this task; weight "
            "by its inverse for design-unbiased estimates (empty when not recorded)."),
         _c("status", "string", "assigned, in_progress, submitted, grading, graded, skipped or failed."),

@@ -128,3 +128,18 @@ def test_switching_the_design_is_audited_and_bad_input_changes_nothing():
     world.study.refresh_from_db()
     assert (world.study.design_mode, world.study.design_floor) == ("adaptive", 0.3)
     assert m.AuditEvent.objects.filter(action="study.design_changed").count() == 1
+
+
+def test_a_staff_reassignment_is_marked_as_not_drawn_by_the_design():
+    from studyapp.services import staff_actions
+
+    world = make_world(tasks=4, agents=3)
+    staff = UserFactory(is_staff=True)
+    episode = episode_assign(participant=make_participant(world), position=1)
+    assert episode.assignment_probability == pytest.approx(1 / 3)
+    other = next(a for a in world.agents if a.pk != episode.agent_id)
+    moved = staff_actions.episode_reassign(episode=episode, actor=staff, agent=other)
+    moved.refresh_from_db()
+    assert (moved.design_mode, moved.assignment_probability) == ("staff", None)
+    event = m.AuditEvent.objects.get(action="staff.reassign_agent")
+    assert event.before["assignment_probability"] == pytest.approx(1 / 3)
