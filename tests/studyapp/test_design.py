@@ -143,3 +143,13 @@ def test_a_staff_reassignment_is_marked_as_not_drawn_by_the_design():
     assert (moved.design_mode, moved.assignment_probability) == ("staff", None)
     event = m.AuditEvent.objects.get(action="staff.reassign_agent")
     assert event.before["assignment_probability"] == pytest.approx(1 / 3)
+
+
+def test_the_admin_change_form_cannot_change_a_studys_design(client):
+    from django.urls import reverse
+
+    world = make_world()
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    page = client.get(reverse("admin:studyapp_study_change", args=[world.study.pk])).content.decode()
+    assert 'name="design_mode"' not in page, "the audited design panel is the only way to switch"
+    assert 'name="design_mode"' in client.get(reverse("admin:studyapp_study_add")).content.decode()
