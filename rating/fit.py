@@ -1573,6 +1573,35 @@ def _loo_result(design: Any, group: np.ndarray, group_ids: np.ndarray, full_rank
     )
 
 
+def _observation_round(
+    counts: np.ndarray,
+    design: Any,
+    obs_to_pair: scipy.sparse.csr_matrix,
+    pair_cell: np.ndarray,
+    pair_to_human: scipy.sparse.csr_matrix,
+    pair_to_agent: scipy.sparse.csr_matrix,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return agent means and variances for rounds of observation counts (one row per round)."""
+    size = counts.shape[0]
+    n_h, n_a = design.n_humans, design.n_agents
+    w = (obs_to_pair @ (counts * design.w).T).T  # rounds x pairs
+    wy = (obs_to_pair @ (counts * design.wy).T).T
+    b = np.zeros((size, n_h * n_a))
+    b[:, pair_cell] = w
+    b = b.reshape(size, n_h, n_a)
+    lambda_a = design.prior_precision_agents + b.sum(axis=1)
+    d = design.prior_precision_humans + b.sum(axis=2)
+    eta_h = design.prior_eta_humans + (pair_to_human @ wy.T).T
+    eta_a = design.prior_eta_agents + (pair_to_agent @ wy.T).T
+    scaled = b / d[:, :, None]
+    schur = -np.matmul(scaled.transpose(0, 2, 1), b)
+    diag = np.arange(n_a)
+    schur[:, diag, diag] += lambda_a
+    rhs = eta_a - np.matmul(scaled.transpose(0, 2, 1), eta_h[:, :, None])[:, :, 0]
+    cov = np.linalg.inv(schur)
+    return np.einsum("rij,rj->ri", cov, rhs), np.diagonal(cov, axis1=1, axis2=2)
+
+
 def _bootstrap(
     design: Any,
     full_rank: np.ndarray,
@@ -1585,34 +1614,65 @@ def _bootstrap(
     """Resample observations (or whole participants with ``cluster="human"``) and re-rank the agents.
 
     Each round is a count vector over observations; a participant drawn ``c`` times contributes every one
-    of their observations ``c`` times. Rounds are solved in batches (see :mod:`rating.analysis`).
+    of their observations ``c`` times. A round re-weights the per-(participant, agent) sums, so a batch of
+    rounds is a dense (rounds x participants x agents) coupling tensor; its Schur complements
+    :math:`\\mathrm{diag}(\\lambda_A) - B^\\top D^{-1} B` are batched matrix products and the small agent
+    systems one batched inverse. An agent or participant absent from a round keeps only its prior there.
     """
-    from rating.analysis import (
-        BootstrapResult,
-        _batch_rows,
-        _batched_agent_posterior,
-        _incidence,
-        _kendall_tau_to,
-        _rank_quantile,
-        rank_agents,
-    )
+    from rating.analysis import BootstrapResult, _kendall_tau_to, _rank_quantile, rank_agents
 
-    inc = _incidence(design)
     n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
+    # Observations summed per (human, agent) pair: a round only re-weights these sums.
+    pair_key = design.human_idx.astype(np.int64) * n_a + design.agent_idx
+    pair_keys, obs_pair = np.unique(pair_key, return_inverse=True)
+    obs_pair = obs_pair.reshape(-1)
+    n_pairs = pair_keys.shape[0]
+    pair_human, pair_agent = pair_keys // n_a, pair_keys % n_a
+    obs_to_pair = scipy.sparse.csr_matrix((np.ones(n), (obs_pair, np.arange(n))), shape=(n_pairs, n))
+    pair_w = obs_to_pair @ design.w
+    pair_wy = obs_to_pair @ design.wy
+    pair_to_human = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_human, np.arange(n_pairs))), shape=(n_h, n_pairs))
+    pair_to_agent = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_agent, np.arange(n_pairs))), shape=(n_a, n_pairs))
+    pair_cell = pair_human * n_a + pair_agent
     units = n if cluster is None else n_h
-    batch = _batch_rows(design, inc)
+    if cluster is None:
+        # Small batches keep the (rounds x participants x agents) tensor in cache; fresh arrays page-fault.
+        batch = max(1, min(rounds, (1 << 18) // max(n_h * n_a, units, 1)))
+    else:
+        b0 = np.zeros(n_h * n_a)
+        b0[pair_cell] = pair_w
+        b0 = b0.reshape(n_h, n_a)
+        e0 = np.zeros(n_h * n_a)
+        e0[pair_cell] = pair_wy
+        e0 = e0.reshape(n_h, n_a)
+        outer_flat = np.einsum("hi,hj->hij", b0, b0).reshape(n_h, n_a * n_a)
+        human_w = b0.sum(axis=1)
+        human_wy = e0.sum(axis=1)
+        batch = max(1, min(rounds, (1 << 21) // max(n_h * max(n_a, 4), 1)))
     rng = np.random.default_rng(seed)
     rank_hist = np.zeros(n_a * n_a, dtype=np.int64)
     taus = np.empty(rounds)
+    diag = np.arange(n_a)
     done = 0
     while done < rounds:
         size = min(batch, rounds - done)
         draws = rng.integers(0, units, size=(size, units))
         flat = (draws + (np.arange(size) * units)[:, None]).ravel()
         counts = np.bincount(flat, minlength=size * units).reshape(size, units).astype(np.float64)
-        if cluster is not None:
-            counts = counts[:, design.human_idx]
-        mu, var = _batched_agent_posterior(counts, design, inc)
+        if cluster is None:
+            mu, var = _observation_round(counts, design, obs_to_pair, pair_cell, pair_to_human, pair_to_agent)
+        else:
+            # A participant drawn c times scales all their sums by c: every round is a few dense products
+            # with fixed per-participant matrices, S = diag(prior + C B0) - (C^2 / D) M with M_h = b_h b_h^T.
+            d = design.prior_precision_humans + counts * human_w
+            coef = counts / d
+            eta_h = design.prior_eta_humans + counts * human_wy
+            schur = -((counts * coef) @ outer_flat).reshape(size, n_a, n_a)
+            schur[:, diag, diag] += design.prior_precision_agents + counts @ b0
+            rhs = design.prior_eta_agents + counts @ e0 - (coef * eta_h) @ b0
+            cov = np.linalg.inv(schur)
+            mu = np.einsum("rij,rj->ri", cov, rhs)
+            var = np.diagonal(cov, axis1=1, axis2=2)
         ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
         rank_hist += np.bincount((np.arange(n_a) * n_a + ranks - 1).ravel(), minlength=n_a * n_a)
         taus[done : done + size] = _kendall_tau_to(ranks, full_rank)
