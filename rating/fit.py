@@ -1018,6 +1018,12 @@ def _fit_paper(obs: _Obs, spec: ModelSpec) -> FitResult:
     )
 
 
+def _gather_rows(couplings: scipy.sparse.csr_matrix) -> bool:
+    """Return whether gathering over each row's entry pairs beats dense projections (nnz_h^2 vs nnz_h * K)."""
+    sizes = np.diff(couplings.indptr).astype(np.int64)
+    return couplings.shape[1] > _DENSE_CORE or 4 * int((sizes**2).sum()) < couplings.nnz * couplings.shape[1]
+
+
 def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.ndarray) -> np.ndarray:
     """Return :math:`b_h^\\top S^{-1} b_h` for every row of ``couplings``.
 
@@ -1025,7 +1031,7 @@ def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.n
     human touches few of them, so gather :math:`S^{-1}` at the pairs of the row's entries instead.
     """
     n_rows, n_core = couplings.shape
-    if n_core <= _DENSE_CORE:
+    if not _gather_rows(couplings):
         return _row_quadratic_forms(couplings, _inv_lower(chol).T)
     indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
     sizes = np.diff(indptr).astype(np.int64)
@@ -1077,7 +1083,7 @@ def _obs_quadratic(
             x_s_x += term if cj is ci else 2.0 * term
     b_s_b = _row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if s_inv.shape[0] > _DENSE_CORE:
+    if _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
         sizes = np.diff(indptr)[human]

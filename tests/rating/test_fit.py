@@ -412,3 +412,15 @@ def test_participant_bootstrap_rounds_equal_observation_rounds_with_the_expanded
     ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
     expected = np.stack([np.bincount(ranks[:, a] - 1, minlength=design.n_agents) for a in range(design.n_agents)])
     np.testing.assert_allclose(by_human.rank_distribution, expected / 64)
+
+
+def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(monkeypatch) -> None:
+    import rating.fit as fit_module
+
+    data = simulate(np.random.default_rng(17), n_humans=40, n_obs=300, n_tasks=12)
+    spec = ModelSpec(kind="calibrated_task", integrate_hyper=False)
+    dense = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
+    monkeypatch.setattr(fit_module, "_DENSE_CORE", 0)  # force the gather path
+    gathered = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
+    np.testing.assert_allclose(gathered.human_sigma, dense.human_sigma, rtol=1e-10)
+    np.testing.assert_allclose(gathered.standardized_residuals, dense.standardized_residuals, rtol=1e-9)
