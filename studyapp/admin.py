@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 
 from studyapp import models as m
@@ -40,6 +42,11 @@ class StudyAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ("name",)}
     inlines = [ConsentVersionInline, SectorFallbackInline]
     actions = [export_selected_studies, payouts_for_selected_studies]
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> tuple[str, ...]:
+        # A running study's pairing design changes only on the leaderboard's design panel, which audits it.
+        extra = ("design_mode", "design_floor", "design_repeat_limit") if obj is not None else ()
+        return (*super().get_readonly_fields(request, obj), *extra)
 
 
 @admin.register(m.ConsentVersion)
@@ -150,7 +157,7 @@ class EpisodeAdmin(admin.ModelAdmin):
     search_fields = ("participant__pseudonym", "task__title")
     raw_id_fields = ("participant", "task", "agent", "study")
     # Scores change only through grading services so every change is audited.
-    readonly_fields = ("score", "score_source", "submitted_at", "assigned_at")
+    readonly_fields = ("score", "score_source", "submitted_at", "assigned_at", "design_mode", "assignment_probability")
     inlines = [EpisodeFileInline]
     list_select_related = ("participant", "agent", "task")
 

@@ -145,6 +145,11 @@ TABLES: tuple[Table, ...] = (
         _c("agent", "string", "Agent name."),
         _c("task_id", "string", "Task UUID."),
         _c("position", "integer", "1-based position in the participant's session."),
+        _c("design_mode", "string", "Pairing design when the agent was chosen: uniform, balanced or adaptive; "
+           "staff when staff moved the task to another agent (no probability then); empty for episodes "
+           "assigned before designs were recorded."),
+        _c("assignment_probability", "number", "Probability the design gave this agent for this task; weight "
+           "by its inverse for design-unbiased estimates (empty when not recorded)."),
         _c("status", "string", "assigned, in_progress, submitted, grading, graded, skipped or failed."),
         _c("prior_experience", "string", "Earlier use of this agent: never, few or regular."),
         _c("assigned_at", "datetime", "When the task was assigned."),
@@ -438,7 +443,8 @@ def _task_rows(study: Study) -> Iterator[dict[str, Any]]:
 
 def _episode_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
     rows = _episodes(study).order_by("pk").values(
-        "pk", "participant_id", "agent__name", "task__uuid", "position", "status", "prior_experience", "assigned_at",
+        "pk", "participant_id", "agent__name", "task__uuid", "position", "design_mode", "assignment_probability",
+        "status", "prior_experience", "assigned_at",
         "started_at", "submitted_at", "timed_out", "skip_reason", "score", "score_source", "auto_score",
         "expert_score", "needs_expert_review", "is_simulated", "skip_description", "notes", "share_url",
     )

@@ -13,3 +13,12 @@ def system_check() -> dict[str, object]:
 
     return {"db_vendor": connection.vendor, "db_name": str(connection.settings_dict["NAME"]),
             "studies": Study.objects.count()}
+
+
+@shared_task(name="studyapp.tasks.refresh_design_posterior", acks_late=True)
+def refresh_design_posterior(study_id: int) -> int | None:
+    """Cache the calibrated agent posterior adaptive pairing reads; return the observation count."""
+    from studyapp.services.design import design_posterior_refresh
+
+    value = design_posterior_refresh(study_id=study_id)
+    return None if value is None else value["n_observations"]

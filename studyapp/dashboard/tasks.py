@@ -26,3 +26,12 @@ def run_payouts(job_id: int) -> str | None:
     """Build a payout CSV for its job."""
     job = services.payouts_job_run(job_id=job_id)
     return job.status if job else None
+
+
+@shared_task(name="studyapp.dashboard.tasks.run_power", acks_late=True)
+def run_power(job_id: int) -> str | None:
+    """Compute a stopping-rule estimate or a study plan for its job."""
+    from studyapp.dashboard import power
+
+    job = power.power_job_run(job_id=job_id)
+    return job.status if job else None

@@ -23,4 +23,7 @@ urlpatterns = [
     path("<slug:slug>/jobs/<int:job_id>/status/", _staff(views.job_status), name="job_status"),
     path("<slug:slug>/jobs/<int:job_id>/download/", _staff(views.job_download), name="job_download"),
     path("<slug:slug>/actions/<str:action>/", _staff(views.staff_action), name="staff_action"),
+    path("<slug:slug>/design/", _staff(views.design_set), name="design_set"),
+    path("<slug:slug>/design/estimate/", _staff(views.power_run), name="power_run"),
+    path("<slug:slug>/design/plan/", _staff(views.plan_run), name="plan_run"),
 ]

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from studyapp.dashboard import pages, selectors, services
+from studyapp.dashboard import pages, power, selectors, services
 from studyapp.dashboard.exceptions import DashboardError
 from studyapp.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from studyapp.dashboard.transcripts import transcript_page
@@ -22,6 +22,7 @@ from studyapp.files import serve_private_file
 from studyapp.models import BackgroundJob, Study
 from studyapp.payouts import PAYOUT_FORMATS
 from studyapp.services import staff_actions
+from studyapp.services.design import DesignError, design_mode_set
 
 TABS = (
     ("overview", "Overview"),
@@ -80,7 +81,7 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     data = selectors.leaderboard(study, request.GET.get("page"))
     return _render(
         request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
-        data=data, heatmap=pages.heatmap_chart(data.get("pairwise")),
+        data=data, heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
     )
 
 
@@ -216,3 +217,40 @@ def staff_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
     except staff_actions.StaffActionError as exc:
         messages.error(request, str(exc))
     return redirect(reverse("dashboard:overview", kwargs={"slug": study.slug}) + anchor)
+
+
+@require_POST
+def design_set(request: HttpRequest, slug: str) -> HttpResponse:
+    """Switch the study's pairing design (audited)."""
+    study = selectors.study_get(slug)
+    try:
+        floor = float(request.POST["floor"]) if request.POST.get("floor") else None
+        repeat_limit = int(request.POST["repeat_limit"]) if request.POST.get("repeat_limit") else None
+        design_mode_set(study=study, mode=request.POST.get("mode", ""), actor=request.user, floor=floor,
+                        repeat_limit=repeat_limit, note=request.POST.get("note", "")[:500])
+    except (ValueError, DesignError) as exc:
+        message = str(exc) if isinstance(exc, DesignError) else "Floor and repeat limit must be numbers."
+        messages.error(request, f"Nothing was changed. {message}")
+    else:
+        messages.success(request, "The pairing design is saved; the next assignment uses it.")
+    return redirect(reverse("dashboard:leaderboard", kwargs={"slug": study.slug}) + "#design-h")
+
+
+@require_POST
+def power_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    try:
+        power.power_request(study=study, actor=request.user)
+    except DashboardError as exc:
+        messages.error(request, str(exc))
+    return redirect(reverse("dashboard:leaderboard", kwargs={"slug": study.slug}) + "#design-h")
+
+
+@require_POST
+def plan_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    try:
+        power.plan_request(study=study, actor=request.user, params=request.POST.dict())
+    except DashboardError as exc:
+        messages.error(request, f"Nothing was started. {exc}")
+    return redirect(reverse("dashboard:leaderboard", kwargs={"slug": study.slug}) + "#design-h")

@@ -41,6 +41,12 @@ class Episode(models.Model):
     position = models.PositiveSmallIntegerField(help_text="1-based position in the participant's session.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ASSIGNED, db_index=True)
     pairing_seed = models.BigIntegerField(null=True, blank=True, help_text="Seed that drew this agent pairing.")
+    design_mode = models.CharField(
+        max_length=16, null=True, blank=True, help_text="The study's pairing design when the agent was chosen."
+    )
+    assignment_probability = models.FloatField(
+        null=True, blank=True, help_text="Probability the design gave this agent for this task (for weighting)."
+    )
     prior_experience = models.CharField(max_length=16, choices=PriorExperience.choices, blank=True)
     ready_at = models.DateTimeField(null=True, blank=True, help_text="When the worker confirmed the agent ran.")
     assigned_at = models.DateTimeField(auto_now_add=True)

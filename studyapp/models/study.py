@@ -26,6 +26,11 @@ class Study(models.Model):
         RECRUITING = "recruiting", "Recruiting"
         CLOSED = "closed", "Closed"
 
+    class DesignMode(models.TextChoices):
+        UNIFORM = "uniform", "Uniform: random agent, no repeats for a worker (the paper)"
+        BALANCED = "balanced", "Balanced: least-used agent first"
+        ADAPTIVE = "adaptive", "Adaptive: random, favouring information about the agent ranking"
+
     class ScoreSource(models.TextChoices):
         AUTO = "auto", "Automated judges"
         EXPERT = "expert", "Expert grades"
@@ -80,6 +85,24 @@ class Study(models.Model):
     double_grading_share = models.FloatField(
         default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share of episodes graded by two experts for agreement statistics.",
+    )
+    # Agent pairing design (rating/design.py). New studies start uniform: every assignment then has a known,
+    # positive probability, so weighted analyses work from the first session. Studies that existed before the
+    # field keep the least-used-first pairing they ran under (the migration sets them to balanced).
+    design_mode = models.CharField(
+        max_length=16, choices=DesignMode.choices, default=DesignMode.UNIFORM,
+        help_text="How the agent for a worker's next task is chosen. Changes are audited; change it from the "
+                  "study dashboard.",
+    )
+    design_floor = models.FloatField(
+        default=0.25, validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text="Adaptive mode: share of the assignment probability spread evenly over the eligible agents, so "
+                  "each keeps at least floor / (number eligible).",
+    )
+    design_repeat_limit = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(50)],
+        help_text="Adaptive mode: how many of a worker's tasks may go to the same agent (1: no repeats while an "
+                  "unused agent is left).",
     )
     survey_instrument = models.ForeignKey(
         "surveys.Instrument", null=True, blank=True, on_delete=models.PROTECT, related_name="studies"

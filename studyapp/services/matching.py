@@ -11,10 +11,12 @@ Task choice (paper §3.1):
   3. a task is full once it has ``study.max_episodes_per_task`` episodes that were not skipped;
   4. least-covered first; among equals a task tagged with the worker's exact occupation first; then random.
 
-Agent pairing: among active agents linked to the study (all active agents if the study links none), the
-agent this worker has used least (so a worker's tasks spread over several agents, which connects the
-human–agent graph the rating needs), then the agent with the fewest non-skipped episodes in the study
-(balance), then random.
+Agent pairing (``studyapp.services.design.agent_pair``): among active agents linked to the study (all active
+agents if the study links none), the agents this worker has used least (so a worker's tasks spread over
+several agents, which connects the human–agent graph the rating needs); then, by the study's design mode,
+uniformly at random (``uniform``), the agent with the fewest non-skipped episodes in the study, ties at
+random (``balanced``), or at random with probabilities favouring information about the agent ranking
+(``adaptive``). The probability of the chosen agent is stored on the episode.
 
 Randomness comes from ``random.Random(seed)``; the seed is drawn per assignment and stored in
 ``Episode.pairing_seed``, so every draw can be replayed from the same database state.
@@ -30,15 +32,15 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections import Counter
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from studyapp.exceptions import NoAgentAvailable, NoTaskAvailable, StepNotAvailable
-from studyapp.models import Agent, Episode, Participant, SectorFallback, Study, TaskInstance
+from studyapp.exceptions import NoTaskAvailable, StepNotAvailable
+from studyapp.models import Episode, Participant, SectorFallback, Study, TaskInstance
+from studyapp.services.design import agent_pair
 
 _FINISHED = (
     Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED,
@@ -58,10 +60,13 @@ def episode_assign(*, participant: Participant, position: int, seed: int | None 
         seed = secrets.randbits(63) if seed is None else seed
         rng = random.Random(seed)
         task = _choose_task(locked, rng)
-        agent = _choose_agent(locked, rng)
+        # The agent comes from the study's pairing design (studyapp/services/design.py), which also says how
+        # likely this agent was, for weighted analyses.
+        pairing = agent_pair(participant=locked, rng=rng)
         return Episode.objects.create(
-            participant=locked, study=locked.study, agent=agent, task=task, position=position,
-            pairing_seed=seed, status=Episode.Status.ASSIGNED,
+            participant=locked, study=locked.study, agent=pairing.agent, task=task, position=position,
+            pairing_seed=seed, design_mode=pairing.design_mode, assignment_probability=pairing.probability,
+            status=Episode.Status.ASSIGNED,
             started_at=timezone.now(), deadline_at=_deadline(locked.study, task),
         )
 
@@ -138,21 +143,3 @@ def _choose_task(participant: Participant, rng: random.Random, *, lock: bool = T
         return TaskInstance.objects.get(pk=min(keyed)[3])
     raise NoTaskAvailable("There is no task left that fits your occupation right now. Please come back later or "
                           "contact the study team; nothing you already did is lost.")
-
-
-def _choose_agent(participant: Participant, rng: random.Random) -> Agent:
-    study = participant.study
-    agents = Agent.objects.filter(is_active=True, studies=study)
-    if not agents.exists():
-        agents = Agent.objects.filter(is_active=True)
-    agent_ids = list(agents.select_for_update(of=("self",)).order_by("pk").values_list("pk", flat=True))
-    if not agent_ids:
-        raise NoAgentAvailable("No AI agent is available for this study right now. Please try again later or "
-                               "contact the study team.")
-    used = Counter(Episode.objects.filter(participant=participant).values_list("agent_id", flat=True))
-    counts = dict(
-        Episode.objects.filter(study=study, agent_id__in=agent_ids).exclude(status=Episode.Status.SKIPPED)
-        .values("agent_id").annotate(n=Count("id")).values_list("agent_id", "n")
-    )
-    keyed = [(used.get(pk, 0), counts.get(pk, 0), rng.random(), pk) for pk in agent_ids]
-    return Agent.objects.get(pk=min(keyed)[3])

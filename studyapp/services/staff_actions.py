@@ -127,16 +127,22 @@ def episode_reassign(*, episode: Episode, actor: Any, agent: Agent) -> Episode:
             raise StaffActionError(f"{agent.name} is not active.")
         if not agent.studies.filter(pk=locked.study_id).exists():
             raise StaffActionError(f"{agent.name} is not one of this study's agents.")
-        before = {"agent": locked.agent_id, "status": locked.status}
+        before = {"agent": locked.agent_id, "status": locked.status, "design_mode": locked.design_mode,
+                  "assignment_probability": locked.assignment_probability}
         locked.agent = agent
         # Readiness and prior experience were about the old agent.
         locked.ready_at = None
         locked.prior_experience = ""
         locked.status = Episode.Status.ASSIGNED
-        locked.save(update_fields=["agent", "ready_at", "prior_experience", "status", "updated_at"])
+        # A staff choice is not a random draw: the pairing is no longer the design's, and weighted analyses
+        # must not treat it as one.
+        locked.design_mode = "staff"
+        locked.assignment_probability = None
+        locked.save(update_fields=["agent", "ready_at", "prior_experience", "status", "design_mode",
+                                   "assignment_probability", "updated_at"])
         audit_record(
             actor=actor, action="staff.reassign_agent", obj=locked, study=locked.study,
-            before=before, after={"agent": agent.pk, "status": locked.status},
+            before=before, after={"agent": agent.pk, "status": locked.status, "design_mode": "staff"},
         )
     return locked
 

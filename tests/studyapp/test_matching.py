@@ -118,8 +118,8 @@ def test_pairing_prefers_agents_the_worker_has_not_used_yet():
     assert max(Counter(agents).values()) == 2
 
 
-def test_pairing_is_balanced_across_the_study():
-    world = make_world(tasks=40, agents=4, capacity=50)
+def test_pairing_is_balanced_across_the_study_in_balanced_mode():
+    world = make_world(tasks=40, agents=4, capacity=50, design_mode=m.Study.DesignMode.BALANCED)
     for _ in range(24):
         _run_session(make_participant(world), 5)
     counts = Counter(m.Episode.objects.filter(study=world.study).values_list("agent_id", flat=True))

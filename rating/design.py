@@ -1,0 +1,693 @@
+"""Adaptive pairing and the stopping rule: which agent a worker's next task goes to, and how many more
+sessions a study needs before its agent ranking is settled.
+
+The model is the calibrated one (``y = s_A + h_H + eps``): agents' skills ``s`` with a joint Gaussian posterior
+``N(mu, Sigma)``, a worker effect ``h ~ N(0, tau_h^2)`` and noise ``eps ~ N(0, sigma^2)``. Everything here is
+Gaussian-linear, so what a planned task teaches about the agents does not depend on its (unknown) score.
+
+**Assignment.** A worker's tasks share one unknown worker effect. Augmenting the agents' posterior with that
+effect, ``C = blockdiag(Sigma, tau_h^2)`` conditioned on the worker's earlier tasks of the session, a task on
+agent ``j`` (design vector ``x_j = e_j + e_h``) shrinks ``C`` by the rank-one term ``C x xᵀ C / (xᵀ C x +
+sigma^2)``. The uncertainty that matters is that of the pairwise orders among agents still in contention:
+``U(C) = sum_{p<q} w_pq Var(s_p - s_q) = tr(L C)`` with ``L`` the Laplacian of contention weights ``w``.
+Its expected reduction is
+
+.. math::
+
+    \\Delta_j = \\frac{g_j^\\top L\\, g_j}{x_j^\\top C x_j + \\sigma^2}, \\qquad g_j = C x_j,
+
+and the next agent is drawn with ``p_j = f / K + (1 - f) \\Delta_j / \\sum_k \\Delta_k`` over the ``K``
+eligible agents: the floor ``f / K`` keeps every eligible agent's chance real, and the probability is stored
+with the episode so analyses can weight by it. Weights: ``top`` -- ``w_pq = pi_p pi_q`` with ``pi`` the
+posterior probability of being the best agent; ``ranking`` -- ``w_pq = min(P(s_p > s_q), P(s_q > s_p))``;
+``adjacent`` -- the same, only for neighbours in the current order.
+
+**Stopping rule.** Draw the truth from the current posterior, simulate future workers (arriving one at a
+time, ``tasks_per_worker`` tasks each) under a design, update the posterior exactly after each worker and
+count the sessions (one session = one task done with one agent) until the criterion -- ``P(the top agent is
+identified)``, ``P(the full order is right)`` or ``min P(adjacent pair in the right order)`` -- reaches the
+target. Planning starts the same simulation from the prior of assumed spreads.
+
+Pure numpy/scipy: no Django, no settings, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtr
+
+__all__ = [
+    "DESIGN_MODES",
+    "GOALS",
+    "DesignSummary",
+    "Plan",
+    "SimulationResult",
+    "assignment_probabilities",
+    "criterion",
+    "design_summary",
+    "draw_index",
+    "eligible_mask",
+    "information_gains",
+    "plan_study",
+    "prior_state",
+    "simulate_sessions",
+    "sessions_to_target",
+]
+
+DESIGN_MODES: tuple[str, str, str] = ("uniform", "balanced", "adaptive")
+GOALS: tuple[str, str, str] = ("top", "ranking", "adjacent")
+DEFAULT_FLOOR = 0.25
+
+
+def _check_choice(value: Any, choices: Sequence[str], name: str) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return str(value)
+
+
+def _check_positive(value: Any, name: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return number
+
+
+def _check_floor(floor: Any) -> float:
+    number = float(floor)
+    if not 0.0 < number <= 1.0:
+        raise ValueError(f"floor must be in (0, 1]; got {floor!r}")
+    return number
+
+
+# --------------------------------------------------------------------------------------------------------
+# Contention weights and the ranking criteria (batched over a leading axis)
+# --------------------------------------------------------------------------------------------------------
+
+
+def _pairwise_prob(mu: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """Return P(s_p > s_q) for a stack of posteriors, shape (R, A, A).
+
+    The batched form of ``rating.engine.prob_greater_matrix``, which takes one posterior at a time.
+    """
+    diag = np.diagonal(cov, axis1=-2, axis2=-1)
+    var = diag[..., :, None] + diag[..., None, :] - 2.0 * cov
+    var = np.maximum(var, 1e-300)
+    probs = ndtr((mu[..., :, None] - mu[..., None, :]) / np.sqrt(var))
+    idx = np.arange(mu.shape[-1])
+    probs[..., idx, idx] = 0.5
+    return probs
+
+
+def _samples(mu: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Return posterior draws mu + z Lᵀ for a stack of posteriors, shape (R, M, A)."""
+    a = mu.shape[-1]
+    chol = np.linalg.cholesky(cov + 1e-10 * np.eye(a) * np.maximum(1.0, np.abs(cov).max()))
+    # One BLAS product over the whole stack: (M, A) x (A, R*A), far faster than a batched tiny matmul.
+    return mu[:, None, :] + np.tensordot(z, chol, axes=([1], [2])).transpose(1, 0, 2)
+
+
+def _contention(mu: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """Return a sampling-free stand-in for P(agent is best): prod_q P(s_p > s_q), normalised, shape (R, A).
+
+    It only shapes the assignment weights (the floor keeps the design sound whatever they are), so a
+    deterministic O(A^2) figure that a web request can afford beats a Monte-Carlo one.
+    """
+    p = _pairwise_prob(mu, cov)
+    idx = np.arange(mu.shape[-1])
+    p[..., idx, idx] = 1.0
+    log_pi = np.log(np.maximum(p, 1e-300)).sum(axis=-1)
+    pi = np.exp(log_pi - log_pi.max(axis=-1, keepdims=True))
+    return pi / pi.sum(axis=-1, keepdims=True)
+
+
+def _weights(mu: np.ndarray, cov: np.ndarray, goal: str) -> np.ndarray:
+    """Return contention weights w_pq (zero diagonal) for a stack of posteriors, shape (R, A, A)."""
+    a = mu.shape[-1]
+    if goal == "top":
+        pi = _contention(mu, cov)
+        w = pi[:, :, None] * pi[:, None, :]
+    else:
+        p = _pairwise_prob(mu, cov)
+        w = np.minimum(p, 1.0 - p)
+        if goal == "adjacent":
+            order = np.argsort(-mu, axis=-1, kind="stable")
+            rank = np.argsort(order, axis=-1)
+            w = w * (np.abs(rank[:, :, None] - rank[:, None, :]) == 1)
+    idx = np.arange(a)
+    w[:, idx, idx] = 0.0
+    return w
+
+
+def _criterion(mu: np.ndarray, cov: np.ndarray, goal: str, z: np.ndarray, target: float | None = None) -> np.ndarray:
+    """Return the goal's probability for a stack of posteriors, shape (R,).
+
+    With ``target`` given, rows that provably miss it (a pairwise bound) get that bound instead of a Monte-Carlo
+    figure, which is all a stopping check needs and skips most of the sampling.
+    """
+    r, a = mu.shape
+    if a == 1:
+        return np.ones(r)
+    p = _pairwise_prob(mu, cov)
+    order = np.argsort(-mu, axis=-1, kind="stable")
+    rows = np.arange(r)[:, None]
+    adjacent = p[rows, order[:, :-1], order[:, 1:]]
+    if goal == "adjacent":
+        return adjacent.min(axis=-1)
+    leader = order[:, 0]
+    # P(leader is best) <= min_q P(leader > q); P(order right) <= min over adjacent pairs.
+    bound = p[np.arange(r), leader].copy()
+    bound[np.arange(r), leader] = 1.0
+    bound = bound.min(axis=-1) if goal == "top" else adjacent.min(axis=-1)
+    out = bound.copy()
+    todo = np.ones(r, dtype=bool) if target is None else bound >= target
+    if todo.any():
+        draws = _samples(mu[todo], cov[todo], z)
+        if goal == "top":
+            m = int(todo.sum())
+            best = draws.argmax(axis=-1) + a * np.arange(m)[:, None]
+            out[todo] = (np.bincount(best.ravel(), minlength=m * a).reshape(m, a) / z.shape[0]).max(axis=-1)
+        else:
+            ordered = np.take_along_axis(draws, order[todo][:, None, :], axis=-1)
+            out[todo] = (np.diff(ordered, axis=-1) < 0).all(axis=-1).mean(axis=-1)
+    return out
+
+
+def _normal_draws(n_draws: int, n_agents: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n_draws, n_agents))
+
+
+def criterion(mu: Any, cov: Any, *, goal: str = "top", draws: int = 4000, seed: int = 0) -> float:
+    """Return P(top agent identified) / P(full order right) / min P(adjacent pair right) for one posterior."""
+    goal = _check_choice(goal, GOALS, "goal")
+    mu_arr, cov_arr = _check_posterior(mu, cov)
+    z = _normal_draws(int(draws), mu_arr.size, seed)
+    return float(_criterion(mu_arr[None], cov_arr[None], goal, z)[0])
+
+
+def _check_posterior(mu: Any, cov: Any) -> tuple[np.ndarray, np.ndarray]:
+    mu_arr = np.asarray(mu, dtype=np.float64)
+    cov_arr = np.asarray(cov, dtype=np.float64)
+    if mu_arr.ndim != 1 or mu_arr.size == 0:
+        raise ValueError("mu must be a non-empty vector")
+    if cov_arr.shape != (mu_arr.size, mu_arr.size):
+        raise ValueError(f"cov must be {mu_arr.size} x {mu_arr.size}; got shape {cov_arr.shape}")
+    if not (np.isfinite(mu_arr).all() and np.isfinite(cov_arr).all()):
+        raise ValueError("mu and cov must be finite")
+    if not np.allclose(cov_arr, cov_arr.T, rtol=1e-8, atol=1e-10):
+        raise ValueError("cov must be symmetric")
+    return mu_arr, (cov_arr + cov_arr.T) / 2.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# The precomputed summary a web request uses, and one assignment
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class DesignSummary:
+    """What a request needs to choose an agent, computed once per posterior snapshot (never in the request)."""
+
+    agent_ids: tuple[str, ...]
+    mu: np.ndarray
+    cov: np.ndarray
+    weights: np.ndarray
+    human_sd: float
+    noise_sd: float
+    goal: str = "top"
+
+    def index(self) -> dict[str, int]:
+        return {agent_id: i for i, agent_id in enumerate(self.agent_ids)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent_ids": list(self.agent_ids), "mu": self.mu.tolist(), "cov": self.cov.tolist(),
+            "weights": self.weights.tolist(), "human_sd": self.human_sd, "noise_sd": self.noise_sd,
+            "goal": self.goal,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DesignSummary:
+        try:
+            return cls(
+                agent_ids=tuple(str(a) for a in data["agent_ids"]), mu=np.asarray(data["mu"], dtype=float),
+                cov=np.asarray(data["cov"], dtype=float), weights=np.asarray(data["weights"], dtype=float),
+                human_sd=float(data["human_sd"]), noise_sd=float(data["noise_sd"]), goal=str(data["goal"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"design summary is malformed: {exc}") from exc
+
+
+def design_summary(
+    agent_ids: Sequence[Any], mu: Any, cov: Any, *, human_sd: float, noise_sd: float, goal: str = "top",
+) -> DesignSummary:
+    """Return the assignment summary of one posterior (contention weights included), for caching."""
+    goal = _check_choice(goal, GOALS, "goal")
+    mu_arr, cov_arr = _check_posterior(mu, cov)
+    ids = tuple(str(a) for a in agent_ids)
+    if len(ids) != mu_arr.size or len(set(ids)) != len(ids):
+        raise ValueError("agent_ids must be distinct and match mu")
+    weights = _weights(mu_arr[None], cov_arr[None], goal)[0]
+    return DesignSummary(ids, mu_arr, cov_arr, weights, _check_positive(human_sd, "human_sd"),
+                         _check_positive(noise_sd, "noise_sd"), goal)
+
+
+def _laplacian(w: np.ndarray) -> np.ndarray:
+    lap = -w.copy()
+    idx = np.arange(w.shape[-1])
+    lap[..., idx, idx] = w.sum(axis=-1)
+    return lap
+
+
+def _augmented(cov: np.ndarray, human_var: float) -> np.ndarray:
+    """Return blockdiag(cov, human_var) for a stack of covariances, shape (R, A+1, A+1)."""
+    r, a, _ = cov.shape
+    c = np.zeros((r, a + 1, a + 1))
+    c[:, :a, :a] = cov
+    c[:, a, a] = human_var
+    return c
+
+
+def _condition(c: np.ndarray, agent: np.ndarray, noise_var: float) -> np.ndarray:
+    """Condition the augmented covariance on one planned task per row (rank-one, score not needed)."""
+    rows = np.arange(c.shape[0])
+    g = c[rows, :, agent] + c[:, :, -1]
+    denom = g[rows, agent] + g[:, -1] + noise_var
+    return c - g[:, :, None] * g[:, None, :] / denom[:, None, None]
+
+
+def _gains(c: np.ndarray, lap: np.ndarray, noise_var: float) -> np.ndarray:
+    """Return the expected reduction of tr(L Sigma) from one more task on each agent, shape (R, A)."""
+    a = lap.shape[-1]
+    g = c[:, :a, :a] + c[:, :a, a][:, :, None]          # column j: C x_j restricted to the agents
+    denom = np.diagonal(c[:, :a, :a], axis1=1, axis2=2) + 2.0 * c[:, :a, a] + c[:, a, a][:, None] + noise_var
+    return np.maximum((g * (lap @ g)).sum(axis=1), 0.0) / denom
+
+
+class _WorkerState:
+    """A stack of workers' sessions: the cached posterior ``C0 = blockdiag(K0, tau_h^2)`` minus the low-rank
+    term ``V Vᵀ`` of the session's planned tasks (``t <= tasks_per_worker`` columns).
+
+    With ``W = V_a + 1 v_hᵀ`` the gain numerators are ``diag(K0 L K0) - 2 diag(W V_aᵀ L K0) + diag(W N Wᵀ)``,
+    ``N = V_aᵀ L V_a``; ``diag(K0 L K0)`` and ``L K0`` come once per posterior refresh, so a task costs one
+    matrix-vector product per row, O(A^2), and never touches an A x A matrix elementwise.
+    """
+
+    def __init__(self, cov: np.ndarray, lap: np.ndarray, lap_cov: np.ndarray, base_diag: np.ndarray,
+                 human_var: float, noise_var: float, tasks: int) -> None:
+        r, a, _ = cov.shape
+        self.k0, self.lap, self.lk0, self.base = cov, lap, lap_cov, base_diag
+        self.human_var, self.noise_var = human_var, noise_var
+        self.v_a = np.zeros((r, a, tasks))
+        self.v_h = np.zeros((r, tasks))
+        self.m = np.zeros((r, tasks, a))       # V_aᵀ L K0
+        self.t = 0
+
+    def gains(self) -> np.ndarray:
+        t = self.t
+        diag0 = np.diagonal(self.k0, axis1=1, axis2=2)
+        if t == 0:
+            return np.maximum(self.base, 0.0) / (diag0 + self.human_var + self.noise_var)
+        v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
+        w = v_a + v_h[:, None, :]
+        n = np.swapaxes(v_a, 1, 2) @ (self.lap @ v_a)
+        numer = (self.base - 2.0 * np.einsum("rjs,rsj->rj", w, self.m[:, :t])
+                 + np.einsum("rjs,rsu,rju->rj", w, n, w))
+        denom = (diag0 - (v_a * (v_a + 2.0 * v_h[:, None, :])).sum(axis=2)
+                 + self.human_var - (v_h ** 2).sum(axis=1)[:, None])
+        return np.maximum(numer, 0.0) / (denom + self.noise_var)
+
+    def condition(self, agent: np.ndarray) -> None:
+        t = self.t
+        rows = np.arange(self.k0.shape[0])
+        v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
+        x_proj = v_a[rows, agent] + v_h                                 # Vᵀ x for x = e_agent + e_h
+        col = self.k0[rows, :, agent] - np.einsum("ras,rs->ra", v_a, x_proj)
+        col_h = self.human_var - (v_h * x_proj).sum(axis=1)
+        d = np.sqrt(col[rows, agent] + col_h + self.noise_var)
+        self.v_a[:, :, t] = col / d[:, None]
+        self.v_h[:, t] = col_h / d
+        self.m[:, t] = np.einsum("ra,rab->rb", self.v_a[:, :, t], self.lk0)
+        self.t = t + 1
+
+
+def information_gains(summary: DesignSummary, worker_agents: Sequence[int]) -> np.ndarray:
+    """Return each agent's expected reduction of contention-weighted order uncertainty for a worker's next task.
+
+    ``worker_agents`` are the summary indices of the agents of the worker's earlier tasks in this session:
+    they carry what is known of this worker (their shared worker effect makes a contrast within the worker
+    far cheaper than one across workers).
+    """
+    c = _augmented(summary.cov[None], summary.human_sd ** 2)
+    noise_var = summary.noise_sd ** 2
+    for agent in worker_agents:
+        c = _condition(c, np.asarray([int(agent)]), noise_var)
+    return _gains(c, _laplacian(summary.weights)[None], noise_var)[0]
+
+
+def eligible_mask(used: Any, *, max_per_worker: int = 1) -> np.ndarray:
+    """Return which agents may take the worker's next task.
+
+    ``max_per_worker=1`` is the house rule "a worker's own agents not repeated where possible": only the
+    agents this worker has used least. A larger value lets an agent return up to that many times.
+    """
+    used_arr = np.asarray(used, dtype=np.int64)
+    if used_arr.ndim != 1 or used_arr.size == 0:
+        raise ValueError("used must be a non-empty vector of counts")
+    if int(max_per_worker) < 1:
+        raise ValueError(f"max_per_worker must be at least 1; got {max_per_worker!r}")
+    return used_arr < max(int(max_per_worker), int(used_arr.min()) + 1)
+
+
+def _probabilities(mode: str, eligible: np.ndarray, study_counts: np.ndarray, gains: np.ndarray | None,
+                   floor: float) -> np.ndarray:
+    """Batched assignment probabilities, shape (R, A); rows of ``eligible`` must not be empty."""
+    k = eligible.sum(axis=-1, keepdims=True)
+    if mode == "uniform":
+        return eligible / k
+    if mode == "balanced":
+        masked = np.where(eligible, study_counts, np.iinfo(np.int64).max)
+        ties = eligible & (masked == masked.min(axis=-1, keepdims=True))
+        return ties / ties.sum(axis=-1, keepdims=True)
+    assert gains is not None
+    g = np.where(eligible, gains, 0.0)
+    total = g.sum(axis=-1, keepdims=True)
+    share = np.where(total > 0, g / np.where(total > 0, total, 1.0), eligible / k)
+    return np.where(eligible, floor / k + (1.0 - floor) * share, 0.0)
+
+
+def assignment_probabilities(
+    *, mode: str, used: Any, study_counts: Any = None, gains: Any = None, floor: float = DEFAULT_FLOOR,
+    max_per_worker: int = 1,
+) -> np.ndarray:
+    """Return the probability of each agent taking the worker's next task under a design mode.
+
+    ``uniform``: equal over the eligible agents (the paper). ``balanced``: equal over the eligible agents
+    with the fewest study episodes (least-used-first; usually a single agent, probability 1). ``adaptive``:
+    ``floor / K`` each plus ``1 - floor`` shared in proportion to the information gains.
+    """
+    mode = _check_choice(mode, DESIGN_MODES, "mode")
+    eligible = eligible_mask(used, max_per_worker=max_per_worker)
+    a = eligible.size
+    counts = np.zeros(a, dtype=np.int64) if study_counts is None else np.asarray(study_counts, dtype=np.int64)
+    if counts.shape != (a,):
+        raise ValueError("study_counts must have one count per agent")
+    gain_arr = None
+    if mode == "adaptive":
+        if gains is None:
+            raise ValueError("adaptive mode needs the information gains")
+        gain_arr = np.asarray(gains, dtype=np.float64)
+        if gain_arr.shape != (a,) or not np.isfinite(gain_arr).all():
+            raise ValueError("gains must be one finite number per agent")
+        gain_arr = gain_arr[None]
+    return _probabilities(mode, eligible[None], counts[None], gain_arr, _check_floor(floor))[0]
+
+
+def draw_index(probabilities: Any, u: float) -> int:
+    """Return the index drawn by inverse CDF from one uniform number ``u`` in [0, 1)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    cdf = np.cumsum(p)
+    index = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+    index = min(index, p.size - 1)
+    while p[index] <= 0:            # guard against rounding at the upper end of the CDF
+        index -= 1
+    return index
+
+
+# --------------------------------------------------------------------------------------------------------
+# Simulating future sessions
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    """Per simulated study: sessions until the target (``-1`` if not reached by ``max_sessions``), and the
+    state at that moment (or at the cap)."""
+
+    sessions: np.ndarray            # (R,) sessions needed, -1 when censored
+    reached: np.ndarray             # (R,) bool
+    declared: np.ndarray            # (R,) the agent declared best at the stop
+    mu: np.ndarray                  # (R, A) posterior mean at the stop
+    sd: np.ndarray                  # (R, A) posterior sd at the stop
+    ipw: np.ndarray                 # (R, A) inverse-probability-weighted (Hajek) mean score per agent at the stop
+    naive: np.ndarray               # (R, A) plain mean score per agent at the stop
+    min_probability: float          # the smallest assignment probability drawn
+    max_sessions: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def prior_state(n_agents: int, *, agent_sd: float, level_mean: float = 50.0, level_sd: float = 20.0
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Return the prior (mu, cov) of agents' skills: a common unknown level plus independent agent spreads."""
+    if int(n_agents) < 1:
+        raise ValueError("n_agents must be at least 1")
+    a = int(n_agents)
+    cov = _check_positive(agent_sd, "agent_sd") ** 2 * np.eye(a) + _check_positive(level_sd, "level_sd") ** 2
+    return np.full(a, float(level_mean)), cov
+
+
+def simulate_sessions(
+    *, mu0: Any, cov0: Any, truth: Any, human_sd: float, noise_sd: float, mode: str, goal: str = "top",
+    target: float = 0.95, tasks_per_worker: int = 5, max_per_worker: int = 1, floor: float = DEFAULT_FLOOR,
+    max_sessions: int = 10_000, refresh_every: int = 1, draws: int = 1000, seed: int = 0,
+    study_counts0: Any = None, progress: Callable[[float], None] | None = None,
+) -> SimulationResult:
+    """Simulate studies that start at the posterior ``N(mu0, cov0)`` with true skills ``truth`` (R x A).
+
+    Workers arrive one at a time and do ``tasks_per_worker`` tasks, each paired with an agent under ``mode``
+    (the worker's effect and the noise are drawn from ``human_sd`` and ``noise_sd``). The posterior used to
+    choose agents and to check the stop is refreshed every ``refresh_every`` workers, as snapshots are; the
+    worker's own earlier tasks always count. Workers' effects and noise come from a stream that depends only
+    on ``seed`` and the worker's number, so designs compared with the same seed face the same people.
+    """
+    mode = _check_choice(mode, DESIGN_MODES, "mode")
+    goal = _check_choice(goal, GOALS, "goal")
+    mu_arr, cov_arr = _check_posterior(mu0, cov0)
+    truth_arr = np.atleast_2d(np.asarray(truth, dtype=np.float64))
+    r, a = truth_arr.shape
+    if a != mu_arr.size:
+        raise ValueError("truth must have one column per agent")
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"target must be in (0, 1); got {target!r}")
+    human_var = _check_positive(human_sd, "human_sd") ** 2
+    noise_var = _check_positive(noise_sd, "noise_sd") ** 2
+    floor = _check_floor(floor)
+    tasks = int(tasks_per_worker)
+    if tasks < 1:
+        raise ValueError("tasks_per_worker must be at least 1")
+    refresh = max(1, int(refresh_every))
+
+    precision = np.broadcast_to(np.linalg.inv(cov_arr), (r, a, a)).copy()
+    eta = np.broadcast_to(precision[0] @ mu_arr, (r, a)).copy()
+    cov = np.broadcast_to(cov_arr, (r, a, a)).copy()
+    mu = np.broadcast_to(mu_arr, (r, a)).copy()
+    counts = np.zeros((r, a), dtype=np.int64)
+    if study_counts0 is not None:
+        counts += np.asarray(study_counts0, dtype=np.int64)
+    z = _normal_draws(int(draws), a, seed + 1)
+    design_rng = np.random.default_rng([seed, 2])
+    sum_wy, sum_w = np.zeros((r, a)), np.zeros((r, a))
+    sum_y, n_y = np.zeros((r, a)), np.zeros((r, a))
+
+    sessions = np.full(r, -1, dtype=np.int64)
+    out_mu, out_sd = mu.copy(), np.sqrt(np.diagonal(cov, axis1=1, axis2=2)).copy()
+    out_ipw, out_naive = np.full((r, a), np.nan), np.full((r, a), np.nan)
+    declared = np.argmax(mu, axis=1)
+    reached = np.zeros(r, dtype=bool)
+    min_p = 1.0
+    c_block = human_var / (noise_var + tasks * human_var)
+    max_workers = max(1, -(-int(max_sessions) // tasks))
+    rows = np.arange(r)
+    outer = np.empty((r, a, a))
+    diag_idx = np.arange(a)
+    lap = lap_cov = base_diag = None
+
+    def refresh_weights() -> None:
+        nonlocal lap, lap_cov, base_diag
+        lap = _laplacian(_weights(mu, cov, goal))
+        lap_cov = lap @ cov
+        base_diag = np.einsum("rpj,rpj->rj", cov, lap_cov)      # diag(K0 L K0), K0 and L symmetric
+
+    if mode == "adaptive":
+        refresh_weights()
+
+    def stop_check(done: int) -> None:
+        nonlocal reached
+        live = ~reached
+        if not live.any():
+            return
+        value = _criterion(mu[live], cov[live], goal, z, target)
+        hit = np.flatnonzero(live)[value >= target]
+        sessions[hit] = done
+        reached[hit] = True
+        _record(hit)
+
+    def _record(idx: np.ndarray) -> None:
+        out_mu[idx] = mu[idx]
+        out_sd[idx] = np.sqrt(np.diagonal(cov[idx], axis1=1, axis2=2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out_ipw[idx] = sum_wy[idx] / sum_w[idx]
+            out_naive[idx] = sum_y[idx] / n_y[idx]
+        declared[idx] = np.argmax(mu[idx], axis=1)
+
+    stop_check(0)
+    worker = 0
+    while worker < max_workers and not reached.all():
+        people = np.random.default_rng([seed, 1, worker])
+        h = people.normal(0.0, math.sqrt(human_var), r)
+        # Noise indexed by (agent, k-th use by this worker), not by slot: designs that give a worker the same
+        # agents see the same scores, which keeps the comparison between designs paired.
+        eps = people.normal(0.0, math.sqrt(noise_var), (r, a, tasks))
+        used = np.zeros((r, a), dtype=np.int64)
+        state = (_WorkerState(cov, lap, lap_cov, base_diag, human_var, noise_var, tasks)
+                 if mode == "adaptive" else None)
+        y_sum = np.zeros((r, a))
+        for _ in range(tasks):
+            eligible = used < np.maximum(max_per_worker, used.min(axis=1, keepdims=True) + 1)
+            gains = state.gains() if state is not None else None
+            p = _probabilities(mode, eligible, counts, gains, floor)
+            cdf = np.cumsum(p, axis=1)
+            u = design_rng.random(r)[:, None] * cdf[:, -1:]
+            choice = np.minimum((cdf <= u).sum(axis=1), a - 1)
+            while True:     # rounding at the top of the CDF must never pick an ineligible agent
+                bad = p[rows, choice] <= 0
+                if not bad.any():
+                    break
+                choice[bad] -= 1
+            prob = p[rows, choice]
+            min_p = min(min_p, float(prob.min()))
+            y = truth_arr[rows, choice] + h + eps[rows, choice, used[rows, choice]]
+            used[rows, choice] += 1
+            counts[rows, choice] += 1
+            y_sum[rows, choice] += y
+            sum_wy[rows, choice] += y / prob
+            sum_w[rows, choice] += 1.0 / prob
+            sum_y[rows, choice] += y
+            n_y[rows, choice] += 1
+            if state is not None:
+                state.condition(choice)
+        # The worker block with the worker effect integrated out: V^-1 = (I - c 11ᵀ) / sigma^2.
+        n = used.astype(float)
+        np.multiply(n[:, :, None], n[:, None, :], out=outer)
+        outer *= c_block / noise_var
+        precision -= outer
+        precision[:, diag_idx, diag_idx] += n / noise_var
+        eta += (y_sum - c_block * n * y_sum.sum(axis=1, keepdims=True)) / noise_var
+        worker += 1
+        if worker % refresh == 0 or worker == max_workers:
+            cov = np.linalg.inv(precision)
+            cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
+            mu = np.einsum("rab,rb->ra", cov, eta)
+            stop_check(worker * tasks)
+            if mode == "adaptive":
+                refresh_weights()
+            if progress is not None:
+                progress(min(1.0, worker / max_workers))
+    censored = np.flatnonzero(~reached)
+    if censored.size:
+        _record(censored)
+    return SimulationResult(sessions, reached, declared, out_mu, out_sd, out_ipw, out_naive, min_p,
+                            max_workers * tasks, {"workers": worker})
+
+
+def _quantiles(sessions: np.ndarray, reached: np.ndarray, max_sessions: int) -> dict[str, Any]:
+    """Return the 10/50/90 % quantiles of sessions needed; censored runs count as 'more than the cap'."""
+    filled = np.where(reached, sessions, np.iinfo(np.int64).max)
+    out: dict[str, Any] = {"n": int(sessions.size), "reached_share": float(reached.mean())}
+    for name, q in (("low", 0.10), ("median", 0.50), ("high", 0.90)):
+        value = np.quantile(filled, q, method="inverted_cdf")
+        out[name] = None if value == np.iinfo(np.int64).max else int(value)
+    out["max_sessions"] = int(max_sessions)
+    return out
+
+
+def sessions_to_target(
+    mu: Any, cov: Any, *, human_sd: float, noise_sd: float, modes: Sequence[str] = DESIGN_MODES,
+    goals: Sequence[str] = ("top",), target: float = 0.95, tasks_per_worker: int = 5, max_per_worker: int = 1,
+    floor: float = DEFAULT_FLOOR, futures: int = 100, max_sessions: int = 5_000, refresh_every: int = 1,
+    draws: int = 1000, seed: int = 0, study_counts: Any = None,
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, Any]:
+    """Return, per goal and design mode, how many more sessions (10/50/90 % quantiles over simulated futures)
+    until the goal's probability reaches ``target``, starting from the current posterior ``N(mu, cov)``.
+
+    A quantile is ``None`` when that share of futures has not reached the target within ``max_sessions``
+    (shown as "more than max_sessions"). Every mode faces the same drawn truths and people.
+    """
+    mu_arr, cov_arr = _check_posterior(mu, cov)
+    modes = [_check_choice(m, DESIGN_MODES, "mode") for m in modes]
+    goals = [_check_choice(g, GOALS, "goal") for g in goals]
+    futures = int(futures)
+    if futures < 1:
+        raise ValueError("futures must be at least 1")
+    z = np.random.default_rng([seed, 0]).standard_normal((futures, mu_arr.size))
+    a = mu_arr.size
+    chol = np.linalg.cholesky(cov_arr + 1e-10 * np.eye(a) * max(1.0, float(np.abs(cov_arr).max())))
+    truth = mu_arr + z @ chol.T
+    now = {goal: float(_criterion(mu_arr[None], cov_arr[None], goal, _normal_draws(4 * draws, a, seed + 1))[0])
+           for goal in goals}
+    result: dict[str, Any] = {"target": target, "futures": futures, "now": now, "goals": {}}
+    steps = len(modes) * len(goals)
+    for gi, goal in enumerate(goals):
+        per_mode: dict[str, Any] = {}
+        for mi, mode in enumerate(modes):
+            step = gi * len(modes) + mi
+
+            def _progress(fraction: float, step: int = step) -> None:
+                if progress is not None:
+                    progress((step + fraction) / steps)
+
+            if now[goal] >= target:
+                per_mode[mode] = {"n": futures, "reached_share": 1.0, "low": 0, "median": 0, "high": 0,
+                                  "max_sessions": int(max_sessions)}
+                continue
+            sim = simulate_sessions(
+                mu0=mu_arr, cov0=cov_arr, truth=truth, human_sd=human_sd, noise_sd=noise_sd, mode=mode,
+                goal=goal, target=target, tasks_per_worker=tasks_per_worker, max_per_worker=max_per_worker,
+                floor=floor, max_sessions=max_sessions, refresh_every=refresh_every, draws=draws, seed=seed,
+                study_counts0=study_counts, progress=_progress,
+            )
+            per_mode[mode] = _quantiles(sim.sessions, sim.reached, sim.max_sessions)
+        result["goals"][goal] = per_mode
+    return result
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sessions and workers a new study needs, per design mode (10/50/90 % quantiles)."""
+
+    settings: dict[str, Any]
+    modes: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"settings": self.settings, "modes": self.modes}
+
+
+def plan_study(
+    *, n_agents: int, agent_sd: float, human_sd: float, noise_sd: float, goal: str = "top", target: float = 0.95,
+    tasks_per_worker: int = 5, level_mean: float = 50.0, level_sd: float = 20.0, modes: Sequence[str] = DESIGN_MODES,
+    max_per_worker: int = 1, floor: float = DEFAULT_FLOOR, studies: int = 100, max_sessions: int = 20_000,
+    refresh_every: int = 1, seed: int = 0, progress: Callable[[float], None] | None = None,
+) -> Plan:
+    """Return the sessions and workers needed before a study starts, from assumed spreads and noise.
+
+    The truth of every simulated study is drawn from the same prior the analysis starts from, so the
+    figures are what a study team should expect on average over plausible agent line-ups.
+    """
+    mu0, cov0 = prior_state(n_agents, agent_sd=agent_sd, level_mean=level_mean, level_sd=level_sd)
+    futures = sessions_to_target(
+        mu0, cov0, human_sd=human_sd, noise_sd=noise_sd, modes=modes, goals=(goal,), target=target,
+        tasks_per_worker=tasks_per_worker, max_per_worker=max_per_worker, floor=floor, futures=studies,
+        max_sessions=max_sessions, refresh_every=refresh_every, seed=seed, progress=progress,
+    )
+    modes_out: dict[str, dict[str, Any]] = {}
+    for mode, q in futures["goals"][goal].items():
+        workers = {k: (None if q[k] is None else -(-q[k] // int(tasks_per_worker))) for k in ("low", "median", "high")}
+        modes_out[mode] = {"sessions": q, "workers": workers}
+    settings = {"n_agents": int(n_agents), "agent_sd": agent_sd, "human_sd": human_sd, "noise_sd": noise_sd,
+                "goal": goal, "target": target, "tasks_per_worker": int(tasks_per_worker), "studies": int(studies)}
+    return Plan(settings, modes_out)
