@@ -238,15 +238,15 @@ def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
             assert r.conservative == pytest.approx(r.mu - 2.0 * r.sigma)
     assert sum(r.n for r in agent_rows) == len(episodes) == second.n_observations
     assert second.config == {
-        "mu0": 0.0,
-        "sigma0": 1.0,
-        "beta": 1.0,
+        "kind": "paper",
         "k": 2.0,
-        "agent_mu0": None,
-        "agent_sigma0": None,
-        "human_mu0": None,
-        "human_sigma0": None,
+        "paper": {
+            "mu0": 0.0, "sigma0": 1.0, "beta": 1.0, "k": 2.0,
+            "agent_mu0": None, "agent_sigma0": None, "human_mu0": None, "human_sigma0": None,
+        },
+        "integrate_hyper": True,
     }
+    assert second.fit["model"] == second.config and second.fit["diagnostics"]["beta"] == 1.0
     assert set(second.timings) == {"read_ms", "solve_ms", "connectivity_ms", "write_ms", "total_ms"}
     assert second.connectivity["connected"] is True
     assert_snapshot_matches_batch(second, study)
