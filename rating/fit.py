@@ -1,0 +1,1645 @@
+"""Fitting the rating models: the paper's fixed-prior model and calibrated mixed models fitted by REML.
+
+Three models share one entry point, :func:`fit_model`:
+
+``paper``
+    The paper's model exactly (paper Eq. 1-2, App. E.2): :math:`y = s_A + s_H + \\epsilon` with fixed priors
+    :math:`s \\sim \\mathcal{N}(\\mu_0, \\sigma_0^2)` and fixed noise :math:`\\beta`, solved by
+    :func:`rating.engine.solve_bipartite`.
+``calibrated``
+    A linear mixed model :math:`y = a_A + h_H + \\epsilon` with one fixed effect per agent (the agent's
+    expected score with an average participant, on the score scale; no shrinkage to any prior), random
+    participant effects :math:`h \\sim \\mathcal{N}(0, \\sigma_H^2)` and noise
+    :math:`\\epsilon \\sim \\mathcal{N}(0, \\beta^2/\\omega)`, with :math:`\\sigma_H, \\beta` estimated by
+    restricted maximum likelihood (REML).
+``calibrated_task``
+    The same plus random task effects :math:`t_T \\sim \\mathcal{N}(0, \\sigma_T^2)` (observations without a
+    task carry no task term).
+
+Why agents are fixed effects, how REML is evaluated exactly on the Schur structure, and how the uncertainty
+of the variance components is carried into the agents' intervals and :math:`P(A > B)` is written up in
+``docs/rating-models.md``.
+
+Pure numpy/scipy: no Django, no settings, no I/O, no module-level state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+import scipy.sparse
+from scipy.stats import chi2, norm
+
+from rating.engine import (
+    RatingConfig,
+    _eliminated_block,
+    _finite_array,
+    _id_array,
+    _row_quadratic_forms,
+    _weight_array,
+    prob_greater_matrix,
+    solve_bipartite,
+)
+
+__all__ = [
+    "RATING_MODELS",
+    "FitResult",
+    "ModelSpec",
+    "compare_models",
+    "fit_model",
+    "heldout_coverage",
+    "stability",
+]
+
+RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task")
+
+# The agent prior of the bipartite config equivalent to fixed agent effects: precision 1e-12, below any
+# data precision by many orders of magnitude, so the bipartite solve reproduces the fixed-effect fit.
+_FLAT_SIGMA = 1e6
+# Bounds of the log variance ratios gamma = sigma^2 / beta^2 searched by REML.
+_THETA_BOUNDS = (-18.0, 14.0)
+# A log ratio this close to the lower bound means the component is estimated at zero.
+_BOUNDARY_TOL = 1e-3
+# Step of the central differences that give the curvature of the restricted likelihood.
+_FD_STEP = 1e-4
+# Sigma-point (3-point Gauss-Hermite) nodes and weights for one standard normal dimension.
+_GH_NODES = np.array([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
+_GH_WEIGHTS = np.array([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
+# Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
+_GROUPED_LIMIT = 1 << 24
+
+
+# --------------------------------------------------------------------------------------------------------
+# Model specification
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which rating model to fit, and how to report it.
+
+    Parameters
+    ----------
+    kind
+        One of :data:`RATING_MODELS`.
+    k
+        Multiplier of the conservative score :math:`\\mu - k\\sigma`.
+    paper
+        Priors and noise of the paper model (used only when ``kind == "paper"``).
+    integrate_hyper
+        Integrate the agents' posterior over the uncertainty of the estimated variance components (calibrated
+        models); ``False`` plugs in the REML point estimate.
+    """
+
+    kind: str = "calibrated"
+    k: float = 3.0
+    paper: RatingConfig = RatingConfig()
+    integrate_hyper: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in RATING_MODELS:
+            raise ValueError(f"kind must be one of {', '.join(RATING_MODELS)}; got {self.kind!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, float, np.integer, np.floating)):
+            raise ValueError(f"k must be a real number, got {self.k!r}")
+        if not math.isfinite(float(self.k)) or float(self.k) < 0:
+            raise ValueError(f"k must be finite and >= 0, got {self.k!r}")
+        object.__setattr__(self, "k", float(self.k))
+        if not isinstance(self.paper, RatingConfig):
+            raise ValueError(f"paper must be a RatingConfig, got {type(self.paper).__name__}")
+        if not isinstance(self.integrate_hyper, bool):
+            raise ValueError(f"integrate_hyper must be true or false, got {self.integrate_hyper!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the spec as JSON-safe data; :meth:`from_dict` restores it exactly."""
+        return {
+            "kind": self.kind,
+            "k": self.k,
+            "paper": self.paper.to_dict(),
+            "integrate_hyper": self.integrate_hyper,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        """Build a spec from :meth:`to_dict` output; missing keys take their defaults, unknown keys fail."""
+        if not isinstance(data, dict):
+            raise ValueError(f"model spec must be a dict, got {type(data).__name__}")
+        known = {spec.name for spec in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"model spec has unknown keys: {', '.join(map(str, unknown))}")
+        values = dict(data)
+        if "paper" in values and not isinstance(values["paper"], RatingConfig):
+            try:
+                values["paper"] = RatingConfig.from_dict(values["paper"])
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"paper: {exc}")
+        return cls(**values)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Observations
+# --------------------------------------------------------------------------------------------------------
+
+
+def _codes(values: Any, name: str, n: int | None, *, optional: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(codes, ids)`` numbering ids by first appearance (ids as ``str``).
+
+    Integer arrays are coded on the integers (only the distinct values become strings), which keeps bulk
+    loads fast. With ``optional`` a missing id (``None`` or blank) gets code -1 and forms no group.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but there are {n} observations")
+    if arr.dtype.kind == "b":
+        raise ValueError(f"{name} must hold ids, not booleans")
+    present = np.ones(arr.shape[0], dtype=bool)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype == object and arr.size:
+            missing = np.equal(arr, None)
+            if missing.any():
+                if not optional:
+                    raise ValueError(f"{name} contains None at index {int(np.flatnonzero(missing)[0])}")
+                present &= ~missing
+                arr = np.where(missing, "", arr)
+        arr = _id_array(arr, name)
+        if arr.size:
+            blank = np.char.str_len(np.char.strip(arr)) == 0
+            if blank.any():
+                if not optional:
+                    raise ValueError(f"{name} contains an empty id at index {int(np.flatnonzero(blank)[0])}")
+                present &= ~blank
+    codes = np.full(arr.shape[0], -1, dtype=np.int64)
+    kept = arr[present]
+    if kept.size == 0:
+        return codes, np.zeros(0, dtype=str)
+    uniq, first, inverse = np.unique(kept, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    code_of_sorted = np.empty(uniq.size, dtype=np.int64)
+    code_of_sorted[order] = np.arange(uniq.size)
+    codes[present] = code_of_sorted[inverse.reshape(-1)]
+    return codes, uniq[order].astype(str)
+
+
+@dataclass(frozen=True, eq=False)
+class _Obs:
+    """Observations coded by first appearance; ``task`` is -1 where an observation names no task."""
+
+    agent: np.ndarray
+    human: np.ndarray
+    task: np.ndarray | None
+    y: np.ndarray
+    omega: np.ndarray
+    agent_ids: np.ndarray
+    human_ids: np.ndarray
+    task_ids: np.ndarray | None
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def n_agents(self) -> int:
+        return int(self.agent_ids.shape[0])
+
+    @property
+    def n_humans(self) -> int:
+        return int(self.human_ids.shape[0])
+
+    @property
+    def n_tasks(self) -> int:
+        return 0 if self.task_ids is None else int(self.task_ids.shape[0])
+
+    def subset(self, rows: np.ndarray) -> _Obs:
+        """Return the observations ``rows`` re-coded so every entity present has a contiguous code."""
+        agent, agent_ids = _recode(self.agent[rows], self.agent_ids)
+        human, human_ids = _recode(self.human[rows], self.human_ids)
+        task, task_ids = (None, None) if self.task is None else _recode(self.task[rows], self.task_ids)
+        return _Obs(agent, human, task, self.y[rows], self.omega[rows], agent_ids, human_ids, task_ids)
+
+
+def _recode(codes: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    present = codes >= 0
+    if not present.any():
+        return np.full(codes.shape[0], -1, dtype=np.int64), np.zeros(0, dtype=str)
+    used, first, inverse = np.unique(codes[present], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    remap = np.empty(used.size, dtype=np.int64)
+    remap[order] = np.arange(used.size)
+    out = np.full(codes.shape[0], -1, dtype=np.int64)
+    out[present] = remap[inverse.reshape(-1)]
+    return out, ids[used[order]]
+
+
+def _observations(agent_ids: Any, human_ids: Any, scores: Any, task_ids: Any, weights: Any) -> _Obs:
+    agent, agents = _codes(agent_ids, "agent_ids", None)
+    n = agent.shape[0]
+    if n == 0:
+        raise ValueError("agent_ids: at least one observation is required")
+    human, humans = _codes(human_ids, "human_ids", n)
+    y = _finite_array(scores, "scores", n)
+    omega = _weight_array(weights, "weights", n)
+    task, tasks = (None, None) if task_ids is None else _codes(task_ids, "task_ids", n, optional=True)
+    return _Obs(agent, human, task, y, omega, agents, humans, tasks)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Mixed-model equations on the Schur structure
+# --------------------------------------------------------------------------------------------------------
+#
+# The "core" holds the columns that stay after the humans are eliminated: the agents (fixed effects, or an
+# intercept plus random agents) and the tasks (random). Every quantity below is in units of beta = 1:
+# C0 = [X Z]^T W [X Z] + blockdiag(0, Gamma^{-1}) with Gamma the variance ratios sigma^2 / beta^2, so the
+# noise variance factors out of the restricted likelihood and is profiled analytically.
+
+
+@dataclass(frozen=True, eq=False)
+class _Structure:
+    """Sufficient statistics of a design for the mixed-model equations (fixed across hyperparameters)."""
+
+    n: int
+    n_fixed: int  # p, the number of fixed-effect columns (they come first in the core)
+    n_core: int  # K
+    components: tuple[str, ...]  # random components, in theta order; "human" first
+    component_cols: dict[str, np.ndarray]  # core columns of each core random component
+    n_levels: dict[str, int]
+    core_cols: tuple[np.ndarray, ...]  # per observation, the core columns it loads on (-1 = none)
+    human: np.ndarray
+    gram_core: np.ndarray  # sum w x_c x_c^T (K x K)
+    r_core: np.ndarray  # sum w y x_c
+    couplings: scipy.sparse.csr_matrix  # H x K, sum w e_h x_c^T
+    n_human: np.ndarray  # sum w per human
+    r_human: np.ndarray  # sum w y per human
+    ywy: float
+    sum_log_omega: float
+    grouped: _GroupedHumans | None
+
+
+@dataclass(frozen=True, eq=False)
+class _GroupedHumans:
+    """Per-human sums pooled over humans with the same total weight (their elimination factor is shared)."""
+
+    n_value: np.ndarray  # G distinct per-human weight totals
+    count: np.ndarray  # humans per group
+    gram: np.ndarray  # G x K x K: sum b_h b_h^T
+    b_r: np.ndarray  # G x K: sum b_h r_h
+    r2: np.ndarray  # G: sum r_h^2
+
+
+def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Structure:
+    n, n_a, n_h = obs.n, obs.n_agents, obs.n_humans
+    n_t = obs.n_tasks if tasks else 0
+    offset = 1 if random_agents else 0
+    cols: list[np.ndarray] = []
+    if random_agents:
+        cols.append(np.zeros(n, dtype=np.int64))
+    cols.append(obs.agent + offset)
+    component_cols: dict[str, np.ndarray] = {}
+    components = ["human"]
+    n_levels = {"human": n_h}
+    if tasks:
+        if obs.task is None or n_t == 0:
+            raise ValueError("task_ids: the task model needs at least one observation with a task")
+        cols.append(np.where(obs.task >= 0, obs.task + offset + n_a, -1))
+        components.append("task")
+        component_cols["task"] = np.arange(offset + n_a, offset + n_a + n_t)
+        n_levels["task"] = n_t
+    if random_agents:
+        components.append("agent")
+        component_cols["agent"] = np.arange(1, 1 + n_a)
+        n_levels["agent"] = n_a
+    n_core = offset + n_a + n_t
+    w, wy = obs.omega, obs.omega * obs.y
+    gram = np.zeros(n_core * n_core)
+    r_core = np.zeros(n_core)
+    rows, cols_all, data = [], [], []
+    for i, ci in enumerate(cols):
+        has_i = ci >= 0
+        r_core += np.bincount(ci[has_i], weights=wy[has_i], minlength=n_core)
+        rows.append(obs.human[has_i])
+        cols_all.append(ci[has_i])
+        data.append(w[has_i])
+        for cj in cols[i:]:
+            both = has_i & (cj >= 0)
+            cell = np.bincount(ci[both] * n_core + cj[both], weights=w[both], minlength=n_core * n_core)
+            gram += cell
+            if cj is not ci:
+                gram += cell.reshape(n_core, n_core).T.ravel()
+    couplings = scipy.sparse.coo_matrix(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols_all))), shape=(n_h, n_core)
+    ).tocsr()
+    couplings.sum_duplicates()
+    n_human = np.bincount(obs.human, weights=w, minlength=n_h)
+    r_human = np.bincount(obs.human, weights=wy, minlength=n_h)
+    return _Structure(
+        n=n,
+        n_fixed=1 if random_agents else n_a,
+        n_core=n_core,
+        components=tuple(components),
+        component_cols=component_cols,
+        n_levels=n_levels,
+        core_cols=tuple(cols),
+        human=obs.human,
+        gram_core=gram.reshape(n_core, n_core),
+        r_core=r_core,
+        couplings=couplings,
+        n_human=n_human,
+        r_human=r_human,
+        ywy=float(np.dot(wy, obs.y)),
+        sum_log_omega=float(np.log(obs.omega).sum()),
+        grouped=_group_humans(couplings, n_human, r_human),
+    )
+
+
+def _group_humans(
+    couplings: scipy.sparse.csr_matrix, n_human: np.ndarray, r_human: np.ndarray
+) -> _GroupedHumans | None:
+    """Pool humans by total weight when that makes every likelihood evaluation independent of their number.
+
+    A human's elimination factor :math:`1/d_h = 1/(n_h + 1/\\gamma_H)` depends on the human only through
+    :math:`n_h`; with unit weights :math:`n_h` is a count and takes few values, so
+    :math:`\\sum_h b_h b_h^\\top / d_h = \\sum_g (\\sum_{h \\in g} b_h b_h^\\top) / d_g` is exact and costs
+    :math:`O(G K^2)` per evaluation after one pass over the data.
+    """
+    n_h, n_core = couplings.shape
+    values, group = np.unique(n_human, return_inverse=True)
+    n_groups = values.shape[0]
+    if n_groups * n_core * n_core > _GROUPED_LIMIT or 4 * n_groups > n_h:
+        return None
+    group = group.reshape(-1)
+    coo = couplings.tocoo()
+    expand = scipy.sparse.csr_matrix(
+        (coo.data, (coo.row, group[coo.row] * n_core + coo.col)), shape=(n_h, n_groups * n_core)
+    )
+    gram = (expand.T @ couplings).toarray().reshape(n_groups, n_core, n_core)
+    b_r = (expand.T @ r_human).reshape(n_groups, n_core)
+    return _GroupedHumans(
+        n_value=values,
+        count=np.bincount(group, minlength=n_groups).astype(np.float64),
+        gram=gram,
+        b_r=b_r,
+        r2=np.bincount(group, weights=r_human**2, minlength=n_groups),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Evaluation:
+    """The mixed-model equations solved at one set of variance ratios (beta = 1 units)."""
+
+    theta: np.ndarray
+    gamma: dict[str, float]
+    d: np.ndarray  # n_h + 1/gamma_H per human
+    chol: np.ndarray  # lower Cholesky factor of the core Schur complement S
+    core_mu: np.ndarray  # fixed effects and core random effects
+    q: float  # y^T P0 y
+    logdet_c: float  # log |C0|
+    log_gamma_sum: float  # sum_j n_j theta_j = log |Gamma|
+    dfe: int  # n - p
+
+    def profile_loglik(self, sum_log_omega: float) -> float:
+        tau = math.log(self.q / self.dfe)
+        return self.loglik(tau, sum_log_omega)
+
+    def loglik(self, tau: float, sum_log_omega: float) -> float:
+        """Return the restricted log-likelihood at noise variance :math:`e^\\tau` (see :func:`_evaluate`)."""
+        return -0.5 * (
+            self.dfe * (math.log(2.0 * math.pi) + tau)
+            - sum_log_omega
+            + self.log_gamma_sum
+            + self.logdet_c
+            + self.q * math.exp(-tau)
+        )
+
+
+def _inv_lower(chol: np.ndarray) -> np.ndarray:
+    """Return :math:`L^{-1}` of a lower-triangular factor (LAPACK ``trtri``; far cheaper than a solve for small L)."""
+    inv, info = scipy.linalg.lapack.dtrtri(chol, lower=1)
+    if info != 0:
+        raise ValueError("the model is not identified by these observations (singular factor)")
+    return np.tril(inv)
+
+
+def _core_prior(st: _Structure, gamma: dict[str, float]) -> np.ndarray:
+    prior = np.zeros(st.n_core)
+    for name, cols in st.component_cols.items():
+        prior[cols] = 1.0 / gamma[name]
+    return prior
+
+
+def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> tuple[_Evaluation, np.ndarray | None]:
+    """Solve the mixed-model equations at log variance ratios ``theta`` and return the likelihood pieces.
+
+    With :math:`C_0` the mixed-model matrix in units of :math:`\\beta = 1`, Henderson's identity gives the
+    restricted log-likelihood at noise variance :math:`\\beta^2 = e^\\tau`
+
+    .. math::
+
+        \\ell_R = -\\tfrac12\\Big[(n-p)(\\log 2\\pi + \\tau) - \\textstyle\\sum_o \\log\\omega_o
+        + \\log|\\Gamma| + \\log|C_0| + e^{-\\tau}\\, y^\\top P_0 y\\Big],
+
+    with :math:`\\log|C_0| = \\sum_h \\log d_h + \\log|S|` (humans eliminated, :math:`S` the core Schur
+    complement) and :math:`y^\\top P_0 y = y^\\top W y - \\hat b^\\top r`. With ``gradient`` also return, per
+    component :math:`j`, the pair :math:`(\\partial(\\log|\\Gamma| + \\log|C_0|)/\\partial\\theta_j,\\;
+    \\partial q / \\partial\\theta_j)` using :math:`\\partial \\log|C_0|/\\partial\\theta_j =
+    -\\mathrm{tr}_j(C_0^{-1})/\\gamma_j` and
+    :math:`\\partial q/\\partial\\theta_j = -\\lVert\\hat u_j\\rVert^2/\\gamma_j`.
+    """
+    gamma = {name: math.exp(float(t)) for name, t in zip(st.components, theta, strict=True)}
+    d = st.n_human + 1.0 / gamma["human"]
+    grouped = st.grouped
+    if grouped is not None:
+        d_g = grouped.n_value + 1.0 / gamma["human"]
+        eliminated = np.einsum("g,gij->ij", 1.0 / d_g, grouped.gram)
+        rhs_elim = (grouped.b_r / d_g[:, None]).sum(axis=0)
+        r2_over_d = float((grouped.r2 / d_g).sum())
+    else:
+        inv_d = 1.0 / d
+        if st.n_core <= 256:
+            eliminated = _eliminated_block(st.couplings, inv_d)
+        else:
+            scaled = scipy.sparse.diags(inv_d) @ st.couplings
+            eliminated = (st.couplings.T @ scaled).toarray()
+        rhs_elim = st.couplings.T @ (st.r_human * inv_d)
+        r2_over_d = float(np.dot(st.r_human, st.r_human * inv_d))
+    schur = st.gram_core + np.diag(_core_prior(st, gamma)) - eliminated
+    try:
+        chol = scipy.linalg.cholesky(schur, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(f"the model is not identified by these observations (singular system): {exc}")
+    rhs = st.r_core - rhs_elim
+    core_mu = scipy.linalg.cho_solve((chol, True), rhs, check_finite=False)
+    # b^T r = core_mu . r_core + u_H . r_H, with u_H = (r_H - B core_mu) / d.
+    if grouped is not None:
+        u_dot_r = r2_over_d - float(core_mu @ (grouped.b_r / d_g[:, None]).sum(axis=0))
+    else:
+        u_h = (st.r_human - st.couplings @ core_mu) / d
+        u_dot_r = float(np.dot(u_h, st.r_human))
+    q = st.ywy - float(core_mu @ st.r_core) - u_dot_r
+    dfe = st.n - st.n_fixed
+    if dfe <= 0:
+        raise ValueError(f"the model needs more observations than fixed effects ({st.n} <= {st.n_fixed})")
+    q = max(q, np.finfo(float).tiny)
+    log_gamma_sum = float(sum(st.n_levels[name] * math.log(gamma[name]) for name in st.components))
+    logdet_c = float(np.log(d).sum() + 2.0 * np.log(np.diag(chol)).sum())
+    evaluation = _Evaluation(
+        theta=np.asarray(theta, dtype=np.float64).copy(),
+        gamma=gamma,
+        d=d,
+        chol=chol,
+        core_mu=core_mu,
+        q=q,
+        logdet_c=logdet_c,
+        log_gamma_sum=log_gamma_sum,
+        dfe=dfe,
+    )
+    if not gradient:
+        return evaluation, None
+    s_inv = scipy.linalg.cho_solve((chol, True), np.eye(st.n_core), check_finite=False)
+    grads = np.empty((len(st.components), 2))
+    for j, name in enumerate(st.components):
+        g = gamma[name]
+        if name == "human":
+            if grouped is not None:
+                gram2 = np.einsum("g,gij->ij", 1.0 / d_g**2, grouped.gram)
+                trace = float((grouped.count / d_g).sum()) + float(np.sum(s_inv * gram2))
+                # ||u_H||^2 = sum_g (r2 - 2 mu.b_r + mu^T gram mu) / d_g^2
+                quad = np.einsum("i,gij,j->g", core_mu, grouped.gram, core_mu)
+                u2 = float(((grouped.r2 - 2.0 * grouped.b_r @ core_mu + quad) / d_g**2).sum())
+            else:
+                trace = float((1.0 / d).sum())
+                inv_chol_t = _inv_lower(chol).T
+                trace += float((_row_quadratic_forms(st.couplings, inv_chol_t) / d**2).sum())
+                u2 = float(np.dot(u_h, u_h))
+        else:
+            cols = st.component_cols[name]
+            trace = float(np.diag(s_inv)[cols].sum())
+            u2 = float(np.dot(core_mu[cols], core_mu[cols]))
+        grads[j, 0] = st.n_levels[name] - trace / g
+        grads[j, 1] = -u2 / g
+    return evaluation, grads
+
+
+def _profile_gradient(ev: _Evaluation, grads: np.ndarray) -> np.ndarray:
+    """Return :math:`\\partial \\ell_p / \\partial\\theta` (envelope theorem at :math:`\\hat\\tau(\\theta)`)."""
+    return -0.5 * (grads[:, 0] + grads[:, 1] * ev.dfe / ev.q)
+
+
+@dataclass(frozen=True, eq=False)
+class _Reml:
+    """A REML fit: the optimum, the curvature there, and which components sit at zero."""
+
+    evaluation: _Evaluation
+    tau: float
+    loglik: float
+    cov: np.ndarray  # inverse observed information in (tau, theta_free...) order
+    free: np.ndarray  # bool per component: estimated in the interior
+    converged: bool
+
+
+def _reml(st: _Structure) -> _Reml:
+    """Maximise the profiled restricted likelihood over the log variance ratios by safeguarded Newton steps.
+
+    The gradient is exact (:func:`_evaluate`); the curvature comes from central differences of it. Steps
+    are capped and halved until the likelihood does not fall, so the iteration cannot diverge; a component
+    whose ratio runs into the lower bound with the gradient pointing outwards is estimated at zero and held
+    there.
+    """
+    n_comp = len(st.components)
+    lo, hi = _THETA_BOUNDS
+    theta = np.zeros(n_comp)
+    ev, grads = _evaluate(st, theta, gradient=True)
+    assert grads is not None
+    value = ev.profile_loglik(st.sum_log_omega)
+    converged = False
+    jac: np.ndarray | None = None
+    jac_free: np.ndarray | None = None
+    for _ in range(100):
+        grad = _profile_gradient(ev, grads)
+        free = (theta > lo + _BOUNDARY_TOL) | (grad > 0)
+        if not free.any():
+            converged = True
+            break
+        idx = np.flatnonzero(free)
+        jac = _piece_jacobian(st, theta, free)
+        jac_free = free
+        hess = _profile_hessian_from(ev, grads, jac, idx)
+        # Newton where the likelihood is concave, a scaled gradient step elsewhere.
+        concave = bool(np.all(np.linalg.eigvalsh(hess) < 0))
+        step = -np.linalg.solve(hess, grad[idx]) if concave else grad[idx] / (np.abs(np.diag(hess)) + 1.0)
+        largest = float(np.max(np.abs(step)))
+        if largest > 3.0:
+            step *= 3.0 / largest
+        accepted = False
+        shrink = 1.0
+        for _ in range(40):
+            new = theta.copy()
+            new[idx] = np.clip(theta[idx] + shrink * step, lo, hi)
+            ev_new, grads_new = _evaluate(st, new, gradient=True)
+            assert grads_new is not None
+            value_new = ev_new.profile_loglik(st.sum_log_omega)
+            if value_new >= value - 1e-13 * abs(value):
+                accepted = True
+                break
+            shrink *= 0.5
+        if not accepted:
+            converged = bool(np.max(np.abs(grad[idx])) < 1e-6 * max(1.0, abs(value)))
+            break
+        moved = float(np.max(np.abs(new - theta)))
+        theta, ev, grads, value = new, ev_new, grads_new, value_new
+        if moved < 1e-10:
+            converged = True
+            break
+    free = theta > lo + _BOUNDARY_TOL
+    tau = math.log(ev.q / ev.dfe)
+    if free.any() and (jac is None or jac_free is None or not np.array_equal(jac_free, free)):
+        jac = _piece_jacobian(st, theta, free)
+    info = -_full_hessian(ev, grads, jac, free)
+    try:
+        cov = np.linalg.inv(info)
+        if not np.all(np.linalg.eigvalsh(0.5 * (cov + cov.T)) > 0):
+            raise np.linalg.LinAlgError("information not positive definite")
+    except np.linalg.LinAlgError:
+        cov = np.full_like(info, np.nan)
+    return _Reml(
+        evaluation=ev,
+        tau=tau,
+        loglik=ev.loglik(tau, st.sum_log_omega),
+        cov=0.5 * (cov + cov.T),
+        free=free,
+        converged=converged,
+    )
+
+
+def _gradient_pieces(st: _Structure, theta: np.ndarray) -> np.ndarray:
+    _, grads = _evaluate(st, theta, gradient=True)
+    assert grads is not None
+    return grads
+
+
+def _piece_jacobian(st: _Structure, theta: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Return d(gradient pieces)/d theta_free by central differences: shape (components, 2, free)."""
+    idx = np.flatnonzero(free)
+    out = np.empty((len(st.components), 2, idx.size))
+    for col, j in enumerate(idx):
+        up, down = theta.copy(), theta.copy()
+        up[j] += _FD_STEP
+        down[j] -= _FD_STEP
+        out[:, :, col] = (_gradient_pieces(st, up) - _gradient_pieces(st, down)) / (2.0 * _FD_STEP)
+    return out
+
+
+def _profile_hessian_from(ev: _Evaluation, grads: np.ndarray, jac: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Return the Hessian of the profiled likelihood over ``idx`` from the pieces and their Jacobian.
+
+    :math:`\\partial_j \\ell_p = -\tfrac12(L_j + (n-p) q_j / q)`, so
+    :math:`\\partial_{ij}\\ell_p = -\tfrac12(L_{ji} + (n-p)(q_{ji}/q - q_j q_i / q^2))`.
+    """
+    q_i = grads[idx, 1]
+    block = -0.5 * (jac[idx, 0, :] + ev.dfe * (jac[idx, 1, :] / ev.q - np.outer(q_i, q_i) / ev.q**2))
+    return 0.5 * (block + block.T)
+
+
+def _full_hessian(ev: _Evaluation, grads: np.ndarray, jac: np.ndarray | None, free: np.ndarray) -> np.ndarray:
+    """Return the Hessian of :math:`\\ell_R` in :math:`(\tau, \theta_{free})` at the optimum.
+
+    :math:`\\partial^2_{\tau\tau} = -\tfrac12 q e^{-\tau}`, :math:`\\partial^2_{\tau\theta_j} = \tfrac12
+    q_j e^{-\tau}` and :math:`\\partial^2_{\theta_i\theta_j} = -\tfrac12(L_{ij} + q_{ij} e^{-\tau})`, with
+    the second derivatives of :math:`L = \\log|\\Gamma| + \\log|C_0|` and :math:`q` taken by central
+    differences of their exact gradients.
+    """
+    idx = np.flatnonzero(free)
+    inv_beta2 = ev.dfe / ev.q
+    hess = np.empty((1 + idx.size, 1 + idx.size))
+    hess[0, 0] = -0.5 * ev.q * inv_beta2
+    if idx.size:
+        assert jac is not None
+        hess[0, 1:] = hess[1:, 0] = 0.5 * grads[idx, 1] * inv_beta2
+        block = -0.5 * (jac[idx, 0, :] + jac[idx, 1, :] * inv_beta2)
+        hess[1:, 1:] = 0.5 * (block + block.T)
+    return hess
+
+
+# --------------------------------------------------------------------------------------------------------
+# Posterior of a fitted structure
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _Mixture:
+    """The agents' posterior as a quadrature mixture over the variance components.
+
+    Node ``k`` has weight ``weights[k]``, agent means ``means[k]`` and unit-noise covariance ``cov0[k]``;
+    at that node the noise variance takes the values ``beta2[k, l]`` with weights ``beta2_weights[k, l]``.
+    """
+
+    weights: np.ndarray
+    means: np.ndarray
+    cov0: np.ndarray
+    beta2: np.ndarray
+    beta2_weights: np.ndarray
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the mixture mean and covariance (law of total covariance)."""
+        mean = self.weights @ self.means
+        e_beta2 = (self.beta2 * self.beta2_weights).sum(axis=1)
+        dev = self.means - mean
+        cov = np.einsum("k,kij->ij", self.weights * e_beta2, self.cov0) + np.einsum(
+            "k,ki,kj->ij", self.weights, dev, dev
+        )
+        return mean, 0.5 * (cov + cov.T)
+
+    def prob_greater(self) -> np.ndarray:
+        """Return :math:`P(s_i > s_j)` averaged over the mixture nodes (exact for the mixture)."""
+        n_a = self.means.shape[1]
+        total = np.zeros((n_a, n_a))
+        for k in range(self.weights.shape[0]):
+            diag = np.diag(self.cov0[k])
+            var0 = diag[:, None] + diag[None, :] - 2.0 * self.cov0[k]
+            np.fill_diagonal(var0, 1.0)
+            diff = self.means[k][:, None] - self.means[k][None, :]
+            for beta2, weight in zip(self.beta2[k], self.beta2_weights[k], strict=True):
+                z = diff / np.sqrt(np.maximum(beta2 * var0, np.finfo(float).tiny))
+                total += self.weights[k] * weight * norm.cdf(z)
+        np.fill_diagonal(total, 0.5)
+        return total
+
+
+def _agent_map(st: _Structure, n_agents: int) -> np.ndarray:
+    """Return the linear map from core effects to agent skills (fixed: identity; random: mu + a_A)."""
+    out = np.zeros((n_agents, st.n_core))
+    if st.n_fixed == n_agents and "agent" not in st.component_cols:
+        out[:, :n_agents] = np.eye(n_agents)
+    else:
+        out[:, 0] = 1.0
+        out[:, 1 : 1 + n_agents] = np.eye(n_agents)
+    return out
+
+
+def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s_inv = scipy.linalg.cho_solve((ev.chol, True), np.eye(st.n_core), check_finite=False)
+    cov0 = lmap @ s_inv @ lmap.T
+    return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
+
+
+def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> tuple[_Mixture, bool]:
+    """Build the quadrature over the variance components (Laplace approximation in log variances).
+
+    The log variance ratios of the interior components take sigma-point nodes of their approximate
+    posterior :math:`\\mathcal{N}(\\hat\\theta, \\Sigma_{\\theta\\theta})` (a node per axis and sign at
+    :math:`\\pm\\sqrt{3}` standard deviations plus the centre: exact for quadratics); at each node the log noise
+    variance takes three Gauss-Hermite nodes of its conditional normal. Each node costs one solve.
+    """
+    ev = reml.evaluation
+    mean0, cov0 = _agent_moments(st, ev, lmap)
+    cov = reml.cov
+    if not integrate or not np.all(np.isfinite(cov)):
+        return _Mixture(
+            np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))
+        ), False
+    n_free = cov.shape[0] - 1
+    var_tau = cov[0, 0]
+    thetas = [ev.theta]
+    weights = [1.0 - n_free / 3.0]
+    gain = np.zeros(n_free)
+    cond_var = var_tau
+    if n_free:
+        cov_tt = cov[1:, 1:]
+        cov_tau_t = cov[0, 1:]
+        gain = np.linalg.solve(cov_tt, cov_tau_t)
+        cond_var = max(var_tau - float(cov_tau_t @ gain), 0.0)
+        evals, evecs = np.linalg.eigh(cov_tt)
+        free_idx = np.flatnonzero(reml.free)
+        for axis in range(n_free):
+            direction = evecs[:, axis] * math.sqrt(max(evals[axis], 0.0) * 3.0)
+            for sign in (1.0, -1.0):
+                theta = ev.theta.copy()
+                theta[free_idx] = np.clip(theta[free_idx] + sign * direction, *_THETA_BOUNDS)
+                thetas.append(theta)
+                weights.append(1.0 / 6.0)
+    means, covs, beta2, beta2_w = [], [], [], []
+    free_idx = np.flatnonzero(reml.free)
+    for theta in thetas:
+        if theta is ev.theta:
+            m, c = mean0, cov0
+        else:
+            m, c = _agent_moments(st, _evaluate(st, theta)[0], lmap)
+        means.append(m)
+        covs.append(c)
+        tau_mean = reml.tau + (float(gain @ (theta[free_idx] - ev.theta[free_idx])) if n_free else 0.0)
+        beta2.append(np.exp(tau_mean + math.sqrt(cond_var) * _GH_NODES))
+        beta2_w.append(_GH_WEIGHTS)
+    return (
+        _Mixture(np.asarray(weights), np.asarray(means), np.asarray(covs), np.asarray(beta2), np.asarray(beta2_w)),
+        True,
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------------
+
+
+def _json(value: Any) -> Any:
+    """Return ``value`` with numpy scalars/arrays made plain and non-finite floats as ``None``."""
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class FitResult:
+    """A fitted rating model: the agents' joint posterior, per-participant effects and model checks.
+
+    ``agent_mu`` is on the score scale: for ``paper`` the posterior mean :math:`s_A`; for the calibrated
+    models the agent's expected score with an average participant (and an average task). ``human_mu`` is
+    the participant's skill: for ``paper`` :math:`s_H`; for the calibrated models the participant effect
+    :math:`h_H`, which averages zero over participants. ``agent_cov`` includes the uncertainty of the
+    variance components when ``spec.integrate_hyper`` (see :meth:`prob_greater`).
+    """
+
+    spec: ModelSpec
+    agent_ids: np.ndarray
+    agent_mu: np.ndarray
+    agent_cov: np.ndarray
+    agent_n: np.ndarray
+    human_ids: np.ndarray
+    human_mu: np.ndarray
+    human_sigma: np.ndarray
+    human_n: np.ndarray
+    task_ids: np.ndarray | None
+    task_mu: np.ndarray | None
+    task_sigma: np.ndarray | None
+    level: float | None
+    hyper: dict[str, dict[str, float]]
+    log_likelihood: float | None
+    aic: float | None
+    diagnostics: dict[str, Any]
+    residuals: np.ndarray
+    standardized_residuals: np.ndarray
+    config: RatingConfig
+    _mixture: _Mixture | None = field(default=None, repr=False)
+
+    def agent_sigma(self) -> np.ndarray:
+        """Return the agents' posterior standard deviations."""
+        return np.sqrt(np.clip(np.diag(self.agent_cov), 0.0, None))
+
+    def conservative(self) -> np.ndarray:
+        """Return the conservative scores :math:`\\mu - k\\sigma` used for ranking."""
+        return self.agent_mu - self.spec.k * self.agent_sigma()
+
+    def prob_greater(self) -> np.ndarray:
+        """Return :math:`P_{ij} = P(s_i > s_j)` (diagonal 0.5), variance-component uncertainty included."""
+        if self._mixture is not None:
+            return self._mixture.prob_greater()
+        return prob_greater_matrix(self.agent_mu, self.agent_cov)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe summary for snapshots and reports (no per-observation arrays)."""
+        sigma = self.agent_sigma()
+        cons = self.conservative()
+        agents = [
+            {
+                "agent_id": str(agent),
+                "mu": float(self.agent_mu[i]),
+                "sigma": float(sigma[i]),
+                "conservative": float(cons[i]),
+                "n": int(self.agent_n[i]),
+            }
+            for i, agent in enumerate(self.agent_ids)
+        ]
+        tasks = None
+        if self.task_ids is not None and self.task_mu is not None and self.task_sigma is not None:
+            tasks = [
+                {"task_id": str(t), "mu": float(self.task_mu[i]), "sigma": float(self.task_sigma[i])}
+                for i, t in enumerate(self.task_ids)
+            ]
+        return _json(
+            {
+                "model": self.spec.to_dict(),
+                "config": self.config.to_dict(),
+                "level": self.level,
+                "hyper": self.hyper,
+                "log_likelihood": self.log_likelihood,
+                "aic": self.aic,
+                "n_observations": int(self.residuals.shape[0]),
+                "n_agents": int(self.agent_ids.shape[0]),
+                "n_humans": int(self.human_ids.shape[0]),
+                "n_tasks": None if self.task_ids is None else int(self.task_ids.shape[0]),
+                "agents": agents,
+                "agent_cov": self.agent_cov,
+                "prob_greater": self.prob_greater(),
+                "tasks": tasks,
+                "diagnostics": self.diagnostics,
+            }
+        )
+
+
+def _diagnostics(residuals: np.ndarray, beta: float, omega: np.ndarray, leverage: np.ndarray | None) -> dict:
+    """Summarise the residuals against the model's noise: SD ratio, standardised residual tails."""
+    n = residuals.shape[0]
+    scale = beta / np.sqrt(omega)
+    if leverage is not None:
+        scale = scale * np.sqrt(np.clip(1.0 - leverage, 1e-12, None))
+    standardized = residuals / scale
+    residual_sd = float(np.sqrt(np.mean(residuals**2))) if n else math.nan
+    abs_z = np.abs(standardized)
+    return {
+        "n": int(n),
+        "beta": float(beta),
+        "residual_sd": residual_sd,
+        "ratio": residual_sd / beta if beta > 0 else math.nan,
+        "standardized": {
+            "mean": float(standardized.mean()),
+            "sd": float(standardized.std()),
+            "share_abs_gt_2": float(np.mean(abs_z > 2.0)),
+            "share_abs_gt_3": float(np.mean(abs_z > 3.0)),
+            "expected_abs_gt_2": float(2.0 * norm.sf(2.0)),
+            "expected_abs_gt_3": float(2.0 * norm.sf(3.0)),
+            "max_abs": float(abs_z.max()) if n else math.nan,
+        },
+    }, standardized
+
+
+def _counts(codes: np.ndarray, size: int, omega: np.ndarray | None = None) -> np.ndarray:
+    return np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
+
+
+def _fit_paper(obs: _Obs, spec: ModelSpec) -> FitResult:
+    config = dataclasses.replace(spec.paper, k=spec.k)
+    mu_a, sigma_a = config.prior("agent")
+    mu_h, sigma_h = config.prior("human")
+    w = obs.omega / config.beta**2
+    sol = solve_bipartite(
+        obs.agent,
+        obs.human,
+        w,
+        w * obs.y,
+        np.full(obs.n_agents, 1.0 / sigma_a**2),
+        np.full(obs.n_agents, mu_a / sigma_a**2),
+        np.full(obs.n_humans, 1.0 / sigma_h**2),
+        np.full(obs.n_humans, mu_h / sigma_h**2),
+    )
+    assert sol.var_humans is not None
+    residuals = obs.y - sol.mu_agents[obs.agent] - sol.mu_humans[obs.human]
+    # Leverage of each observation in the posterior: x^T Lambda^{-1} x w (exact, from the Schur blocks).
+    leverage = w * _obs_quadratic(
+        sol.couplings, sol.lambda_humans, sol.schur_cholesky, sol.cov_agents, (obs.agent,), obs.human
+    )
+    diagnostics, standardized = _diagnostics(residuals, config.beta, obs.omega, None)
+    diagnostics["leverage_mean"] = float(leverage.mean())
+    return FitResult(
+        spec=spec,
+        agent_ids=obs.agent_ids,
+        agent_mu=sol.mu_agents,
+        agent_cov=sol.cov_agents,
+        agent_n=_counts(obs.agent, obs.n_agents),
+        human_ids=obs.human_ids,
+        human_mu=sol.mu_humans,
+        human_sigma=np.sqrt(sol.var_humans),
+        human_n=_counts(obs.human, obs.n_humans),
+        task_ids=None,
+        task_mu=None,
+        task_sigma=None,
+        level=None,
+        hyper={
+            "beta": {"estimate": config.beta, "se": math.nan},
+            "sigma_agent": {"estimate": sigma_a, "se": math.nan},
+            "sigma_human": {"estimate": sigma_h, "se": math.nan},
+        },
+        log_likelihood=None,
+        aic=None,
+        diagnostics=diagnostics,
+        residuals=residuals,
+        standardized_residuals=standardized,
+        config=config,
+    )
+
+
+def _obs_quadratic(
+    couplings: scipy.sparse.csr_matrix,
+    d: np.ndarray,
+    chol: np.ndarray,
+    s_inv: np.ndarray,
+    core_cols: tuple[np.ndarray, ...],
+    human: np.ndarray,
+) -> np.ndarray:
+    """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
+
+    With the humans eliminated, :math:`x^\\top C^{-1} x = (x_c - b_h/d_h)^\\top S^{-1} (x_c - b_h/d_h) + 1/d_h`
+    for an observation loading on core columns :math:`x_c` and human :math:`h`.
+    """
+    n_h = couplings.shape[0]
+    n = human.shape[0]
+    # S^{-1} b_h for every human, read only at the core columns the observation loads on.
+    s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
+    out = 1.0 / d[human]
+    x_s_x = np.zeros(n)
+    for i, ci in enumerate(core_cols):
+        for cj in core_cols[i:]:
+            both = (ci >= 0) & (cj >= 0)
+            term = np.zeros(n)
+            term[both] = s_inv[ci[both], cj[both]]
+            x_s_x += term if cj is ci else 2.0 * term
+    inv_chol_t = _inv_lower(chol).T
+    b_s_b = _row_quadratic_forms(couplings, inv_chol_t)
+    cross = np.zeros(n)
+    if s_inv_b is not None:
+        s_inv_b[:] = couplings @ s_inv
+        for ci in core_cols:
+            has = ci >= 0
+            cross[has] += s_inv_b[human[has], ci[has]]
+    else:
+        for start in range(0, n_h, 1 << 16):
+            stop = min(start + (1 << 16), n_h)
+            block = couplings[start:stop] @ s_inv
+            rows = (human >= start) & (human < stop)
+            for ci in core_cols:
+                has = rows & (ci >= 0)
+                cross[has] += block[human[has] - start, ci[has]]
+    dh = d[human]
+    return out + x_s_x - 2.0 * cross / dh + b_s_b[human] / dh**2
+
+
+def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
+    tasks = spec.kind == "calibrated_task"
+    st = _structure(obs, tasks=tasks, random_agents=random_agents)
+    reml = _reml(st)
+    ev = reml.evaluation
+    beta2 = math.exp(reml.tau)
+    beta = math.sqrt(beta2)
+    lmap = _agent_map(st, obs.n_agents)
+    mixture, integrated = _mixture(st, reml, lmap, spec.integrate_hyper)
+    agent_mu, agent_cov = mixture.moments()
+
+    s_inv = scipy.linalg.cho_solve((ev.chol, True), np.eye(st.n_core), check_finite=False)
+    inv_chol_t = _inv_lower(ev.chol).T
+    u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
+    var_h = beta2 * (1.0 / ev.d + _row_quadratic_forms(st.couplings, inv_chol_t) / ev.d**2)
+    fitted = u_h[st.human].copy()
+    for ci in st.core_cols:
+        has = ci >= 0
+        fitted[has] += ev.core_mu[ci[has]]
+    residuals = obs.y - fitted
+    leverage = obs.omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human)
+    diagnostics, standardized = _diagnostics(residuals, beta, obs.omega, leverage)
+    diagnostics["leverage_mean"] = float(leverage.mean())
+    diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"
+
+    hyper = _hyper_summary(st, reml)
+    n_params = 1 + int(reml.free.sum())
+    task_ids = task_mu = task_sigma = None
+    if tasks:
+        cols = st.component_cols["task"]
+        task_ids, task_mu = obs.task_ids, ev.core_mu[cols].copy()
+        task_sigma = np.sqrt(beta2 * np.diag(s_inv)[cols])
+    sigma_h = math.sqrt(beta2 * ev.gamma["human"])
+    level = float(agent_mu.mean())
+    config = RatingConfig(
+        mu0=0.0,
+        sigma0=1.0,
+        beta=beta,
+        k=spec.k,
+        agent_mu0=level,
+        agent_sigma0=_FLAT_SIGMA,
+        human_mu0=0.0,
+        human_sigma0=max(sigma_h, 1e-12 * max(beta, 1.0)),
+    )
+    diagnostics["reml_converged"] = bool(reml.converged)
+    diagnostics["hyper_integrated"] = bool(integrated)
+    loglik = reml.loglik
+    return FitResult(
+        spec=spec,
+        agent_ids=obs.agent_ids,
+        agent_mu=agent_mu,
+        agent_cov=agent_cov,
+        agent_n=_counts(obs.agent, obs.n_agents),
+        human_ids=obs.human_ids,
+        human_mu=u_h,
+        human_sigma=np.sqrt(var_h),
+        human_n=_counts(obs.human, obs.n_humans),
+        task_ids=task_ids,
+        task_mu=task_mu,
+        task_sigma=task_sigma,
+        level=level,
+        hyper=hyper,
+        log_likelihood=loglik,
+        aic=-2.0 * loglik + 2.0 * n_params,
+        diagnostics=diagnostics,
+        residuals=residuals,
+        standardized_residuals=standardized,
+        config=config,
+        _mixture=mixture if integrated else None,
+    )
+
+
+def _hyper_summary(st: _Structure, reml: _Reml) -> dict[str, dict[str, float]]:
+    """Return each standard deviation with its standard error and 95 % interval (delta method, log scale)."""
+    ev = reml.evaluation
+    free_idx = np.flatnonzero(reml.free)
+    out: dict[str, dict[str, float]] = {}
+
+    def entry(log_var: float, var_log: float, boundary: bool) -> dict[str, float]:
+        sd = math.exp(0.5 * log_var)
+        se_log_sd = 0.5 * math.sqrt(var_log) if var_log >= 0 and math.isfinite(var_log) else math.nan
+        return {
+            "estimate": 0.0 if boundary else sd,
+            "se": math.nan if boundary else sd * se_log_sd,
+            "ci_low": 0.0 if boundary else sd * math.exp(-1.96 * se_log_sd),
+            "ci_high": math.nan if boundary else sd * math.exp(1.96 * se_log_sd),
+            "at_zero": 1.0 if boundary else 0.0,
+        }
+
+    out["beta"] = entry(reml.tau, reml.cov[0, 0], False)
+    for j, name in enumerate(st.components):
+        log_var = reml.tau + float(ev.theta[j])
+        if reml.free[j]:
+            pos = 1 + int(np.searchsorted(free_idx, j))
+            var_log = reml.cov[0, 0] + reml.cov[pos, pos] + 2.0 * reml.cov[0, pos]
+            out[f"sigma_{name}"] = entry(log_var, var_log, False)
+        else:
+            out[f"sigma_{name}"] = entry(log_var, math.nan, True)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------------------------
+
+
+def _check_spec(spec: Any) -> ModelSpec:
+    if not isinstance(spec, ModelSpec):
+        raise ValueError(f"spec must be a ModelSpec, got {type(spec).__name__}")
+    return spec
+
+
+def fit_model(
+    agent_ids: Any,
+    human_ids: Any,
+    scores: Any,
+    task_ids: Any = None,
+    *,
+    spec: ModelSpec,
+    weights: Any = None,
+) -> FitResult:
+    """Fit the rating model ``spec.kind`` to scored episodes and return the agents' posterior.
+
+    Parameters
+    ----------
+    agent_ids, human_ids, scores
+        One entry per observation; ids may be strings or integers (integers are fastest).
+    task_ids
+        Optional task id per observation (``None`` or blank where an episode has no task); required by
+        ``calibrated_task``, ignored by the other models.
+    spec
+        The model (:class:`ModelSpec`).
+    weights
+        Optional positive observation weights :math:`\\omega` (noise variance :math:`\\beta^2/\\omega`).
+    """
+    spec = _check_spec(spec)
+    if spec.kind == "calibrated_task" and task_ids is None:
+        raise ValueError("task_ids: the calibrated_task model needs the episodes' task ids")
+    obs = _observations(agent_ids, human_ids, scores, task_ids if spec.kind == "calibrated_task" else None, weights)
+    if spec.kind == "paper":
+        return _fit_paper(obs, spec)
+    if obs.n <= obs.n_agents:
+        raise ValueError(
+            f"scores: the calibrated models need more observations ({obs.n}) than agents ({obs.n_agents})"
+        )
+    return _fit_calibrated(obs, spec)
+
+
+Progress = Callable[[int, int], None]
+
+
+def compare_models(
+    agent_ids: Any, human_ids: Any, scores: Any, task_ids: Any, *, weights: Any = None
+) -> list[dict[str, Any]]:
+    """Compare ``calibrated`` with ``calibrated_task`` on the same episodes.
+
+    Both models have the same fixed effects (one per agent), so their restricted likelihoods are comparable:
+    the rows give each model's restricted log-likelihood, AIC and number of variance parameters, and the
+    task model's row the likelihood-ratio statistic with its p-value. The variance of the task effects sits
+    on the boundary of its space under the null, so the p-value uses the 50:50 mixture of
+    :math:`\\chi^2_0` and :math:`\\chi^2_1` (Self & Liang 1987).
+    """
+    rows = []
+    fits = {}
+    for kind in ("calibrated", "calibrated_task"):
+        spec = ModelSpec(kind=kind, integrate_hyper=False)
+        fit = fit_model(agent_ids, human_ids, scores, task_ids, spec=spec, weights=weights)
+        fits[kind] = fit
+        n_params = 1 + sum(1 for name, h in fit.hyper.items() if name != "beta" and not h.get("at_zero"))
+        rows.append(
+            {
+                "model": kind,
+                "log_likelihood": fit.log_likelihood,
+                "aic": fit.aic,
+                "n_variance_params": n_params,
+                "hyper": fit.hyper,
+            }
+        )
+    base, task = fits["calibrated"], fits["calibrated_task"]
+    assert base.log_likelihood is not None and task.log_likelihood is not None
+    stat = max(0.0, 2.0 * (task.log_likelihood - base.log_likelihood))
+    p_value = 0.5 * float(chi2.sf(stat, 1)) if stat > 0 else 1.0
+    rows[0].update({"lr_statistic": None, "p_value": None})
+    rows[1].update({"lr_statistic": stat, "p_value": p_value})
+    best = min(rows, key=lambda r: r["aic"])["model"]
+    for row in rows:
+        row["preferred_by_aic"] = row["model"] == best
+    return _json(rows)
+
+
+def heldout_coverage(
+    agent_ids: Any,
+    human_ids: Any,
+    scores: Any,
+    task_ids: Any = None,
+    *,
+    spec: ModelSpec,
+    folds: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Return the k-fold share of held-out scores inside the model's 95 % predictive interval.
+
+    Observations are split at random into ``folds`` folds; each fold is predicted by the model fitted to the
+    others. The predictive distribution of a held-out score is normal with mean
+    :math:`x^\\top\\hat b` and variance :math:`\\beta^2/\\omega + \\beta^2 x^\\top C^{-1} x` (the model's noise
+    plus the uncertainty of the fitted effects; a participant or task unseen in training contributes its
+    prior variance). A calibrated model covers about 95 %; an overconfident one much less.
+    """
+    spec = _check_spec(spec)
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if spec.kind == "calibrated_task" and task_ids is None:
+        raise ValueError("task_ids: the calibrated_task model needs the episodes' task ids")
+    obs = _observations(agent_ids, human_ids, scores, task_ids if spec.kind == "calibrated_task" else None, None)
+    if obs.n < folds:
+        raise ValueError(f"folds: {folds} folds need at least as many observations, got {obs.n}")
+    rng = np.random.default_rng(int(seed))
+    fold_of = rng.permutation(obs.n) % int(folds)
+    inside = np.zeros(obs.n, dtype=bool)
+    z = np.zeros(obs.n)
+    evaluated = np.zeros(obs.n, dtype=bool)
+    q = norm.ppf(0.975)
+    for f in range(int(folds)):
+        test = np.flatnonzero(fold_of == f)
+        train = np.flatnonzero(fold_of != f)
+        mean, var, ok = _predict(obs, train, test, spec)
+        z[test[ok]] = (obs.y[test[ok]] - mean[ok]) / np.sqrt(var[ok])
+        inside[test[ok]] = np.abs(z[test[ok]]) <= q
+        evaluated[test[ok]] = True
+    n_eval = int(evaluated.sum())
+    return _json(
+        {
+            "model": spec.to_dict(),
+            "folds": int(folds),
+            "seed": int(seed),
+            "n": int(obs.n),
+            "n_predicted": n_eval,
+            "n_skipped": int(obs.n - n_eval),
+            "nominal": 0.95,
+            "coverage": float(inside[evaluated].mean()) if n_eval else math.nan,
+            "mean_z": float(z[evaluated].mean()) if n_eval else math.nan,
+            "sd_z": float(z[evaluated].std()) if n_eval else math.nan,
+        }
+    )
+
+
+def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) -> tuple[np.ndarray, ...]:
+    """Return predictive mean, variance and a usable mask for ``test`` rows from a fit on ``train`` rows.
+
+    A held-out episode whose agent never appears in training cannot be predicted (an agent is a fixed effect
+    in the calibrated models) and is skipped.
+    """
+    sub = obs.subset(train)
+    # Map test rows' entities to training codes (-1 when unseen).
+    def lookup(codes_full: np.ndarray, ids_sub: np.ndarray, ids_full: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        position = {key: i for i, key in enumerate(ids_sub.tolist())}
+        table = np.array([position.get(key, -1) for key in ids_full.tolist()], dtype=np.int64)
+        codes = codes_full[rows]
+        out = np.full(rows.shape[0], -1, dtype=np.int64)
+        out[codes >= 0] = table[codes[codes >= 0]]
+        return out
+
+    agent = lookup(obs.agent, sub.agent_ids, obs.agent_ids, test)
+    human = lookup(obs.human, sub.human_ids, obs.human_ids, test)
+    task = None if obs.task is None else lookup(obs.task, sub.task_ids, obs.task_ids, test)
+    ok = agent >= 0
+    omega = obs.omega[test]
+    if spec.kind == "paper":
+        config = dataclasses.replace(spec.paper, k=spec.k)
+        mu_a0, sigma_a = config.prior("agent")
+        mu_h0, sigma_h = config.prior("human")
+        w = sub.omega / config.beta**2
+        sol = solve_bipartite(
+            sub.agent, sub.human, w, w * sub.y,
+            np.full(sub.n_agents, 1.0 / sigma_a**2), np.full(sub.n_agents, mu_a0 / sigma_a**2),
+            np.full(sub.n_humans, 1.0 / sigma_h**2), np.full(sub.n_humans, mu_h0 / sigma_h**2),
+        )  # fmt: skip
+        beta2, scale = config.beta**2, 1.0
+        couplings, d, chol, s_inv, core_mu = (
+            sol.couplings, sol.lambda_humans, sol.schur_cholesky, sol.cov_agents, sol.mu_agents
+        )  # fmt: skip
+        u_h, prior_h_mean, prior_h_var = sol.mu_humans, mu_h0, sigma_h**2
+        core_cols: list[np.ndarray] = [np.where(ok, agent, 0)]
+        task_var = 0.0
+    else:
+        st = _structure(sub, tasks=spec.kind == "calibrated_task")
+        reml = _reml(st)
+        ev = reml.evaluation
+        beta2, scale = math.exp(reml.tau), math.exp(reml.tau)
+        couplings, d, chol, core_mu = st.couplings, ev.d, ev.chol, ev.core_mu
+        s_inv = scipy.linalg.cho_solve((chol, True), np.eye(st.n_core), check_finite=False)
+        u_h = (st.r_human - st.couplings @ core_mu) / d
+        prior_h_mean, prior_h_var = 0.0, ev.gamma["human"]
+        core_cols = [np.where(ok, agent, 0)]
+        task_var = 0.0
+        if task is not None:
+            n_a = sub.n_agents
+            seen = task >= 0
+            core_cols.append(np.where(seen, task + n_a, -1))
+            unseen_task = (task < 0) & (obs.task[test] >= 0)
+            task_var = np.where(unseen_task, ev.gamma["task"], 0.0)
+    # Variance of x^T b_hat in units of `scale`, with the human part exact for seen humans.
+    seen_h = human >= 0
+    mean = np.zeros(test.shape[0])
+    for ci in core_cols:
+        has = ci >= 0
+        mean[has] += core_mu[ci[has]]
+    mean[seen_h] += u_h[human[seen_h]]
+    mean[~seen_h] += prior_h_mean
+    var_eff = np.zeros(test.shape[0])
+    x_s_x = np.zeros(test.shape[0])
+    for i, ci in enumerate(core_cols):
+        for cj in core_cols[i:]:
+            both = (ci >= 0) & (cj >= 0)
+            term = np.zeros(test.shape[0])
+            term[both] = s_inv[ci[both], cj[both]]
+            x_s_x += term if cj is ci else 2.0 * term
+    var_eff += x_s_x
+    if seen_h.any():
+        hs = human[seen_h]
+        rows = couplings[hs]
+        s_inv_b = rows @ s_inv  # (m x K)
+        inv_chol_t = _inv_lower(chol).T
+        b_s_b = _row_quadratic_forms(rows.tocsr(), inv_chol_t)
+        cross = np.zeros(hs.shape[0])
+        idx = np.flatnonzero(seen_h)
+        for ci in core_cols:
+            c = ci[seen_h]
+            has = c >= 0
+            cross[has] += s_inv_b[np.flatnonzero(has), c[has]]
+        dh = d[hs]
+        var_eff[idx] += 1.0 / dh - 2.0 * cross / dh + b_s_b / dh**2
+    var_eff[~seen_h] += prior_h_var
+    # The paper model's system is in score units already (scale 1); the calibrated ones in units of beta^2.
+    total = scale * (var_eff + task_var) + beta2 / omega
+    return mean, total, ok
+
+
+# --------------------------------------------------------------------------------------------------------
+# Stability
+# --------------------------------------------------------------------------------------------------------
+
+
+def _int_arg(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _leave_group_out(design: Any, group: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return agent means and variances with each group's observations left out, by exact Schur updates.
+
+    Leaving out a group changes the agents' Schur complement only through the humans it touches:
+
+    .. math::
+
+        S_{-g} = S - \\mathrm{diag}(\\Delta\\lambda_{A,g}) + \\sum_{h \\in g}\\Big(\\frac{b_h b_h^\\top}{d_h}
+        - \\frac{b'_h b'^\\top_h}{d'_h}\\Big), \\qquad
+        r_{-g} = r - \\Delta\\eta_{A,g} + \\sum_{h \\in g}\\Big(\\frac{b_h \\eta_h}{d_h}
+        - \\frac{b'_h \\eta'_h}{d'_h}\\Big),
+
+    with :math:`b'_h, d'_h, \\eta'_h` the human's coupling, precision and information without the group's
+    observations. Each update has rank at most twice the agents the group touches; the small
+    agents x agents systems are then solved as one batch -- one pass over the data in all, not one refit
+    per group. Observations with group -1 are never left out.
+    """
+    n_a = design.n_agents
+    sol = solve_bipartite(
+        design.agent_idx,
+        design.human_idx,
+        design.w,
+        design.wy,
+        design.prior_precision_agents,
+        design.prior_eta_agents,
+        design.prior_precision_humans,
+        design.prior_eta_humans,
+        human_variance=False,
+    )
+    chol = sol.schur_cholesky
+    schur = chol @ chol.T
+    rhs = schur @ sol.mu_agents
+    lambda_h = sol.lambda_humans
+    eta_h = design.prior_eta_humans + np.bincount(design.human_idx, weights=design.wy, minlength=design.n_humans)
+    dense_b = sol.couplings  # H x A
+    keep = group >= 0
+    g_o, h_o, a_o = group[keep], design.human_idx[keep], design.agent_idx[keep]
+    w_o, wy_o = design.w[keep], design.wy[keep]
+    # (group, human) pairs and their removed weight per agent.
+    gh_key = g_o.astype(np.int64) * design.n_humans + h_o
+    gh_uniq, gh_inv = np.unique(gh_key, return_inverse=True)
+    gh_inv = gh_inv.reshape(-1)
+    gh_group = gh_uniq // design.n_humans
+    gh_human = gh_uniq % design.n_humans
+    n_gh = gh_uniq.shape[0]
+    removed_w = np.bincount(gh_inv, weights=w_o, minlength=n_gh)
+    removed_wy = np.bincount(gh_inv, weights=wy_o, minlength=n_gh)
+    delta_lambda = np.bincount(g_o * n_a + a_o, weights=w_o, minlength=n_groups * n_a).reshape(n_groups, n_a)
+    delta_eta = np.bincount(g_o * n_a + a_o, weights=wy_o, minlength=n_groups * n_a).reshape(n_groups, n_a)
+    mu = np.empty((n_groups, n_a))
+    var = np.empty((n_groups, n_a))
+    # gh pairs are sorted by group: process whole groups in chunks that keep the dense blocks small.
+    bounds = np.searchsorted(gh_group, np.arange(n_groups + 1))
+    per_chunk = max(1, (1 << 22) // max(n_a * n_a, 1))
+    g_start = 0
+    while g_start < n_groups:
+        g_stop = g_start + 1
+        while g_stop < n_groups and bounds[g_stop + 1] - bounds[g_start] <= per_chunk:
+            g_stop += 1
+        lo, hi = bounds[g_start], bounds[g_stop]
+        sel = slice(lo, hi)
+        humans = gh_human[sel]
+        b = dense_b[humans].toarray()
+        # Removed coupling per (gh pair, agent).
+        rows = (gh_inv >= lo) & (gh_inv < hi)
+        b_removed = np.zeros((hi - lo) * n_a)
+        np.add.at(b_removed, (gh_inv[rows] - lo) * n_a + a_o[rows], w_o[rows])
+        b_new = b - b_removed.reshape(hi - lo, n_a)
+        d_old = lambda_h[humans]
+        d_new = d_old - removed_w[sel]
+        e_old = eta_h[humans]
+        e_new = e_old - removed_wy[sel]
+        contrib = np.einsum("pi,pj->pij", b, b / d_old[:, None])
+        contrib -= np.einsum("pi,pj->pij", b_new, b_new / d_new[:, None])
+        rhs_contrib = b * (e_old / d_old)[:, None] - b_new * (e_new / d_new)[:, None]
+        local = gh_group[sel] - g_start
+        n_local = g_stop - g_start
+        delta_s = np.zeros((n_local, n_a, n_a))
+        np.add.at(delta_s, local, contrib)
+        delta_r = np.zeros((n_local, n_a))
+        np.add.at(delta_r, local, rhs_contrib)
+        systems = schur[None] + delta_s
+        diag = np.arange(n_a)
+        systems[:, diag, diag] -= delta_lambda[g_start:g_stop]
+        rhs_g = rhs[None] - delta_eta[g_start:g_stop] + delta_r
+        inv = np.linalg.inv(systems)
+        mu[g_start:g_stop] = np.einsum("gij,gj->gi", inv, rhs_g)
+        var[g_start:g_stop] = np.diagonal(inv, axis1=1, axis2=2)
+        g_start = g_stop
+    return mu, var
+
+
+def _loo_result(design: Any, group: np.ndarray, group_ids: np.ndarray, full_rank: np.ndarray) -> Any:
+    from rating.analysis import LeaveOneOutResult, rank_agents
+
+    n_groups = group_ids.shape[0]
+    if n_groups == 0:
+        ranks = np.zeros((0, design.n_agents), dtype=np.int64)
+    else:
+        mu, var = _leave_group_out(design, group, n_groups)
+        ranks = rank_agents(mu, np.sqrt(np.clip(var, 0.0, None)), design.k, design.id_order)
+    changed = np.flatnonzero(np.any(ranks != full_rank, axis=1)) if n_groups else np.zeros(0, dtype=np.int64)
+    return LeaveOneOutResult(
+        agent_ids=design.agent_ids,
+        group_ids=group_ids,
+        full_rank=full_rank,
+        ranks=ranks,
+        mean_rank=ranks.mean(axis=0) if n_groups else np.full(design.n_agents, np.nan),
+        changed_groups=[str(group_ids[g]) for g in changed],
+    )
+
+
+def _bootstrap(
+    design: Any,
+    full_rank: np.ndarray,
+    *,
+    rounds: int,
+    seed: int,
+    cluster: str | None,
+    progress: Progress | None,
+) -> Any:
+    """Resample observations (or whole participants with ``cluster="human"``) and re-rank the agents.
+
+    Each round is a count vector over observations; a participant drawn ``c`` times contributes every one
+    of their observations ``c`` times. Rounds are solved in batches (see :mod:`rating.analysis`).
+    """
+    from rating.analysis import (
+        BootstrapResult,
+        _batch_rows,
+        _batched_agent_posterior,
+        _incidence,
+        _kendall_tau_to,
+        _rank_quantile,
+        rank_agents,
+    )
+
+    inc = _incidence(design)
+    n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
+    units = n if cluster is None else n_h
+    batch = _batch_rows(design, inc)
+    rng = np.random.default_rng(seed)
+    rank_hist = np.zeros(n_a * n_a, dtype=np.int64)
+    taus = np.empty(rounds)
+    done = 0
+    while done < rounds:
+        size = min(batch, rounds - done)
+        draws = rng.integers(0, units, size=(size, units))
+        flat = (draws + (np.arange(size) * units)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=size * units).reshape(size, units).astype(np.float64)
+        if cluster is not None:
+            counts = counts[:, design.human_idx]
+        mu, var = _batched_agent_posterior(counts, design, inc)
+        ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
+        rank_hist += np.bincount((np.arange(n_a) * n_a + ranks - 1).ravel(), minlength=n_a * n_a)
+        taus[done : done + size] = _kendall_tau_to(ranks, full_rank)
+        done += size
+        if progress is not None:
+            progress(done, rounds)
+    distribution = rank_hist.reshape(n_a, n_a) / rounds
+    if n_a >= 2:
+        tau_q = tuple(float(v) for v in np.quantile(taus, [0.025, 0.5, 0.975]))
+        mean_tau = float(taus.mean())
+    else:
+        tau_q, mean_tau = (math.nan, math.nan, math.nan), math.nan
+    return BootstrapResult(
+        agent_ids=design.agent_ids,
+        rounds=rounds,
+        seed=seed,
+        full_rank=full_rank,
+        mean_rank=distribution @ np.arange(1, n_a + 1),
+        p_rank1=distribution[:, 0].copy(),
+        rank_low=_rank_quantile(distribution, 0.025),
+        rank_high=_rank_quantile(distribution, 0.975),
+        rank_distribution=distribution,
+        mean_kendall_tau=mean_tau,
+        kendall_tau_quantiles=tau_q,  # type: ignore[arg-type]
+    )
+
+
+def stability(
+    agent_ids: Any,
+    human_ids: Any,
+    task_ids: Any,
+    scores: Any,
+    weights: Any = None,
+    *,
+    spec: ModelSpec,
+    rounds: int = 10_000,
+    seed: int = 0,
+    cluster: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Return the agent leaderboard of ``spec`` with its stability checks (paper Tables 2-4 shapes).
+
+    The model is fitted once (:func:`fit_model`); the resampling analyses then hold its variance components
+    at the fitted values (``fit.config``) and recompute the agents' exact posterior:
+
+    * bootstrap: ``rounds`` resamples of the observations, or of whole participants with
+      ``cluster="human"`` (sessions are clustered by worker, so this is the honest resampling unit);
+    * leave-one-human-out and leave-one-task-out through exact low-rank updates of the agents' Schur
+      complement (:func:`_leave_group_out`). Observations without a task stay in every leave-one-task-out
+      fit and never form a "task" of their own; ``task_ids=None`` (or no observation with a task) skips it.
+
+    ``progress(done, total)`` is called after each bootstrap batch. The output has the shape of
+    :func:`rating.analysis.stability_report` plus ``"model"`` and ``"hyper"``.
+    """
+    from rating.analysis import _prepare, connectivity, rank_agents
+
+    spec = _check_spec(spec)
+    rounds = _int_arg(rounds, "rounds", 1)
+    seed = _int_arg(seed, "seed", 0) if not isinstance(seed, (int, np.integer)) or seed >= 0 else int(seed)
+    if cluster not in (None, "human"):
+        raise ValueError(f"cluster must be None or 'human', got {cluster!r}")
+    if spec.kind == "calibrated_task":
+        raise ValueError("stability: the calibrated_task model is not supported yet; use calibrated")
+    fit = fit_model(agent_ids, human_ids, scores, task_ids, spec=spec, weights=weights)
+    design = _prepare(agent_ids, human_ids, scores, weights, fit.config)
+    n = design.n_obs
+    if task_ids is not None:
+        task_code, task_uniq = _codes(task_ids, "task_ids", n, optional=True)
+    else:
+        task_code, task_uniq = None, None
+    # Ranks of the model the resampling runs (variance components held at the fit).
+    full = solve_bipartite(
+        design.agent_idx, design.human_idx, design.w, design.wy,
+        design.prior_precision_agents, design.prior_eta_agents,
+        design.prior_precision_humans, design.prior_eta_humans,
+        human_variance=False,
+    )  # fmt: skip
+    full_rank = rank_agents(full.mu_agents, np.sqrt(np.diag(full.cov_agents)), design.k, design.id_order)[0]
+    boot = _bootstrap(design, full_rank, rounds=rounds, seed=seed, cluster=cluster, progress=progress)
+    loo_human = _loo_result(design, design.human_idx, design.human_ids.astype(str), full_rank)
+    loo_task = None
+    if task_code is not None and task_uniq is not None and task_uniq.size:
+        loo_task = _loo_result(design, task_code, task_uniq, full_rank)
+    sigma = fit.agent_sigma()
+    cons = fit.conservative()
+    fit_rank = rank_agents(fit.agent_mu, sigma, spec.k, design.id_order)[0]
+    rows = []
+    for i in np.argsort(fit_rank, kind="stable").tolist():
+        rows.append(
+            {
+                "rank": int(fit_rank[i]),
+                "agent_id": str(fit.agent_ids[i]),
+                "mu": float(fit.agent_mu[i]),
+                "sigma": float(sigma[i]),
+                "conservative": float(cons[i]),
+                "n": int(fit.agent_n[i]),
+                "bootstrap_mean_rank": float(boot.mean_rank[i]),
+                "bootstrap_p_rank1": float(boot.p_rank1[i]),
+                "bootstrap_rank_interval": [int(boot.rank_low[i]), int(boot.rank_high[i])],
+                "loo_human_mean_rank": float(loo_human.mean_rank[i]),
+                "loo_task_mean_rank": None if loo_task is None else float(loo_task.mean_rank[i]),
+            }
+        )
+    report = {
+        "model": spec.to_dict(),
+        "hyper": fit.hyper,
+        "config": fit.config.to_dict(),
+        "n_observations": n,
+        "n_agents": design.n_agents,
+        "n_humans": design.n_humans,
+        "n_tasks": None if task_uniq is None else int(task_uniq.size),
+        "leaderboard": rows,
+        "bootstrap": dict(boot.to_dict(), cluster=cluster),
+        "leave_one_human_out": loo_human.to_dict(),
+        "leave_one_task_out": None if loo_task is None else loo_task.to_dict(),
+        "pairwise": {
+            "agent_ids": [str(a) for a in fit.agent_ids],
+            "prob_greater": fit.prob_greater().tolist(),
+        },
+        "connectivity": connectivity(agent_ids, human_ids).to_dict(),
+    }
+    return _json(report)
