@@ -11,6 +11,7 @@ import numpy as np
 import scipy.stats
 from django.db import connection
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from rating.engine import RatingConfig
 from rating.fit import FitResult, ModelSpec, compare_models, fit_model, heldout_coverage, stability
@@ -50,6 +51,23 @@ class ObservationArrays(NamedTuple):
         return groups
 
 
+def json_safe(value: Any) -> Any:
+    """Return ``value`` with numpy types made plain and non-finite floats as ``None`` (JSON columns refuse NaN)."""
+    if isinstance(value, dict):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None
+    return value
+
+
 def _study_id(study: Study | int) -> int:
     return study.pk if isinstance(study, Study) else int(study)
 
@@ -85,10 +103,12 @@ _NIL_UUID = bytes(16)
 
 
 def _ledger_copy(study_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # An observation names its task by UUID, or (rows written before task_uuid existed) only by foreign key.
     sql = (
-        "COPY (SELECT agent_id::bigint, participant_id::bigint, "
-        "COALESCE(task_uuid, '00000000-0000-0000-0000-000000000000'::uuid), y, weight "
-        "FROM rating_observation WHERE study_id = %s AND active ORDER BY id) TO STDOUT (FORMAT BINARY)"
+        "COPY (SELECT o.agent_id::bigint, o.participant_id::bigint, "
+        "COALESCE(o.task_uuid, t.uuid, '00000000-0000-0000-0000-000000000000'::uuid), o.y, o.weight "
+        "FROM rating_observation o LEFT JOIN studyapp_taskinstance t ON t.id = o.task_id "
+        "WHERE o.study_id = %s AND o.active ORDER BY o.id) TO STDOUT (FORMAT BINARY)"
     )
     buffer = bytearray()
     with connection.cursor() as cursor, cursor.cursor.copy(sql, (int(study_id),)) as copy:
@@ -123,7 +143,8 @@ def observations_arrays(study: Study | int) -> ObservationArrays:
     rows = (
         Observation.objects.filter(study_id=study_id, active=True)
         .order_by("pk")
-        .values_list("agent_id", "participant_id", "task_uuid", "y", "weight")
+        .annotate(task_key=Coalesce("task_uuid", "task__uuid"))
+        .values_list("agent_id", "participant_id", "task_key", "y", "weight")
     )
     agents, participants, tasks, ys, ws = [], [], [], [], []
     for agent_id, participant_id, task_uuid, y, weight in rows.iterator(chunk_size=10_000):
@@ -282,6 +303,7 @@ def study_stability_report(
         cluster=None if cluster == "observation" else cluster,
         progress=progress,
     )
+    report = json_safe(report)
     names = agent_names(arrays.agent_ids)
     report["agent_names"] = {str(pk): name for pk, name in names.items()}
     report["cluster"] = cluster or "observation"
@@ -361,10 +383,11 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
     agents, humans = arrays.agent_ids, arrays.participant_ids
     weights = None if bool(np.all(arrays.w == 1.0)) else arrays.w
     tasks = arrays.task_groups()
+    summary = fit.to_dict()
     checks: dict[str, Any] = {
         "model": spec.to_dict(),
-        "hyper": fit.hyper,
-        "diagnostics": fit.diagnostics,
+        "hyper": summary["hyper"],
+        "diagnostics": summary["diagnostics"],
         "residual_qq": _residual_qq(fit.standardized_residuals),
         "coverage": None,
         "coverage_note": "",
@@ -385,4 +408,4 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
             checks["comparison"] = compare_models(agents, humans, arrays.y, tasks, weights=weights)
         except ValueError as exc:
             checks["comparison_note"] = f"Model comparison not computed: {exc}"
-    return checks
+    return json_safe(checks)

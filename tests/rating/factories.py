@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.db.models.functions import Coalesce
 
 from rating.engine import RatingConfig, SkillModel
 from rating.fit import ModelSpec, fit_model
@@ -71,7 +72,8 @@ def fit_rows(study: Study) -> dict[tuple[str, int], dict]:
     """Return rating.fit.fit_model's ratings of the study's active ledger read through the ORM, by (kind, pk)."""
     rows = list(
         Observation.objects.filter(study=study, active=True).order_by("pk")
-        .values_list("agent_id", "participant_id", "task_uuid", "y", "weight")
+        .annotate(task_key=Coalesce("task_uuid", "task__uuid"))
+        .values_list("agent_id", "participant_id", "task_key", "y", "weight")
     )
     agents, humans, tasks, y, w = (np.array(column, dtype=object) for column in zip(*rows, strict=True))
     spec = ModelSpec(kind=study.rating_model, k=study.rating_k, paper=study_config(study),
