@@ -67,11 +67,11 @@ _FLAT_SIGMA = 1e6
 _THETA_BOUNDS = (-18.0, 14.0)
 # A log ratio this close to the lower bound means the component is estimated at zero.
 _BOUNDARY_TOL = 1e-3
-# Step of the central differences that give the curvature of the restricted likelihood.
-_FD_STEP = 1e-4
 # Sigma-point (3-point Gauss-Hermite) nodes and weights for one standard normal dimension.
 _GH_NODES = np.array([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
 _GH_WEIGHTS = np.array([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
+# Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
+_DENSE_CORE = 256
 # Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
 _GROUPED_LIMIT = 1 << 24
 
@@ -273,6 +273,8 @@ class _Structure:
     n_levels: dict[str, int]
     core_cols: tuple[np.ndarray, ...]  # per observation, the core columns it loads on (-1 = none)
     human: np.ndarray
+    y: np.ndarray
+    omega: np.ndarray
     gram_core: np.ndarray  # sum w x_c x_c^T (K x K)
     r_core: np.ndarray  # sum w y x_c
     couplings: scipy.sparse.csr_matrix  # H x K, sum w e_h x_c^T
@@ -348,6 +350,8 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Struc
         n_levels=n_levels,
         core_cols=tuple(cols),
         human=obs.human,
+        y=obs.y,
+        omega=obs.omega,
         gram_core=gram.reshape(n_core, n_core),
         r_core=r_core,
         couplings=couplings,
@@ -403,6 +407,7 @@ class _Evaluation:
     logdet_c: float  # log |C0|
     log_gamma_sum: float  # sum_j n_j theta_j = log |Gamma|
     dfe: int  # n - p
+    s_inv: np.ndarray | None = None  # S^{-1}, filled in when a gradient needs it
 
     def profile_loglik(self, sum_log_omega: float) -> float:
         tau = math.log(self.q / self.dfe)
@@ -427,11 +432,29 @@ def _inv_lower(chol: np.ndarray) -> np.ndarray:
     return np.tril(inv)
 
 
+def _chol_inverse(chol: np.ndarray) -> np.ndarray:
+    """Return :math:`S^{-1}` from the lower Cholesky factor of :math:`S` (LAPACK ``potri``)."""
+    inv, info = scipy.linalg.lapack.dpotri(chol, lower=1)
+    if info != 0:
+        raise ValueError("the model is not identified by these observations (singular system)")
+    inv = np.tril(inv)
+    return inv + np.tril(inv, -1).T
+
+
 def _core_prior(st: _Structure, gamma: dict[str, float]) -> np.ndarray:
     prior = np.zeros(st.n_core)
     for name, cols in st.component_cols.items():
         prior[cols] = 1.0 / gamma[name]
     return prior
+
+
+def _weighted_gram(st: _Structure, c: np.ndarray) -> np.ndarray:
+    """Return :math:`\\sum_h c_h b_h b_h^\\top` (dense K x K)."""
+    if st.n_core <= _DENSE_CORE:
+        return _eliminated_block(st.couplings, c)
+    scaled = scipy.sparse.diags(c) @ st.couplings
+    gram = (st.couplings.T @ scaled).toarray()
+    return 0.5 * (gram + gram.T)
 
 
 def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> tuple[_Evaluation, np.ndarray | None]:
@@ -462,11 +485,7 @@ def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> t
         r2_over_d = float((grouped.r2 / d_g).sum())
     else:
         inv_d = 1.0 / d
-        if st.n_core <= 256:
-            eliminated = _eliminated_block(st.couplings, inv_d)
-        else:
-            scaled = scipy.sparse.diags(inv_d) @ st.couplings
-            eliminated = (st.couplings.T @ scaled).toarray()
+        eliminated = _weighted_gram(st, inv_d)
         rhs_elim = st.couplings.T @ (st.r_human * inv_d)
         r2_over_d = float(np.dot(st.r_human, st.r_human * inv_d))
     schur = st.gram_core + np.diag(_core_prior(st, gamma)) - eliminated
@@ -502,21 +521,34 @@ def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> t
     )
     if not gradient:
         return evaluation, None
-    s_inv = scipy.linalg.cho_solve((chol, True), np.eye(st.n_core), check_finite=False)
+    return evaluation, _gradient(st, evaluation)
+
+
+def _gradient(st: _Structure, ev: _Evaluation) -> np.ndarray:
+    """Return per component the pair (d(log|Gamma| + log|C0|)/d theta_j, d q / d theta_j) (see _evaluate).
+
+    Needs :math:`S^{-1}` (kept on the evaluation for later use).
+    """
+    if ev.s_inv is None:
+        object.__setattr__(ev, "s_inv", _chol_inverse(ev.chol))
+    s_inv = ev.s_inv
+    assert s_inv is not None
+    grouped, core_mu = st.grouped, ev.core_mu
     grads = np.empty((len(st.components), 2))
     for j, name in enumerate(st.components):
-        g = gamma[name]
+        g = ev.gamma[name]
         if name == "human":
             if grouped is not None:
+                d_g = grouped.n_value + 1.0 / g
                 gram2 = np.einsum("g,gij->ij", 1.0 / d_g**2, grouped.gram)
                 trace = float((grouped.count / d_g).sum()) + float(np.sum(s_inv * gram2))
                 # ||u_H||^2 = sum_g (r2 - 2 mu.b_r + mu^T gram mu) / d_g^2
                 quad = np.einsum("i,gij,j->g", core_mu, grouped.gram, core_mu)
                 u2 = float(((grouped.r2 - 2.0 * grouped.b_r @ core_mu + quad) / d_g**2).sum())
             else:
-                trace = float((1.0 / d).sum())
-                inv_chol_t = _inv_lower(chol).T
-                trace += float((_row_quadratic_forms(st.couplings, inv_chol_t) / d**2).sum())
+                inv_d = 1.0 / ev.d
+                trace = float(inv_d.sum()) + float(np.sum(s_inv * _weighted_gram(st, inv_d**2)))
+                u_h = (st.r_human - st.couplings @ core_mu) * inv_d
                 u2 = float(np.dot(u_h, u_h))
         else:
             cols = st.component_cols[name]
@@ -524,7 +556,7 @@ def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> t
             u2 = float(np.dot(core_mu[cols], core_mu[cols]))
         grads[j, 0] = st.n_levels[name] - trace / g
         grads[j, 1] = -u2 / g
-    return evaluation, grads
+    return grads
 
 
 def _profile_gradient(ev: _Evaluation, grads: np.ndarray) -> np.ndarray:
@@ -544,49 +576,112 @@ class _Reml:
     converged: bool
 
 
-def _reml(st: _Structure) -> _Reml:
-    """Maximise the profiled restricted likelihood over the log variance ratios by safeguarded Newton steps.
+def _solve_mme(st: _Structure, ev: _Evaluation, v: np.ndarray) -> np.ndarray:
+    """Return :math:`P_0 v = W(v - [X\\,Z]\\hat b(v))` for a data vector ``v`` (one solve of the equations)."""
+    w = st.omega
+    wv = w * v
+    r_core = np.zeros(st.n_core)
+    for ci in st.core_cols:
+        has = ci >= 0
+        r_core += np.bincount(ci[has], weights=wv[has], minlength=st.n_core)
+    r_h = np.bincount(st.human, weights=wv, minlength=st.n_human.shape[0])
+    core = scipy.linalg.cho_solve((ev.chol, True), r_core - st.couplings.T @ (r_h / ev.d), check_finite=False)
+    u_h = (r_h - st.couplings @ core) / ev.d
+    fitted = u_h[st.human]
+    for ci in st.core_cols:
+        has = ci >= 0
+        fitted[has] += core[ci[has]]
+    return w * (v - fitted)
 
-    The gradient is exact (:func:`_evaluate`); the curvature comes from central differences of it. Steps
-    are capped and halved until the likelihood does not fall, so the iteration cannot diverge; a component
-    whose ratio runs into the lower bound with the gradient pointing outwards is estimated at zero and held
-    there.
+
+def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
+    """Return the average-information matrix of :math:`\\ell_R` in :math:`(\\tau, \\theta)` coordinates.
+
+    In log variances :math:`\\phi = (\\log\\beta^2, \\log\\sigma_j^2)` it is
+    :math:`\\mathcal{I}_{ij} = \\tfrac12 (V_i P y)^\\top P (V_j P y)\\,\\sigma^2_i\\sigma^2_j`, the mean of the
+    observed and expected information (Gilmour, Thompson & Cullis 1995). The working vectors are the
+    conditional residuals :math:`e` and each component's fitted contribution :math:`Z_j\\hat u_j`, so it costs
+    one solve of the mixed-model equations per parameter: :math:`\\mathcal{I}_\\phi = A^\\top P_0 A/(2\\beta^2)`.
+    """
+    core_random = dict(st.component_cols)
+    u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
+    fitted = u_h[st.human].copy()
+    work = []
+    for name in st.components:
+        if name == "human":
+            work.append(u_h[st.human])
+            continue
+        cols = core_random[name]
+        part = np.zeros(st.n)
+        mask = np.zeros(st.n_core, dtype=bool)
+        mask[cols] = True
+        for ci in st.core_cols:
+            has = (ci >= 0) & mask[np.clip(ci, 0, None)]
+            part[has] += ev.core_mu[ci[has]]
+        work.append(part)
+    for ci in st.core_cols:
+        has = ci >= 0
+        fitted[has] += ev.core_mu[ci[has]]
+    residual = st.y - fitted
+    vectors = np.column_stack([residual, *work])
+    projected = np.column_stack([_solve_mme(st, ev, vectors[:, i]) for i in range(vectors.shape[1])])
+    beta2 = ev.q / ev.dfe
+    info_phi = vectors.T @ projected / (2.0 * beta2)
+    info_phi = 0.5 * (info_phi + info_phi.T)
+    # phi = M (tau, theta) with M = [[1, 0], [1, I]].
+    m = np.eye(vectors.shape[1])
+    m[1:, 0] = 1.0
+    return m.T @ info_phi @ m
+
+
+def _reml(st: _Structure) -> _Reml:
+    """Maximise the restricted likelihood over the log variance ratios by average-information Newton steps.
+
+    The noise variance is profiled out analytically; the gradient in the ratios is exact
+    (:func:`_evaluate`) and the curvature is the average information (:func:`_average_information`), reduced
+    to the profiled coordinates by a Schur complement. Steps are capped and halved until the likelihood
+    does not fall, so the iteration converges to a zero of the exact gradient (to ~1e-10 in the log ratios).
+    A component whose ratio runs into the lower bound with the gradient pointing outwards is estimated at
+    zero and held there. The covariance of :math:`(\\tau, \\theta_{free})` is the inverse average information.
     """
     n_comp = len(st.components)
     lo, hi = _THETA_BOUNDS
-    theta = np.zeros(n_comp)
+    # Start where each component's variance is a fifth of the noise: typical of scored episodes, and the
+    # line search makes the start matter only for the number of steps.
+    theta = np.full(n_comp, math.log(0.2))
     ev, grads = _evaluate(st, theta, gradient=True)
     assert grads is not None
     value = ev.profile_loglik(st.sum_log_omega)
     converged = False
-    jac: np.ndarray | None = None
-    jac_free: np.ndarray | None = None
-    for _ in range(100):
+    for _ in range(200):
         grad = _profile_gradient(ev, grads)
         free = (theta > lo + _BOUNDARY_TOL) | (grad > 0)
         if not free.any():
             converged = True
             break
         idx = np.flatnonzero(free)
-        jac = _piece_jacobian(st, theta, free)
-        jac_free = free
-        hess = _profile_hessian_from(ev, grads, jac, idx)
-        # Newton where the likelihood is concave, a scaled gradient step elsewhere.
-        concave = bool(np.all(np.linalg.eigvalsh(hess) < 0))
-        step = -np.linalg.solve(hess, grad[idx]) if concave else grad[idx] / (np.abs(np.diag(hess)) + 1.0)
+        info = _average_information(st, ev)
+        sub = np.concatenate([[0], 1 + idx])
+        info = info[np.ix_(sub, sub)]
+        # Profile out tau: the information about theta left once tau is estimated.
+        profiled = info[1:, 1:] - np.outer(info[1:, 0], info[0, 1:]) / info[0, 0]
+        try:
+            step = np.linalg.solve(profiled, grad[idx])
+        except np.linalg.LinAlgError:
+            step = grad[idx]
         largest = float(np.max(np.abs(step)))
-        if largest > 3.0:
-            step *= 3.0 / largest
+        if largest > 2.0:
+            step *= 2.0 / largest
         accepted = False
         shrink = 1.0
-        for _ in range(40):
+        for _ in range(50):
             new = theta.copy()
             new[idx] = np.clip(theta[idx] + shrink * step, lo, hi)
-            ev_new, grads_new = _evaluate(st, new, gradient=True)
-            assert grads_new is not None
+            ev_new, _ = _evaluate(st, new)
             value_new = ev_new.profile_loglik(st.sum_log_omega)
             if value_new >= value - 1e-13 * abs(value):
                 accepted = True
+                grads_new = _gradient(st, ev_new)
                 break
             shrink *= 0.5
         if not accepted:
@@ -599,9 +694,8 @@ def _reml(st: _Structure) -> _Reml:
             break
     free = theta > lo + _BOUNDARY_TOL
     tau = math.log(ev.q / ev.dfe)
-    if free.any() and (jac is None or jac_free is None or not np.array_equal(jac_free, free)):
-        jac = _piece_jacobian(st, theta, free)
-    info = -_full_hessian(ev, grads, jac, free)
+    sub = np.concatenate([[0], 1 + np.flatnonzero(free)])
+    info = _average_information(st, ev)[np.ix_(sub, sub)]
     try:
         cov = np.linalg.inv(info)
         if not np.all(np.linalg.eigvalsh(0.5 * (cov + cov.T)) > 0):
@@ -616,55 +710,6 @@ def _reml(st: _Structure) -> _Reml:
         free=free,
         converged=converged,
     )
-
-
-def _gradient_pieces(st: _Structure, theta: np.ndarray) -> np.ndarray:
-    _, grads = _evaluate(st, theta, gradient=True)
-    assert grads is not None
-    return grads
-
-
-def _piece_jacobian(st: _Structure, theta: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Return d(gradient pieces)/d theta_free by central differences: shape (components, 2, free)."""
-    idx = np.flatnonzero(free)
-    out = np.empty((len(st.components), 2, idx.size))
-    for col, j in enumerate(idx):
-        up, down = theta.copy(), theta.copy()
-        up[j] += _FD_STEP
-        down[j] -= _FD_STEP
-        out[:, :, col] = (_gradient_pieces(st, up) - _gradient_pieces(st, down)) / (2.0 * _FD_STEP)
-    return out
-
-
-def _profile_hessian_from(ev: _Evaluation, grads: np.ndarray, jac: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Return the Hessian of the profiled likelihood over ``idx`` from the pieces and their Jacobian.
-
-    :math:`\\partial_j \\ell_p = -\tfrac12(L_j + (n-p) q_j / q)`, so
-    :math:`\\partial_{ij}\\ell_p = -\tfrac12(L_{ji} + (n-p)(q_{ji}/q - q_j q_i / q^2))`.
-    """
-    q_i = grads[idx, 1]
-    block = -0.5 * (jac[idx, 0, :] + ev.dfe * (jac[idx, 1, :] / ev.q - np.outer(q_i, q_i) / ev.q**2))
-    return 0.5 * (block + block.T)
-
-
-def _full_hessian(ev: _Evaluation, grads: np.ndarray, jac: np.ndarray | None, free: np.ndarray) -> np.ndarray:
-    """Return the Hessian of :math:`\\ell_R` in :math:`(\tau, \theta_{free})` at the optimum.
-
-    :math:`\\partial^2_{\tau\tau} = -\tfrac12 q e^{-\tau}`, :math:`\\partial^2_{\tau\theta_j} = \tfrac12
-    q_j e^{-\tau}` and :math:`\\partial^2_{\theta_i\theta_j} = -\tfrac12(L_{ij} + q_{ij} e^{-\tau})`, with
-    the second derivatives of :math:`L = \\log|\\Gamma| + \\log|C_0|` and :math:`q` taken by central
-    differences of their exact gradients.
-    """
-    idx = np.flatnonzero(free)
-    inv_beta2 = ev.dfe / ev.q
-    hess = np.empty((1 + idx.size, 1 + idx.size))
-    hess[0, 0] = -0.5 * ev.q * inv_beta2
-    if idx.size:
-        assert jac is not None
-        hess[0, 1:] = hess[1:, 0] = 0.5 * grads[idx, 1] * inv_beta2
-        block = -0.5 * (jac[idx, 0, :] + jac[idx, 1, :] * inv_beta2)
-        hess[1:, 1:] = 0.5 * (block + block.T)
-    return hess
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -724,8 +769,8 @@ def _agent_map(st: _Structure, n_agents: int) -> np.ndarray:
 
 
 def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    s_inv = scipy.linalg.cho_solve((ev.chol, True), np.eye(st.n_core), check_finite=False)
-    cov0 = lmap @ s_inv @ lmap.T
+    cols = scipy.linalg.cho_solve((ev.chol, True), lmap.T, check_finite=False)
+    cov0 = lmap @ cols
     return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
 
 
@@ -973,6 +1018,38 @@ def _fit_paper(obs: _Obs, spec: ModelSpec) -> FitResult:
     )
 
 
+def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.ndarray) -> np.ndarray:
+    """Return :math:`b_h^\\top S^{-1} b_h` for every row of ``couplings``.
+
+    Few core columns: project every row on :math:`L^{-\\top}` in dense blocks. Many (the task model): a
+    human touches few of them, so gather :math:`S^{-1}` at the pairs of the row's entries instead.
+    """
+    n_rows, n_core = couplings.shape
+    if n_core <= _DENSE_CORE:
+        return _row_quadratic_forms(couplings, _inv_lower(chol).T)
+    indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
+    sizes = np.diff(indptr).astype(np.int64)
+    out = np.zeros(n_rows)
+    cum = np.cumsum(sizes**2)
+    start = 0
+    while start < n_rows:
+        base = cum[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(cum, base + (1 << 22), side="right")))
+        stop = min(stop, n_rows)
+        sz = sizes[start:stop]
+        entry_row = np.repeat(np.arange(start, stop), sz)
+        entries = np.arange(indptr[start], indptr[stop])
+        reps = sizes[entry_row]
+        first = np.repeat(entries, reps)
+        pair_row = np.repeat(entry_row, reps)
+        offsets = np.arange(first.shape[0]) - np.repeat(np.cumsum(reps) - reps, reps)
+        second = indptr[pair_row] + offsets
+        vals = data[first] * data[second] * s_inv[indices[first], indices[second]]
+        out[start:stop] = np.bincount(pair_row - start, weights=vals, minlength=stop - start)
+        start = stop
+    return out
+
+
 def _obs_quadratic(
     couplings: scipy.sparse.csr_matrix,
     d: np.ndarray,
@@ -998,10 +1075,26 @@ def _obs_quadratic(
             term = np.zeros(n)
             term[both] = s_inv[ci[both], cj[both]]
             x_s_x += term if cj is ci else 2.0 * term
-    inv_chol_t = _inv_lower(chol).T
-    b_s_b = _row_quadratic_forms(couplings, inv_chol_t)
+    b_s_b = _row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if s_inv_b is not None:
+    if s_inv.shape[0] > _DENSE_CORE:
+        # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
+        indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
+        sizes = np.diff(indptr)[human]
+        chunk = max(1, (1 << 22) // max(int(sizes.max()), 1))
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            sz = sizes[start:stop]
+            obs_rep = np.repeat(np.arange(start, stop), sz)
+            offsets = np.arange(obs_rep.shape[0]) - np.repeat(np.cumsum(sz) - sz, sz)
+            entry = indptr[human[obs_rep]] + offsets
+            for ci in core_cols:
+                c = ci[obs_rep]
+                has = c >= 0
+                vals = np.zeros(obs_rep.shape[0])
+                vals[has] = s_inv[c[has], indices[entry[has]]] * data[entry[has]]
+                cross[start:stop] += np.bincount(obs_rep - start, weights=vals, minlength=stop - start)
+    elif s_inv_b is not None:
         s_inv_b[:] = couplings @ s_inv
         for ci in core_cols:
             has = ci >= 0
@@ -1029,10 +1122,9 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
     mixture, integrated = _mixture(st, reml, lmap, spec.integrate_hyper)
     agent_mu, agent_cov = mixture.moments()
 
-    s_inv = scipy.linalg.cho_solve((ev.chol, True), np.eye(st.n_core), check_finite=False)
-    inv_chol_t = _inv_lower(ev.chol).T
+    s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    var_h = beta2 * (1.0 / ev.d + _row_quadratic_forms(st.couplings, inv_chol_t) / ev.d**2)
+    var_h = beta2 * (1.0 / ev.d + _row_forms(st.couplings, ev.chol, s_inv) / ev.d**2)
     fitted = u_h[st.human].copy()
     for ci in st.core_cols:
         has = ci >= 0
@@ -1310,7 +1402,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
         ev = reml.evaluation
         beta2, scale = math.exp(reml.tau), math.exp(reml.tau)
         couplings, d, chol, core_mu = st.couplings, ev.d, ev.chol, ev.core_mu
-        s_inv = scipy.linalg.cho_solve((chol, True), np.eye(st.n_core), check_finite=False)
+        s_inv = _chol_inverse(chol)
         u_h = (st.r_human - st.couplings @ core_mu) / d
         prior_h_mean, prior_h_var = 0.0, ev.gamma["human"]
         core_cols = [np.where(ok, agent, 0)]
