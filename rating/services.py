@@ -281,10 +281,26 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
     return True
 
 
-def _connectivity_summary(agent_labels: np.ndarray, human_idx: np.ndarray) -> dict[str, Any]:
-    if agent_labels.shape[0] == 0:
+def _connectivity_summary(agent_codes: np.ndarray, agent_labels: np.ndarray, human_codes: np.ndarray) -> dict[str, Any]:
+    """Return rating.analysis.connectivity of the ledger, computed on a reduced graph of the same components.
+
+    Agents are linked when one person worked with both, so each person's agents are chained (sorted, one
+    link per consecutive pair) and every distinct agent-agent link becomes one synthetic participant; each
+    agent also gets one of its own, so an agent without links still appears. Ten million observations
+    shrink to at most agents² links before the string-id graph is built.
+    """
+    if agent_codes.shape[0] == 0:
         return {"connected": True, "n_components": 0, "agent_component": {}, "components": [], "warning": None}
-    return connectivity(agent_labels, human_idx.astype(str)).to_dict()
+    n_agents = int(agent_labels.shape[0])
+    pairs = np.unique(human_codes.astype(np.int64) * n_agents + agent_codes.astype(np.int64))
+    human, agent = np.divmod(pairs, n_agents)
+    same = human[1:] == human[:-1]
+    links = np.unique(agent[:-1][same] * n_agents + agent[1:][same])
+    left, right = np.divmod(links, n_agents)
+    own, linked = np.arange(n_agents), n_agents + np.arange(links.shape[0])
+    agents = np.concatenate([own, left, right])
+    humans = np.concatenate([own, linked, linked])
+    return connectivity(agent_labels[agents], humans).to_dict()
 
 
 def _ranks(conservative: np.ndarray, mu: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -363,7 +379,9 @@ def posterior_refresh(*, study_id: int) -> RatingSnapshot:
             version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
             snapshot = RatingSnapshot.objects.create(
                 study=study, version=version, n_observations=0, config=spec.to_dict(), fit={},
-                connectivity=_connectivity_summary(np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)),
+                connectivity=_connectivity_summary(
+                    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
+                ),
                 timings={"total_ms": round((time.perf_counter() - started) * 1000, 3)},
             )
             RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at)
@@ -375,11 +393,11 @@ def posterior_refresh(*, study_id: int) -> RatingSnapshot:
         human_keys = fit.human_ids.astype(np.int64)
         names = selectors.agent_names(agent_keys)
         pseudonyms = selectors.participant_pseudonyms(study, human_keys)
-        agent_of = {int(pk): index for index, pk in enumerate(agent_keys.tolist())}
         agent_labels = np.array([names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()], dtype=object)
         _, human_idx = np.unique(arrays.participant_ids, return_inverse=True)
-        obs_agent = np.fromiter((agent_of[int(a)] for a in arrays.agent_ids.tolist()), np.int64, arrays.n)
-        links = _connectivity_summary(agent_labels[obs_agent], human_idx.reshape(-1))
+        sorter = np.argsort(agent_keys)
+        obs_agent = sorter[np.searchsorted(agent_keys, arrays.agent_ids, sorter=sorter)]
+        links = _connectivity_summary(obs_agent, agent_labels, human_idx.reshape(-1))
         t_links = time.perf_counter()
         version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
         snapshot = RatingSnapshot.objects.create(
