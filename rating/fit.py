@@ -653,6 +653,11 @@ def _reml(st: _Structure) -> _Reml:
     assert grads is not None
     value = ev.profile_loglik(st.sum_log_omega)
     converged = False
+    # The average information seeds the curvature; secant (BFGS) updates from the exact gradients refine it,
+    # so the costly information is recomputed only when the set of free components changes.
+    profiled: np.ndarray | None = None
+    profiled_free: np.ndarray | None = None
+    last: tuple[np.ndarray, np.ndarray] | None = None
     for _ in range(200):
         grad = _profile_gradient(ev, grads)
         free = (theta > lo + _BOUNDARY_TOL) | (grad > 0)
@@ -660,11 +665,19 @@ def _reml(st: _Structure) -> _Reml:
             converged = True
             break
         idx = np.flatnonzero(free)
-        info = _average_information(st, ev)
-        sub = np.concatenate([[0], 1 + idx])
-        info = info[np.ix_(sub, sub)]
-        # Profile out tau: the information about theta left once tau is estimated.
-        profiled = info[1:, 1:] - np.outer(info[1:, 0], info[0, 1:]) / info[0, 0]
+        if profiled is None or profiled_free is None or not np.array_equal(profiled_free, free):
+            info = _average_information(st, ev)
+            sub = np.concatenate([[0], 1 + idx])
+            info = info[np.ix_(sub, sub)]
+            # Profile out tau: the information about theta left once tau is estimated.
+            profiled = info[1:, 1:] - np.outer(info[1:, 0], info[0, 1:]) / info[0, 0]
+            profiled_free = free
+        elif last is not None:
+            s_k = theta[idx] - last[0][idx]
+            y_k = last[1][idx] - grad[idx]
+            if float(y_k @ s_k) > 1e-12 * float(np.linalg.norm(y_k) * np.linalg.norm(s_k)):
+                bs = profiled @ s_k
+                profiled = profiled + np.outer(y_k, y_k) / float(y_k @ s_k) - np.outer(bs, bs) / float(s_k @ bs)
         try:
             step = np.linalg.solve(profiled, grad[idx])
         except np.linalg.LinAlgError:
@@ -688,6 +701,7 @@ def _reml(st: _Structure) -> _Reml:
             converged = bool(np.max(np.abs(grad[idx])) < 1e-6 * max(1.0, abs(value)))
             break
         moved = float(np.max(np.abs(new - theta)))
+        last = (theta, grad)
         theta, ev, grads, value = new, ev_new, grads_new, value_new
         if moved < 1e-10:
             converged = True
@@ -963,7 +977,7 @@ def _diagnostics(residuals: np.ndarray, beta: float, omega: np.ndarray, leverage
     }, standardized
 
 
-def _counts(codes: np.ndarray, size: int, omega: np.ndarray | None = None) -> np.ndarray:
+def _counts(codes: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
 
 
@@ -984,12 +998,9 @@ def _fit_paper(obs: _Obs, spec: ModelSpec) -> FitResult:
     )
     assert sol.var_humans is not None
     residuals = obs.y - sol.mu_agents[obs.agent] - sol.mu_humans[obs.human]
-    # Leverage of each observation in the posterior: x^T Lambda^{-1} x w (exact, from the Schur blocks).
-    leverage = w * _obs_quadratic(
-        sol.couplings, sol.lambda_humans, sol.schur_cholesky, sol.cov_agents, (obs.agent,), obs.human
-    )
+    # Standardised against the model's own noise claim beta / sqrt(omega): the check is whether it holds.
     diagnostics, standardized = _diagnostics(residuals, config.beta, obs.omega, None)
-    diagnostics["leverage_mean"] = float(leverage.mean())
+    diagnostics["standardization"] = "residual / (beta / sqrt(omega)) with the paper's fixed beta"
     return FitResult(
         spec=spec,
         agent_ids=obs.agent_ids,
@@ -1018,6 +1029,12 @@ def _fit_paper(obs: _Obs, spec: ModelSpec) -> FitResult:
     )
 
 
+def _gather_rows(couplings: scipy.sparse.csr_matrix) -> bool:
+    """Return whether gathering over each row's entry pairs beats dense projections (nnz_h^2 vs nnz_h * K)."""
+    sizes = np.diff(couplings.indptr).astype(np.int64)
+    return couplings.shape[1] > _DENSE_CORE or 4 * int((sizes**2).sum()) < couplings.nnz * couplings.shape[1]
+
+
 def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.ndarray) -> np.ndarray:
     """Return :math:`b_h^\\top S^{-1} b_h` for every row of ``couplings``.
 
@@ -1025,7 +1042,7 @@ def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.n
     human touches few of them, so gather :math:`S^{-1}` at the pairs of the row's entries instead.
     """
     n_rows, n_core = couplings.shape
-    if n_core <= _DENSE_CORE:
+    if not _gather_rows(couplings):
         return _row_quadratic_forms(couplings, _inv_lower(chol).T)
     indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
     sizes = np.diff(indptr).astype(np.int64)
@@ -1057,6 +1074,7 @@ def _obs_quadratic(
     s_inv: np.ndarray,
     core_cols: tuple[np.ndarray, ...],
     human: np.ndarray,
+    b_s_b: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
 
@@ -1075,9 +1093,10 @@ def _obs_quadratic(
             term = np.zeros(n)
             term[both] = s_inv[ci[both], cj[both]]
             x_s_x += term if cj is ci else 2.0 * term
-    b_s_b = _row_forms(couplings, chol, s_inv)
+    if b_s_b is None:
+        b_s_b = _row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if s_inv.shape[0] > _DENSE_CORE:
+    if _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
         sizes = np.diff(indptr)[human]
@@ -1124,13 +1143,14 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
 
     s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    var_h = beta2 * (1.0 / ev.d + _row_forms(st.couplings, ev.chol, s_inv) / ev.d**2)
+    b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
+    var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
     fitted = u_h[st.human].copy()
     for ci in st.core_cols:
         has = ci >= 0
         fitted[has] += ev.core_mu[ci[has]]
     residuals = obs.y - fitted
-    leverage = obs.omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human)
+    leverage = obs.omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b)
     diagnostics, standardized = _diagnostics(residuals, beta, obs.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"
@@ -1573,6 +1593,35 @@ def _loo_result(design: Any, group: np.ndarray, group_ids: np.ndarray, full_rank
     )
 
 
+def _observation_round(
+    counts: np.ndarray,
+    design: Any,
+    obs_to_pair: scipy.sparse.csr_matrix,
+    pair_cell: np.ndarray,
+    pair_to_human: scipy.sparse.csr_matrix,
+    pair_to_agent: scipy.sparse.csr_matrix,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return agent means and variances for rounds of observation counts (one row per round)."""
+    size = counts.shape[0]
+    n_h, n_a = design.n_humans, design.n_agents
+    w = (obs_to_pair @ (counts * design.w).T).T  # rounds x pairs
+    wy = (obs_to_pair @ (counts * design.wy).T).T
+    b = np.zeros((size, n_h * n_a))
+    b[:, pair_cell] = w
+    b = b.reshape(size, n_h, n_a)
+    lambda_a = design.prior_precision_agents + b.sum(axis=1)
+    d = design.prior_precision_humans + b.sum(axis=2)
+    eta_h = design.prior_eta_humans + (pair_to_human @ wy.T).T
+    eta_a = design.prior_eta_agents + (pair_to_agent @ wy.T).T
+    scaled = b / d[:, :, None]
+    schur = -np.matmul(scaled.transpose(0, 2, 1), b)
+    diag = np.arange(n_a)
+    schur[:, diag, diag] += lambda_a
+    rhs = eta_a - np.matmul(scaled.transpose(0, 2, 1), eta_h[:, :, None])[:, :, 0]
+    cov = np.linalg.inv(schur)
+    return np.einsum("rij,rj->ri", cov, rhs), np.diagonal(cov, axis1=1, axis2=2)
+
+
 def _bootstrap(
     design: Any,
     full_rank: np.ndarray,
@@ -1585,34 +1634,65 @@ def _bootstrap(
     """Resample observations (or whole participants with ``cluster="human"``) and re-rank the agents.
 
     Each round is a count vector over observations; a participant drawn ``c`` times contributes every one
-    of their observations ``c`` times. Rounds are solved in batches (see :mod:`rating.analysis`).
+    of their observations ``c`` times. A round re-weights the per-(participant, agent) sums, so a batch of
+    rounds is a dense (rounds x participants x agents) coupling tensor; its Schur complements
+    :math:`\\mathrm{diag}(\\lambda_A) - B^\\top D^{-1} B` are batched matrix products and the small agent
+    systems one batched inverse. An agent or participant absent from a round keeps only its prior there.
     """
-    from rating.analysis import (
-        BootstrapResult,
-        _batch_rows,
-        _batched_agent_posterior,
-        _incidence,
-        _kendall_tau_to,
-        _rank_quantile,
-        rank_agents,
-    )
+    from rating.analysis import BootstrapResult, _kendall_tau_to, _rank_quantile, rank_agents
 
-    inc = _incidence(design)
     n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
+    # Observations summed per (human, agent) pair: a round only re-weights these sums.
+    pair_key = design.human_idx.astype(np.int64) * n_a + design.agent_idx
+    pair_keys, obs_pair = np.unique(pair_key, return_inverse=True)
+    obs_pair = obs_pair.reshape(-1)
+    n_pairs = pair_keys.shape[0]
+    pair_human, pair_agent = pair_keys // n_a, pair_keys % n_a
+    obs_to_pair = scipy.sparse.csr_matrix((np.ones(n), (obs_pair, np.arange(n))), shape=(n_pairs, n))
+    pair_w = obs_to_pair @ design.w
+    pair_wy = obs_to_pair @ design.wy
+    pair_to_human = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_human, np.arange(n_pairs))), shape=(n_h, n_pairs))
+    pair_to_agent = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_agent, np.arange(n_pairs))), shape=(n_a, n_pairs))
+    pair_cell = pair_human * n_a + pair_agent
     units = n if cluster is None else n_h
-    batch = _batch_rows(design, inc)
+    if cluster is None:
+        # Small batches keep the (rounds x participants x agents) tensor in cache; fresh arrays page-fault.
+        batch = max(1, min(rounds, (1 << 18) // max(n_h * n_a, units, 1)))
+    else:
+        b0 = np.zeros(n_h * n_a)
+        b0[pair_cell] = pair_w
+        b0 = b0.reshape(n_h, n_a)
+        e0 = np.zeros(n_h * n_a)
+        e0[pair_cell] = pair_wy
+        e0 = e0.reshape(n_h, n_a)
+        outer_flat = np.einsum("hi,hj->hij", b0, b0).reshape(n_h, n_a * n_a)
+        human_w = b0.sum(axis=1)
+        human_wy = e0.sum(axis=1)
+        batch = max(1, min(rounds, (1 << 21) // max(n_h * max(n_a, 4), 1)))
     rng = np.random.default_rng(seed)
     rank_hist = np.zeros(n_a * n_a, dtype=np.int64)
     taus = np.empty(rounds)
+    diag = np.arange(n_a)
     done = 0
     while done < rounds:
         size = min(batch, rounds - done)
         draws = rng.integers(0, units, size=(size, units))
         flat = (draws + (np.arange(size) * units)[:, None]).ravel()
         counts = np.bincount(flat, minlength=size * units).reshape(size, units).astype(np.float64)
-        if cluster is not None:
-            counts = counts[:, design.human_idx]
-        mu, var = _batched_agent_posterior(counts, design, inc)
+        if cluster is None:
+            mu, var = _observation_round(counts, design, obs_to_pair, pair_cell, pair_to_human, pair_to_agent)
+        else:
+            # A participant drawn c times scales all their sums by c: every round is a few dense products
+            # with fixed per-participant matrices, S = diag(prior + C B0) - (C^2 / D) M with M_h = b_h b_h^T.
+            d = design.prior_precision_humans + counts * human_w
+            coef = counts / d
+            eta_h = design.prior_eta_humans + counts * human_wy
+            schur = -((counts * coef) @ outer_flat).reshape(size, n_a, n_a)
+            schur[:, diag, diag] += design.prior_precision_agents + counts @ b0
+            rhs = design.prior_eta_agents + counts @ e0 - (coef * eta_h) @ b0
+            cov = np.linalg.inv(schur)
+            mu = np.einsum("rij,rj->ri", cov, rhs)
+            var = np.diagonal(cov, axis1=1, axis2=2)
         ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
         rank_hist += np.bincount((np.arange(n_a) * n_a + ranks - 1).ravel(), minlength=n_a * n_a)
         taus[done : done + size] = _kendall_tau_to(ranks, full_rank)
@@ -1671,7 +1751,7 @@ def stability(
 
     spec = _check_spec(spec)
     rounds = _int_arg(rounds, "rounds", 1)
-    seed = _int_arg(seed, "seed", 0) if not isinstance(seed, (int, np.integer)) or seed >= 0 else int(seed)
+    seed = _int_arg(seed, "seed", 0)
     if cluster not in (None, "human"):
         raise ValueError(f"cluster must be None or 'human', got {cluster!r}")
     if spec.kind == "calibrated_task":

@@ -392,3 +392,35 @@ def test_cluster_bootstrap_resamples_whole_participants() -> None:
     assert again["bootstrap"] == by_human["bootstrap"]
     with pytest.raises(ValueError, match="cluster"):
         stability(*args, spec=ModelSpec(), rounds=10, cluster="task")
+
+
+def test_participant_bootstrap_rounds_equal_observation_rounds_with_the_expanded_counts() -> None:
+    from rating.fit import _bootstrap
+
+    data = simulate(np.random.default_rng(16), n_humans=30, n_obs=150)
+    fit = fit_model(data["agent"], data["human"], data["y"], spec=ModelSpec())
+    design = _prepare(data["agent"], data["human"], data["y"], None, fit.config)
+    full_rank = np.arange(1, design.n_agents + 1)
+    by_human = _bootstrap(design, full_rank, rounds=64, seed=4, cluster="human", progress=None)
+    # The same participant draws, expanded to observation counts, through the observation path.
+    rng = np.random.default_rng(4)
+    draws = rng.integers(0, design.n_humans, size=(64, design.n_humans))
+    counts = np.stack([np.bincount(row, minlength=design.n_humans) for row in draws]).astype(float)
+    from rating.analysis import _batched_agent_posterior, _incidence, rank_agents
+
+    mu, var = _batched_agent_posterior(counts[:, design.human_idx], design, _incidence(design))
+    ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
+    expected = np.stack([np.bincount(ranks[:, a] - 1, minlength=design.n_agents) for a in range(design.n_agents)])
+    np.testing.assert_allclose(by_human.rank_distribution, expected / 64)
+
+
+def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(monkeypatch) -> None:
+    import rating.fit as fit_module
+
+    data = simulate(np.random.default_rng(17), n_humans=40, n_obs=300, n_tasks=12)
+    spec = ModelSpec(kind="calibrated_task", integrate_hyper=False)
+    dense = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
+    monkeypatch.setattr(fit_module, "_DENSE_CORE", 0)  # force the gather path
+    gathered = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
+    np.testing.assert_allclose(gathered.human_sigma, dense.human_sigma, rtol=1e-10)
+    np.testing.assert_allclose(gathered.standardized_residuals, dense.standardized_residuals, rtol=1e-9)
