@@ -59,7 +59,13 @@ class RatingSnapshot(models.Model):
     study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="rating_snapshots")
     version = models.PositiveIntegerField()
     n_observations = models.PositiveIntegerField(default=0)
-    config = models.JSONField(default=dict)
+    config = models.JSONField(
+        default=dict, help_text="The rating model it was computed with (rating.fit.ModelSpec.to_dict())."
+    )
+    fit = models.JSONField(
+        default=dict, blank=True,
+        help_text="Fitted hyperparameters and their uncertainty, level, likelihood and fit diagnostics.",
+    )
     timings = models.JSONField(default=dict, blank=True)
     connectivity = models.JSONField(default=dict, blank=True)
     computed_at = models.DateTimeField(auto_now_add=True)

@@ -36,8 +36,10 @@ class SectorFallbackInline(admin.TabularInline):
 
 @admin.register(m.Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "status", "is_simulated", "tasks_per_session", "score_source", "created_at")
-    list_filter = ("status", "is_simulated", "score_source")
+    list_display = (
+        "name", "slug", "status", "is_simulated", "tasks_per_session", "score_source", "rating_model", "created_at"
+    )
+    list_filter = ("status", "is_simulated", "score_source", "rating_model")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [ConsentVersionInline, SectorFallbackInline]

@@ -109,6 +109,9 @@ def _study() -> Study:
             "rank_bonuses": ["100.00", "50.00", "50.00"],
             "max_episodes_per_task": 40,
             "llm_budget_usd": Decimal("50.00"),
+            # The demo shows the platform as a new study runs it; `import_sessions --model paper` reproduces
+            # the paper's published ratings.
+            "rating_model": Study.RatingModel.CALIBRATED,
         },
     )
     ConsentVersion.objects.get_or_create(

@@ -37,6 +37,8 @@ from grading.models import (
     JudgeRun,
 )
 from rating.models import EntityRating, Observation, RatingSnapshot
+from rating.selectors import study_model_spec
+from rating.services import HEADER_RECORD_TYPE, SCORE_FIELDS
 from studyapp.csv_safety import csv_writer
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, ParticipantIdentity, Study, TaskInstance
 from surveys.models import Answer, Question
@@ -300,13 +302,18 @@ TABLES: tuple[Table, ...] = (
 TABLE_BY_FILE = {table.file: table for table in TABLES}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
-    "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_overall_score (the score y "
-    "used by the rating), autograde_status (\"done\") and skipped (false); active observations only. "
-    "`manage.py import_sessions` reads it back to the same ratings.",
+    "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
+    "(false), score_source (auto, expert or blended: what the rating's score y is) and y under its own name: "
+    "autograde_overall_score (judges), expert_overall_score (experts) or blended_overall_score (with the "
+    "components and blend_expert_weight beside it, since judge and expert scores are on different scales); "
+    "active observations only. The first object is a study_config record (marked skipped, so released-format "
+    "loaders pass over it) holding the rating model; `manage.py import_sessions` reads both back to the same "
+    "ratings.",
     "transcripts.jsonl": "Only in exports that include identifying information: one JSON object per line with "
     "episode_id, agent and files, each file with name, format, status, note and turns (role user / agent / "
     "tool_call / tool_result, text, at, sidechain, intervention) of the normalised collaboration transcript.",
-    "study.json": "Study settings needed to reproduce the analysis: rating hyperparameters, score source, "
+    "study.json": "Study settings needed to reproduce the analysis: rating model (rating_model, as in "
+    "sessions.json), paper hyperparameters, the fitted hyperparameters of the latest snapshot, score source, "
     "snapshot version, export time and the id scheme.",
     "data_dictionary.csv": "This dictionary: file, column, type, description.",
     "README.txt": "What the export contains and how ids were protected.",
@@ -675,29 +682,69 @@ def _pairwise_rows(stability: dict[str, Any] | None) -> Iterator[dict[str, Any]]
                 }
 
 
+def study_rating_model(study: Study) -> dict[str, Any]:
+    """Return the study's rating model as ``rating.fit.ModelSpec.to_dict()`` (what import_sessions reads)."""
+    return study_model_spec(study).to_dict()
+
+
+def sessions_header(study: Study) -> dict[str, Any]:
+    """Return the study_config record that opens sessions.json."""
+    return {
+        "session_id": "study_config",
+        "record_type": HEADER_RECORD_TYPE,
+        "autograde_status": "not_a_session",
+        "skipped": True,
+        "rating_model": study_rating_model(study),
+        "score_source": study.score_source,
+        "blend_expert_weight": study.blend_expert_weight,
+    }
+
+
 def sessions(study: Study, hasher: Pseudonymizer | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the study's active observations in the released CollabSkill session format."""
+    """Yield the sessions.json records: the study_config record, then one per active observation.
+
+    Each session names its score by what it is (``score_source``); a blended score carries its judge and
+    expert components and the weight, so a reader sees that two scales were combined.
+    """
     hasher = hasher or Pseudonymizer(study)
-    for row in _observation_rows(study, hasher):
-        yield {
-            "session_id": row["session_id"],
-            "agent_id": row["agent"],
-            "user_id": row["participant_id"],
-            "task_id": row["task_id"] or None,
-            "autograde_overall_score": row["y"],
+    yield sessions_header(study)
+    rows = _observations(study).order_by("pk").values_list(
+        "episode_id", "external_id", "participant_id", "agent__name", "task__uuid", "task_uuid", "y", "source",
+        "episode__auto_score", "episode__expert_score",
+    )
+    weight = study.blend_expert_weight
+    for row in _stream_values(rows):
+        episode_id, external_id, participant_id, agent, task_fk_uuid, task_uuid, y, source, auto, expert = row
+        task = task_uuid or task_fk_uuid
+        kind = source if source in SCORE_FIELDS else "auto"  # legacy imported rows held the judges' score
+        record: dict[str, Any] = {
+            "session_id": session_id(hasher, episode_id=episode_id, external_id=external_id),
+            "agent_id": agent,
+            "user_id": hasher("participant", participant_id),
+            "task_id": str(task) if task else None,
             "autograde_status": "done",
             "skipped": False,
+            "score_source": kind,
+            SCORE_FIELDS[kind]: y,
         }
+        if kind == "blended" and episode_id is not None:
+            record.update(autograde_overall_score=auto, expert_overall_score=expert, blend_expert_weight=weight)
+        yield record
+
+
+def _stream_values(queryset: QuerySet) -> Iterator[tuple[Any, ...]]:
+    return queryset.iterator(chunk_size=5000)
 
 
 def _write_sessions(writer: _Writer, study: Study, hasher: Pseudonymizer) -> int:
     count = 0
     with writer.archive.open("sessions.json", "w", force_zip64=True) as raw:
         raw.write(b"[")
-        for session in sessions(study, hasher):
-            raw.write((b",\n" if count else b"\n") + json.dumps(session, ensure_ascii=False).encode())
-            count += 1
-            writer._tick()
+        for index, session in enumerate(sessions(study, hasher)):
+            raw.write((b",\n" if index else b"\n") + json.dumps(session, ensure_ascii=False).encode())
+            if index:  # the study_config record is not a session
+                count += 1
+                writer._tick()
         raw.write(b"\n]\n")
     writer.counts["sessions.json"] = count
     return count
@@ -824,10 +871,13 @@ def build_export(
             "slug": study.slug,
             "is_simulated": study.is_simulated,
             "score_source": study.score_source,
+            "blend_expert_weight": study.blend_expert_weight,
+            "rating_model": study_rating_model(study),
             "rating_config": {
                 "mu0": study.rating_mu0, "sigma0": study.rating_sigma0, "beta": study.rating_beta, "k": study.rating_k,
             },
             "snapshot_config": snapshot.config if snapshot else None,
+            "snapshot_fit": snapshot.fit if snapshot else None,
             "id_scheme": "HMAC-SHA256(secret + per-study salt, '<kind>:<raw id>'), first 16 hex digits, kind prefix "
             "P participant, E episode, X expert, G grade, S imported session",
             **{key: summary[key] for key in ("exported_at", "format_version", "snapshot_version", "include_pii")},

@@ -74,6 +74,8 @@ def survey_statistics(study: Study, *, skill_measure: str = "conservative", holm
         "skill_measure": skill_measure,
         "skill_label": SKILL_MEASURES[skill_measure],
         "snapshot_version": snapshot.version if snapshot else None,
+        # Skill comes from the snapshot, i.e. from the study's rating model when it was computed.
+        "rating_model": (snapshot.config or {}).get("kind", "paper") if snapshot else None,
         "holm_correction": holm_correction,
         "n_respondents_pre": len(respondents_pre),
         "n_respondents_post": len(respondents_post),

@@ -288,20 +288,32 @@ def _with_holm(results: list[_R]) -> list[_R]:
 # ------------------------------------------------------------------------------- paired change (4c)
 
 
-def _wilcoxon_method(diff: np.ndarray) -> str:
-    """Describe what scipy's ``method="auto"`` picks for these differences.
+def _wilcoxon_method(diff: np.ndarray) -> tuple[Any, str]:
+    """Return the ``method=`` to pass to ``scipy.stats.wilcoxon`` for these differences and its description.
 
-    scipy does not report its choice, so this mirrors the rule in scipy 1.17's ``wilcoxon``; the tests
-    check the mirror against explicit ``method=`` calls so a scipy upgrade that changes it fails loudly.
+    The choice follows scipy's own ``"auto"`` rule (exact without zeros or ties, a full sign permutation up
+    to 13 pairs, else the normal approximation), but is made here and passed explicitly, so the note names
+    the method that produced the p-value rather than a guess of scipy's. ``correction`` stays scipy's
+    default (False): the normal approximation is tie-corrected but has no continuity correction.
     """
-    if diff.size > 50:
-        return "a normal approximation with tie and continuity correction (more than 50 pairs)"
     nonzero = np.abs(diff[diff != 0])
-    if nonzero.size == np.unique(nonzero).size and nonzero.size == diff.size:
-        return "the exact null distribution (no zero or tied differences)"
+    ties = nonzero.size != np.unique(nonzero).size
+    if diff.size > 50:
+        return "asymptotic", (
+            "method='asymptotic': a normal approximation with tie correction, no continuity correction "
+            "(more than 50 pairs)"
+        )
+    if not ties and nonzero.size == diff.size:
+        return "exact", "method='exact': the exact null distribution (no zero or tied differences)"
     if diff.size <= 13:
-        return "an exact permutation over all sign assignments (zero or tied differences, at most 13 pairs)"
-    return "a normal approximation with tie and continuity correction (zero or tied differences)"
+        return scipy.stats.PermutationMethod(), (
+            "method=PermutationMethod(): an exact permutation over all sign assignments (zero or tied "
+            "differences, at most 13 pairs)"
+        )
+    return "asymptotic", (
+        "method='asymptotic': a normal approximation with tie correction, no continuity correction (zero or "
+        "tied differences, more than 13 pairs)"
+    )
 
 
 def paired_change(pre: Answers, post: Answers, item: str) -> PairedItemResult:
@@ -339,15 +351,15 @@ def paired_change(pre: Answers, post: Answers, item: str) -> PairedItemResult:
         )
         return PairedItemResult(**descriptives, **untested, note=note)
 
-    test = scipy.stats.wilcoxon(diff, zero_method="wilcox", method="auto")
+    method, described = _wilcoxon_method(diff)
+    test = scipy.stats.wilcoxon(diff, zero_method="wilcox", method=method)
     nonzero = diff[diff != 0]
     ranks = scipy.stats.rankdata(np.abs(nonzero))
     w_plus = float(ranks[nonzero > 0].sum())
     w_minus = float(ranks[nonzero < 0].sum())
     note = (
         f"Two-sided Wilcoxon signed-rank test on {n} pairs; zero_method='wilcox' dropped {n_zero} zero "
-        f"difference(s) before ranking; scipy {scipy.__version__} method='auto' used "
-        f"{_wilcoxon_method(diff)}."
+        f"difference(s) before ranking; scipy {scipy.__version__} with {described}."
     )
     return PairedItemResult(
         **descriptives,
@@ -530,14 +542,23 @@ def median_split(skill: Mapping[ParticipantId, float | None]) -> SkillSplit:
     return SkillSplit(median=median, below=below, above=above)
 
 
-def _mannwhitney_method(below: np.ndarray, above: np.ndarray) -> str:
-    """Describe what scipy's ``mannwhitneyu(method="auto")`` picks for these samples."""
-    if below.size > 8 and above.size > 8:
-        return "a normal approximation with tie and continuity correction (both halves larger than 8)"
+def _mannwhitney_method(below: np.ndarray, above: np.ndarray) -> tuple[str, str]:
+    """Return the ``method=`` to pass to ``scipy.stats.mannwhitneyu`` and its description.
+
+    Follows scipy's ``"auto"`` rule (exact for a half of at most 8 without ties, else the normal
+    approximation), passed explicitly so the note says what ran.
+    """
     pooled = np.concatenate([below, above])
+    if below.size > 8 and above.size > 8:
+        return "asymptotic", (
+            "method='asymptotic': a normal approximation with tie and continuity correction (both halves "
+            "larger than 8)"
+        )
     if np.unique(pooled).size < pooled.size:
-        return "a normal approximation with tie and continuity correction (tied changes)"
-    return "the exact null distribution (a half of at most 8 and no ties)"
+        return "asymptotic", (
+            "method='asymptotic': a normal approximation with tie and continuity correction (tied changes)"
+        )
+    return "exact", "method='exact': the exact null distribution (a half of at most 8 and no ties)"
 
 
 def change_by_skill_split(
@@ -586,12 +607,12 @@ def change_by_skill_split(
         )
         return MannWhitneyResult(**base, **empty, note=note)
 
-    test = scipy.stats.mannwhitneyu(below, above, alternative="two-sided", method="auto")
+    method, described = _mannwhitney_method(below, above)
+    test = scipy.stats.mannwhitneyu(below, above, alternative="two-sided", method=method)
     u = float(test.statistic)
     note = (
         f"Two-sided Mann-Whitney U of change ({below.size} below vs {above.size} at or above median skill "
-        f"{split.median:g}); U is the lower half's; scipy {scipy.__version__} method='auto' used "
-        f"{_mannwhitney_method(below, above)}."
+        f"{split.median:g}); U is the lower half's; scipy {scipy.__version__} with {described}."
     )
     return MannWhitneyResult(
         **base,

@@ -59,8 +59,9 @@ class StudySerializer(serializers.ModelSerializer):
         model = Study
         fields = [
             "slug", "name", "description", "status", "is_simulated", "tasks_per_session", "max_episodes_per_task",
-            "task_time_limit_minutes", "compensation_per_task", "currency", "rank_bonuses", "rating_mu0",
-            "rating_sigma0", "rating_beta", "rating_k", "score_source", "blend_expert_weight", "judges",
+            "task_time_limit_minutes", "compensation_per_task", "currency", "rank_bonuses", "rating_model",
+            "rating_integrate_hyper", "rating_mu0", "rating_sigma0", "rating_beta", "rating_k", "score_source",
+            "blend_expert_weight", "judges",
             "disagreement_threshold", "llm_budget_usd", "double_grading_share", "participant_count",
             "episode_count", "task_count", "created_at", "updated_at",
         ]
@@ -302,7 +303,9 @@ class LeaderboardSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RatingSnapshot
-        fields = ["study", "version", "computed_at", "n_observations", "config", "connectivity", "agents", "humans"]
+        fields = [
+            "study", "version", "computed_at", "n_observations", "config", "fit", "connectivity", "agents", "humans",
+        ]
         read_only_fields = fields
 
     def _ratings(self, snapshot: RatingSnapshot, kind: str) -> list[dict[str, Any]]:

@@ -381,3 +381,48 @@ def curve_chart(chart_id: str, title: str, categories: Sequence[str], series: Se
         shown = ", ".join(f"{c} {_fmt(v)}" for c, v in zip(categories, line.values, strict=False) if v is not None)
         descriptions.append(f"{line.label}: {shown or 'no data'}")
     return _svg(chart_id, width, height, title, "; ".join(descriptions) or "No data.", body)
+
+
+# ------------------------------------------------------------------------------------ residual QQ plot
+
+
+def qq_plot(chart_id: str, title: str, theoretical: Sequence[float], observed: Sequence[float]) -> SafeString:
+    """Return standardized residuals against normal quantiles with the identity line.
+
+    Points on the line mean the model's noise level is right; a slope above 1 means the residuals are wider
+    than the model assumes (its intervals too narrow), curvature means heavy tails or skew.
+    """
+    size, pad = 320.0, 40.0
+    values = [v for v in (*theoretical, *observed) if math.isfinite(v)]
+    bound = max(3.0, math.ceil(max((abs(v) for v in values), default=3.0)))
+    lo, hi = -bound, bound
+    plot = size - 2 * pad
+
+    def sx(value: float) -> float:
+        return pad + plot * (min(max(value, lo), hi) - lo) / (hi - lo)
+
+    def sy(value: float) -> float:
+        return size - pad - plot * (min(max(value, lo), hi) - lo) / (hi - lo)
+
+    body = []
+    for tick in _ticks(lo, hi):
+        body.append(f'<line x1="{_num(sx(tick))}" x2="{_num(sx(tick))}" y1="{_num(pad)}" y2="{_num(size - pad)}" '
+                    f'stroke="{_GRID}"/>')
+        body.append(f'<line x1="{_num(pad)}" x2="{_num(size - pad)}" y1="{_num(sy(tick))}" y2="{_num(sy(tick))}" '
+                    f'stroke="{_GRID}"/>')
+        body.append(_text(sx(tick), size - pad + 14, f"{tick:g}", anchor="middle", fill=_MUTED))
+        body.append(_text(pad - 4, sy(tick) + 4, f"{tick:g}", anchor="end", fill=_MUTED))
+    body.append(f'<line x1="{_num(sx(lo))}" y1="{_num(sy(lo))}" x2="{_num(sx(hi))}" y2="{_num(sy(hi))}" '
+                f'stroke="{_MUTED}" stroke-dasharray="4 3"/>')
+    for x, y in zip(theoretical, observed, strict=True):
+        body.append(f'<circle cx="{_num(sx(x))}" cy="{_num(sy(y))}" r="2.5" fill="{_ACCENT}"/>')
+    body.append(_text(size / 2, size - 6, "normal quantile", anchor="middle", fill=_MUTED))
+    body.append(_text(12, size / 2, "standardized residual", anchor="middle", fill=_MUTED,
+                      extra=f'transform="rotate(-90 12 {_num(size / 2)})"'))
+    n = len(observed)
+    desc = (
+        f"{n} quantiles of the standardized residuals against the normal distribution"
+        + (f", from {min(observed):.2f} to {max(observed):.2f}" if n else "")
+        + "; points on the dashed line mean the model's noise level fits."
+    )
+    return _svg(chart_id, size, size, title, desc, body)

@@ -6,8 +6,9 @@
   the same task; a win counts 1, a tie 1/2. Win rates are grouped by the human's skill quartile.
 - Collaboration vs solo score by agent (Table 5 shape).
 
-Withdrawn or declined participants' episodes are left out. Human skill is the CollabSkill score μ − kσ of
-the latest posterior snapshot. Runs inside a Celery job; the result is JSON.
+Withdrawn or declined participants' episodes and gold QA copies are left out. Human skill is the CollabSkill
+score μ − kσ of the latest posterior snapshot (computed under the study's rating model). Runs inside a
+Celery job; the result is JSON.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def fluency_analysis(study: Study) -> dict[str, Any]:
     """Return behaviour rates by agent and each behaviour's correlation with the episode score."""
     rows = list(
         FluencyCoding.objects.filter(
-            episode__study=study, is_current=True, status=FluencyCoding.Status.SUCCEEDED
+            episode__study=study, episode__is_gold=False, is_current=True, status=FluencyCoding.Status.SUCCEEDED
         )
         .exclude(episode__participant__status__in=_EXCLUDED)
         .order_by("episode_id", "-created_at")
@@ -179,7 +180,8 @@ def _solo_scores(study: Study) -> dict[tuple[int, int], list[float]]:
 
 def _scored_episodes(study: Study) -> list[tuple[int, int, int, str, float]]:
     return list(
-        Episode.objects.filter(study=study, score__isnull=False)
+        # Gold QA copies repeat a real session (and get a score when the study is re-recorded): never count them.
+        Episode.objects.filter(study=study, score__isnull=False, is_gold=False)
         .exclude(participant__status__in=_EXCLUDED)
         .values_list("participant_id", "task_id", "agent_id", "agent__name", "score")
     )
@@ -278,6 +280,7 @@ def collaboration_analysis(study: Study) -> dict[str, Any]:
     solo = _solo_scores(study)
     return {
         "snapshot_version": snapshot.version if snapshot else None,
+        "rating_model": (snapshot.config or {}).get("kind", "paper") if snapshot else None,
         "skill_measure": "conservative",
         "fluency": fluency_analysis(study),
         "win_rates": solo_win_rates(episodes, solo, skill),

@@ -96,3 +96,12 @@ def collaboration_page(result: dict[str, Any] | None) -> dict[str, Any]:
         ) if result["win_rates"]["n_comparisons"] else None,
         "by_agent": result["by_agent"],
     }
+
+
+def residual_chart(qq: dict[str, Any] | None) -> Any:
+    """Return the standardized-residual QQ plot of the model checks, or None before they ran."""
+    if not qq or not qq.get("observed"):
+        return None
+    return charts.qq_plot(
+        "residual-qq", "Standardized residuals against normal quantiles", qq["theoretical"], qq["observed"]
+    )

@@ -30,6 +30,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
+from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from surveys.selectors import answers_fingerprint
@@ -320,7 +321,17 @@ def overview(study: Study) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------- analyses
 
 
-def analysis_cache_key(study: Study, kind: str, snapshot: RatingSnapshot | None) -> str | None:
+STABILITY_CLUSTERS = ("observation", "human")
+
+
+def stability_cluster(value: Any) -> str:
+    """Return the bootstrap resampling unit asked for ("observation" unless "human" is named)."""
+    return "human" if value == "human" else "observation"
+
+
+def analysis_cache_key(
+    study: Study, kind: str, snapshot: RatingSnapshot | None, *, cluster: str = "observation"
+) -> str | None:
     """Return the cache key of an analysis over the study's current data, or None when there is no data.
 
     The key changes whenever the data behind the analysis may have changed, so a stored result is shown
@@ -328,13 +339,21 @@ def analysis_cache_key(study: Study, kind: str, snapshot: RatingSnapshot | None)
     """
     version = snapshot.version if snapshot else 0
     if kind == "stability":
-        return None if snapshot is None else f"stability:{study.pk}:v{snapshot.version}:r{bootstrap_rounds()}"
+        if snapshot is None:
+            return None
+        # The model is part of the key: switching it makes the stored result stale even before a refresh.
+        suffix = "" if cluster == "observation" else ":human"
+        return f"stability:{study.pk}:v{snapshot.version}:r{bootstrap_rounds()}:{study.rating_model}{suffix}"
     if kind == "surveys":
         fingerprint = answers_fingerprint(study)
         return None if fingerprint.startswith("0-") else f"surveys:{study.pk}:v{version}:{fingerprint}"
     if kind == "collaboration":
-        episodes = Episode.objects.filter(study=study, score__isnull=False).aggregate(n=Count("pk"), s=Sum("score"))
-        codings = FluencyCoding.objects.filter(episode__study=study).aggregate(n=Count("pk"), t=Max("created_at"))
+        episodes = Episode.objects.filter(study=study, score__isnull=False, is_gold=False).aggregate(
+            n=Count("pk"), s=Sum("score")
+        )
+        codings = FluencyCoding.objects.filter(episode__study=study, episode__is_gold=False).aggregate(
+            n=Count("pk"), t=Max("created_at")
+        )
         solo = SoloRun.objects.filter(study=study, score__isnull=False).aggregate(n=Count("pk"), s=Sum("score"))
         if not (episodes["n"] or codings["n"] or solo["n"]):
             return None
@@ -368,12 +387,16 @@ class AnalysisState:
         return self.cache_key is not None
 
 
-def analysis_state(study: Study, kind: str, snapshot: RatingSnapshot | None) -> AnalysisState:
+def analysis_state(
+    study: Study, kind: str, snapshot: RatingSnapshot | None, *, cluster: str = "observation"
+) -> AnalysisState:
     """Return the stored result for the current data, the job computing it, or the latest older result."""
-    key = analysis_cache_key(study, kind, snapshot)
+    key = analysis_cache_key(study, kind, snapshot, cluster=cluster)
     jobs = list(
         BackgroundJob.objects.filter(study=study, kind=kind).order_by("-created_at")[:20]
     )
+    if kind == "stability":  # an older result of the other resampling unit is not this one's stale result
+        jobs = [job for job in jobs if (job.params or {}).get("cluster", "observation") == cluster]
     current = [job for job in jobs if key is not None and job.cache_key == key]
     done = next((job for job in current if job.status == BackgroundJob.Status.DONE), None)
     running = next(
@@ -429,12 +452,12 @@ def human_ratings_page(snapshot: RatingSnapshot, page: int | str | None) -> Page
     return Paginator(rows, HUMANS_PER_PAGE).get_page(page)
 
 
-def leaderboard(study: Study, page: int | str | None = None) -> dict[str, Any]:
+def leaderboard(study: Study, page: int | str | None = None, *, cluster: str = "observation") -> dict[str, Any]:
     """Return the agent leaderboard merged with the stored stability result, and a page of humans."""
     snapshot = latest_snapshot(study)
     if snapshot is None:
         return {"snapshot": None}
-    state = analysis_state(study, "stability", snapshot)
+    state = analysis_state(study, "stability", snapshot, cluster=cluster)
     stability = state.result or (state.stale.result if state.stale else None)
     agents = agent_ratings(snapshot)
     by_agent = {row["agent_id"]: row for row in (stability or {}).get("leaderboard", [])}
@@ -472,4 +495,7 @@ def leaderboard(study: Study, page: int | str | None = None) -> dict[str, Any]:
         "connectivity": connectivity,
         "components": components,
         "rounds": bootstrap_rounds(),
+        "cluster": cluster,
+        "model": rating_selectors.model_fit_summary(snapshot),
+        "model_checks": (stability or {}).get("model_checks"),
     }

@@ -53,12 +53,17 @@ def _enqueue(task_name: str, job: BackgroundJob) -> None:
 # -------------------------------------------------------------------------------------------- requests
 
 
-def analysis_request(*, study: Study, kind: str, actor: Any) -> BackgroundJob:
-    """Return the job computing ``kind`` for the study's current data, creating and enqueuing it if needed."""
+def analysis_request(*, study: Study, kind: str, actor: Any, cluster: str = "observation") -> BackgroundJob:
+    """Return the job computing ``kind`` for the study's current data, creating and enqueuing it if needed.
+
+    ``cluster`` (stability only) is the bootstrap's resampling unit: ``observation`` or ``human``.
+    """
     if kind not in selectors.ANALYSIS_KINDS:
         raise JobRefused(f"Unknown analysis “{kind}”.")
+    if cluster not in selectors.STABILITY_CLUSTERS:
+        raise JobRefused(f"Unknown resampling unit “{cluster}”.")
     snapshot = selectors.latest_snapshot(study)
-    key = selectors.analysis_cache_key(study, kind, snapshot)
+    key = selectors.analysis_cache_key(study, kind, snapshot, cluster=cluster)
     if key is None:
         raise JobRefused("There is no data to analyse yet.")
     with transaction.atomic():
@@ -84,7 +89,7 @@ def analysis_request(*, study: Study, kind: str, actor: Any) -> BackgroundJob:
             )
         params: dict[str, Any] = {"snapshot_version": snapshot.version if snapshot else None}
         if kind == "stability":
-            params.update(rounds=selectors.bootstrap_rounds(), seed=0)
+            params.update(rounds=selectors.bootstrap_rounds(), seed=0, cluster=cluster)
         job = BackgroundJob.objects.create(
             kind=kind, study=study, requested_by=_user_or_none(actor), params=params, cache_key=key
         )
@@ -196,7 +201,8 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
                 raise JobRefused("The study has no posterior snapshot yet.")
             return study_stability(
                 study, snapshot, rounds=int(job.params.get("rounds", selectors.bootstrap_rounds())),
-                seed=int(job.params.get("seed", 0)), progress=progress,
+                seed=int(job.params.get("seed", 0)), cluster=job.params.get("cluster", "observation"),
+                progress=progress,
             )
         progress(0, 1)
         if job.kind == "surveys":

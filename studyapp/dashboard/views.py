@@ -78,10 +78,12 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
-    data = selectors.leaderboard(study, request.GET.get("page"))
+    cluster = selectors.stability_cluster(request.GET.get("cluster"))
+    data = selectors.leaderboard(study, request.GET.get("page"), cluster=cluster)
     return _render(
         request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
         data=data, heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
+        residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
     )
 
 
@@ -144,12 +146,14 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     study = selectors.study_get(slug)
     if kind not in selectors.ANALYSIS_KINDS:
         raise Http404
+    cluster = selectors.stability_cluster(request.POST.get("cluster"))
     try:
-        services.analysis_request(study=study, kind=kind, actor=request.user)
+        services.analysis_request(study=study, kind=kind, actor=request.user, cluster=cluster)
     except DashboardError as exc:
         messages.error(request, str(exc))
     target = {"stability": "dashboard:leaderboard", "surveys": "dashboard:surveys"}.get(kind, "dashboard:collaboration")
-    return redirect(target, slug=study.slug)
+    url = reverse(target, kwargs={"slug": study.slug})
+    return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
 
 
 @require_GET

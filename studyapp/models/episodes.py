@@ -75,7 +75,12 @@ class Episode(models.Model):
         ordering = ["participant", "position"]
         constraints = [
             models.UniqueConstraint(fields=["participant", "position"], name="uniq_episode_position"),
-            models.UniqueConstraint(fields=["participant", "task"], name="uniq_episode_task_per_participant"),
+            # Gold QA copies all belong to the study's one holder participant, and the same task may be
+            # planted again (for other experts), so they are outside this rule.
+            models.UniqueConstraint(
+                fields=["participant", "task"], condition=models.Q(is_gold=False),
+                name="uniq_episode_task_per_participant",
+            ),
             models.CheckConstraint(condition=models.Q(position__gte=1), name="episode_position_positive"),
             models.CheckConstraint(
                 condition=models.Q(score__isnull=True) | (models.Q(score__gte=0) & models.Q(score__lte=100)),

@@ -61,7 +61,23 @@ class Study(models.Model):
     return_url = models.URLField(
         blank=True, help_text="Recruitment platform URL a worker returns to; {code} is replaced."
     )
-    # Rating model (paper §4): y = s_agent + s_human + ε, ε ~ N(0, β²), priors N(μ0, σ0²).
+    class RatingModel(models.TextChoices):
+        # Values are rating.fit.RATING_MODELS; studyapp cannot import rating (dependencies point one way).
+        PAPER = "paper", "Paper (fixed μ0, σ0, β)"
+        CALIBRATED = "calibrated", "Calibrated (level and variances fitted)"
+        CALIBRATED_TASK = "calibrated_task", "Calibrated + task difficulty"
+
+    # Rating model. "paper" is paper §4 bit-for-bit: y = s_agent + s_human + ε, ε ~ N(0, β²), priors
+    # N(μ0, σ0²) with the fields below; the calibrated models fit the level and variance components instead
+    # and use only k (and integrate_hyper). Existing studies were migrated as "paper" so their numbers stay.
+    rating_model = models.CharField(
+        max_length=24, choices=RatingModel.choices, default=RatingModel.CALIBRATED,
+        help_text="Which rating model the leaderboard, analyses, API and exports use.",
+    )
+    rating_integrate_hyper = models.BooleanField(
+        default=True,
+        help_text="Calibrated models: carry the variance components' uncertainty into intervals and P(A>B).",
+    )
     rating_mu0 = models.FloatField(default=0.0)
     rating_sigma0 = models.FloatField(default=1.0, validators=[MinValueValidator(1e-9)])
     rating_beta = models.FloatField(default=1.0, validators=[MinValueValidator(1e-9)])

@@ -124,3 +124,29 @@ def test_an_empty_study_gives_empty_tables(empty_study):
     assert result["win_rates"]["n_comparisons"] == 0
     assert result["by_agent"] == []
     assert json.loads(json.dumps(result, allow_nan=False)) == result
+
+
+@pytest.mark.django_db
+def test_gold_copies_stay_out_of_collaboration_analyses_after_a_re_record(populated):
+    from rating.services import study_rerecord
+
+    before = collaboration_analysis(populated.study)
+    source = populated.episodes[0]
+    holder = Participant.objects.create(study=populated.study, status=Participant.Status.INVITED, pseudonym="GOLD-X")
+    gold = Episode.objects.create(
+        participant=holder, study=populated.study, agent=source.agent, task=source.task, position=1,
+        status=Episode.Status.GRADED, auto_score=3.0, is_gold=True,
+    )
+    FluencyCoding.objects.create(
+        episode=gold, status=FluencyCoding.Status.SUCCEEDED, behaviours={"iterates_and_refines": {"present": True}},
+        behaviour_count=1, model="coder-1",
+    )
+    study_rerecord(study_id=populated.study.pk)  # gives the gold copy an episode score, as a score-source switch does
+    gold.refresh_from_db()
+    assert gold.score == 3.0
+
+    after = collaboration_analysis(populated.study)
+    assert after["n_scored_episodes"] == before["n_scored_episodes"]
+    assert after["fluency"]["n_codings"] == before["fluency"]["n_codings"]
+    assert after["win_rates"] == before["win_rates"]
+    assert after["by_agent"] == before["by_agent"]

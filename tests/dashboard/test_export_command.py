@@ -18,7 +18,7 @@ def test_the_command_writes_a_pseudonymous_zip_and_audits_it(populated, tmp_path
     stdout = io.StringIO()
     call_command("export_study", populated.study.slug, output=str(output), stdout=stdout)
     archive = zipfile.ZipFile(output)
-    assert len(json.loads(archive.read("sessions.json"))) == len(populated.episodes)
+    assert len(json.loads(archive.read("sessions.json"))) == len(populated.episodes) + 1  # + the study_config record
     assert "identities.csv" not in archive.namelist()
     assert f"episodes.csv {len(populated.episodes)}" in stdout.getvalue()
     assert AuditEvent.objects.filter(action="export.completed", study=populated.study).exists()

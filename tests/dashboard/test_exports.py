@@ -11,11 +11,13 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from rating.models import EntityRating, RatingSnapshot
+from rating import services as rating_services
+from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.dashboard import services
 from studyapp.dashboard.exceptions import JobRefused
-from studyapp.exports import TABLES, Pseudonymizer, build_export
-from studyapp.models import AuditEvent, BackgroundJob, Participant, Study
+from studyapp.exports import TABLES, Pseudonymizer, build_export, session_id
+from studyapp.models import AuditEvent, BackgroundJob, Episode, Participant, Study
+from tests.dashboard.factories import populated_study
 
 
 def _export(study, **kwargs) -> zipfile.ZipFile:
@@ -64,7 +66,7 @@ def test_ids_are_hashed_consistently_and_no_raw_id_or_identity_leaks(populated):
     assert participants == {hasher("participant", p.pk) for p in populated.participants}
     assert {row["participant_id"] for row in _rows(archive, "episodes.csv")} <= participants
     assert {row["participant_id"] for row in _rows(archive, "survey_answers_long.csv")} <= participants
-    sessions = json.loads(archive.read("sessions.json"))
+    _header, *sessions = json.loads(archive.read("sessions.json"))
     assert {s["user_id"] for s in sessions} <= participants
     assert {s["session_id"] for s in sessions} == {row["episode_id"] for row in _rows(archive, "episodes.csv")}
     everything = "\n".join(archive.read(name).decode() for name in archive.namelist())
@@ -107,13 +109,27 @@ def test_withdrawn_participants_are_left_out_of_every_file(populated):
     assert "person0@example.org" not in everything
 
 
+ROUND_TRIP_MODELS = [
+    {"rating_model": "paper", "rating_mu0": 50.0, "rating_sigma0": 20.0, "rating_beta": 12.0, "rating_k": 2.0},
+    {"rating_model": "paper"},
+    {"rating_model": "calibrated", "rating_k": 1.5},
+    {"rating_model": "calibrated", "rating_integrate_hyper": False},
+    {"rating_model": "calibrated_task"},
+]
+
+
 @pytest.mark.django_db
-def test_sessions_json_imports_back_to_the_same_agent_ratings(populated, tmp_path):
+@pytest.mark.parametrize("model", ROUND_TRIP_MODELS, ids=lambda m: "-".join(f"{v}" for v in m.values()))
+def test_sessions_json_imports_back_to_the_same_ratings_under_every_model(model, tmp_path):
+    populated = populated_study(surveys=False, extras=False, **model)
     archive = _export(populated.study)
-    sessions = json.loads(archive.read("sessions.json"))
+    header, *sessions = json.loads(archive.read("sessions.json"))
+    assert header["record_type"] == "study_config" and header["skipped"] is True
+    assert header["rating_model"] == json.loads(archive.read("study.json"))["rating_model"]
+    assert header["rating_model"]["kind"] == model["rating_model"]
     assert len(sessions) == len(populated.episodes)
     assert set(sessions[0]) == {"session_id", "agent_id", "user_id", "task_id", "autograde_overall_score",
-                                "autograde_status", "skipped"}
+                                "autograde_status", "skipped", "score_source"}
     assert all(s["autograde_status"] == "done" and s["skipped"] is False for s in sessions)
     path = tmp_path / "sessions.json"
     path.write_bytes(archive.read("sessions.json"))
@@ -121,13 +137,20 @@ def test_sessions_json_imports_back_to_the_same_agent_ratings(populated, tmp_pat
     call_command("import_sessions", str(path), study="reimported", create=True, stdout=io.StringIO())
 
     copy = Study.objects.get(slug="reimported")
+    for field in ("rating_model", "rating_mu0", "rating_sigma0", "rating_beta", "rating_k", "rating_integrate_hyper"):
+        assert getattr(copy, field) == getattr(populated.study, field)
     snapshot = RatingSnapshot.objects.filter(study=copy).latest("version")
+    assert snapshot.config == populated.snapshot.config
+    assert snapshot.fit["hyper"].keys() == populated.snapshot.fit["hyper"].keys()
+    for name, value in populated.snapshot.fit["hyper"].items():
+        assert snapshot.fit["hyper"][name]["estimate"] == pytest.approx(value["estimate"], abs=1e-9)
     original = {r.label: r for r in EntityRating.objects.filter(snapshot=populated.snapshot, entity_kind="agent")}
     reimported = {r.label: r for r in EntityRating.objects.filter(snapshot=snapshot, entity_kind="agent")}
     assert original.keys() == reimported.keys() == {agent.name for agent in populated.agents}
     for name, rating in original.items():
         assert reimported[name].mu == pytest.approx(rating.mu, abs=1e-9)
         assert reimported[name].sigma == pytest.approx(rating.sigma, abs=1e-9)
+        assert reimported[name].conservative == pytest.approx(rating.conservative, abs=1e-9)
         assert reimported[name].rank == rating.rank
     humans = sorted(r.mu for r in EntityRating.objects.filter(snapshot=snapshot, entity_kind="human"))
     expected = sorted(r.mu for r in EntityRating.objects.filter(snapshot=populated.snapshot, entity_kind="human"))
@@ -135,10 +158,42 @@ def test_sessions_json_imports_back_to_the_same_agent_ratings(populated, tmp_pat
 
 
 @pytest.mark.django_db
+def test_sessions_json_names_each_score_by_what_it_is_and_shows_both_parts_of_a_blend(tmp_path):
+    populated = populated_study(surveys=False, extras=False, score_source=Study.ScoreSource.BLENDED,
+                                blend_expert_weight=0.25)
+    blended, expert_only = populated.episodes[0], populated.episodes[1]
+    Episode.objects.filter(pk=blended.pk).update(expert_score=20.0)
+    Episode.objects.filter(pk=expert_only.pk).update(auto_score=None, expert_score=33.0)
+    for episode in (blended, expert_only):
+        rating_services.observation_record(episode_id=episode.pk)
+    rating_services.posterior_refresh(study_id=populated.study.pk)
+    hasher = Pseudonymizer(populated.study)
+    header, *sessions = json.loads(_export(populated.study).read("sessions.json"))
+    by_id = {s["session_id"]: s for s in sessions}
+
+    mixed = by_id[session_id(hasher, episode_id=blended.pk, external_id="")]
+    auto = Episode.objects.get(pk=blended.pk).auto_score
+    assert mixed["score_source"] == "blended"
+    assert mixed["blended_overall_score"] == pytest.approx(0.25 * 20.0 + 0.75 * auto)
+    assert (mixed["autograde_overall_score"], mixed["expert_overall_score"]) == (auto, 20.0)
+    assert mixed["blend_expert_weight"] == 0.25 == header["blend_expert_weight"]
+    expert = by_id[session_id(hasher, episode_id=expert_only.pk, external_id="")]
+    assert expert["score_source"] == "expert" and expert["expert_overall_score"] == 33.0
+    assert "autograde_overall_score" not in expert  # an expert score is never passed off as the judges'
+
+    path = tmp_path / "sessions.json"
+    path.write_text(json.dumps([header, *sessions]))
+    call_command("import_sessions", str(path), study="again", create=True, stdout=io.StringIO())
+    imported = {o.y: o.source for o in Observation.objects.filter(study__slug="again")}
+    assert imported[33.0] == "expert" and imported[mixed["blended_overall_score"]] == "blended"
+
+
+@pytest.mark.django_db
 def test_an_empty_study_exports_headers_only(empty_study):
     archive = _export(empty_study)
     assert _rows(archive, "episodes.csv") == []
-    assert json.loads(archive.read("sessions.json")) == []
+    [header] = json.loads(archive.read("sessions.json"))  # the study_config record and no session
+    assert header["record_type"] == "study_config"
 
 
 @pytest.mark.django_db

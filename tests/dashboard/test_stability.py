@@ -1,40 +1,44 @@
-"""The stability job: same numbers as rating.analysis.stability_report, progress reported, cached per posterior."""
+"""The stability job: rating.fit.stability under the study's model, the same as the CLI, cached per posterior."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 
+from rating import selectors as rating_selectors
 from rating import services as rating_services
-from rating.analysis import stability_report
+from rating.fit import stability
 from rating.models import Observation
 from studyapp.dashboard import selectors, services
 from studyapp.dashboard.exceptions import JobRefused
-from studyapp.dashboard.stability import observation_arrays, rating_config, stability_analysis, study_stability
+from studyapp.dashboard.stability import study_stability
 from studyapp.models import BackgroundJob
+from tests.dashboard.factories import populated_study
 
 
 @pytest.mark.django_db
-def test_the_study_report_equals_the_reference_stability_report(populated):
-    data = observation_arrays(populated.study)
-    config = rating_config(populated.study, populated.snapshot)
+@pytest.mark.parametrize("kind", ["paper", "calibrated"])
+def test_the_job_result_is_rating_fit_stability_of_the_ledger_under_the_study_model(kind):
+    populated = populated_study(rating_model=kind, surveys=False, extras=False)
+    arrays = rating_selectors.observations_arrays(populated.study)
+    spec = rating_selectors.study_model_spec(populated.study)
     ours = study_stability(populated.study, populated.snapshot, rounds=300, seed=5)
-    reference = stability_report(
-        data.agent_ids, data.human_ids, data.task_ids, data.scores, data.weights, config, rounds=300, seed=5
+    pseudonyms = {p.pk: p.pseudonym for p in populated.participants}
+    reference = stability(
+        arrays.agent_ids, np.array([pseudonyms[int(p)] for p in arrays.participant_ids], dtype=object),
+        arrays.task_groups(), arrays.y, None, spec=spec, rounds=300, seed=5,
     )
+    assert ours["model"] == spec.to_dict() and spec.kind == kind
     assert len(ours["leaderboard"]) == len(reference["leaderboard"]) == len(populated.agents)
     for mine, theirs in zip(ours["leaderboard"], reference["leaderboard"], strict=True):
-        assert mine["agent_id"] == theirs["agent_id"]
-        for key in ("rank", "n", "bootstrap_rank_interval"):
-            assert mine[key] == theirs[key]
-        for key in ("mu", "sigma", "conservative", "bootstrap_mean_rank", "bootstrap_p_rank1", "loo_human_mean_rank",
-                    "loo_task_mean_rank"):
-            assert mine[key] == pytest.approx(theirs[key], abs=1e-9)
-    np.testing.assert_allclose(ours["pairwise"]["prob_greater"], reference["pairwise"]["prob_greater"], atol=1e-12)
-    assert ours["connectivity"] == reference["connectivity"]
+        assert mine == theirs
+    assert ours["pairwise"] == reference["pairwise"]
     assert ours["agent_names"] == {str(a.pk): a.name for a in populated.agents}
+    assert ours["model_checks"]["model"] == spec.to_dict()
     assert json.loads(json.dumps(ours, allow_nan=False)) == ours
 
 
@@ -49,13 +53,52 @@ def test_posterior_means_match_the_snapshot(populated):
 
 
 @pytest.mark.django_db
-def test_progress_moves_in_steps_up_to_rounds_plus_three(populated):
-    data = observation_arrays(populated.study)
+def test_progress_only_moves_forward_and_ends_complete(populated):
     calls = []
-    stability_analysis(data, rating_config(populated.study), rounds=1000, progress=lambda d, t: calls.append((d, t)))
-    assert calls[0] == (0, 1003) and calls[-1] == (1003, 1003)
-    assert len(calls) > 20
+    study_stability(populated.study, populated.snapshot, rounds=1000, progress=lambda d, t: calls.append((d, t)))
+    assert calls and calls[-1][0] == calls[-1][1]
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+@pytest.mark.django_db
+def test_the_command_and_the_dashboard_print_the_same_stability_when_some_observations_have_no_task(populated):
+    study = populated.study
+    Observation.objects.filter(pk__in=list(
+        Observation.objects.filter(study=study).order_by("pk").values_list("pk", flat=True)[:5]
+    )).update(task=None, task_uuid=None)
+    snapshot = rating_services.posterior_refresh(study_id=study.pk)
+    dashboard = study_stability(study, snapshot, rounds=200, seed=4)
+    assert dashboard["leave_one_task_out"] is not None  # task-less observations do not disable it
+
+    out = io.StringIO()
+    call_command("rating_report", study=study.slug, rounds=200, seed=4, stdout=out)
+    lines = out.getvalue().splitlines()
+    names = dashboard["agent_names"]
+    for row in dashboard["leaderboard"]:
+        name = names[row["agent_id"]]
+        boot = next(line for line in lines if line.startswith(name) and "-" in line.split()[-1])
+        assert boot.split()[-3:] == [
+            f"{row['bootstrap_mean_rank']:.2f}", f"{row['bootstrap_p_rank1']:.3f}",
+            "{}-{}".format(*row["bootstrap_rank_interval"]),
+        ]
+        loo = next(line for line in lines if line.startswith(name) and f"#{row['rank']}" in line.split())
+        assert loo.split()[-2:] == [f"{row['loo_human_mean_rank']:.2f}", f"{row['loo_task_mean_rank']:.2f}"]
+    assert f"{dashboard['leave_one_task_out']['n_groups']} tasks left out in turn" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_cluster_bootstrap_resamples_participants_and_is_stored_apart(populated, settings):
+    settings.RATING = {**settings.RATING, "BOOTSTRAP_ROUNDS": 60}
+    plain = services.analysis_request(study=populated.study, kind="stability", actor=None)
+    clustered = services.analysis_request(study=populated.study, kind="stability", actor=None, cluster="human")
+    assert plain.pk != clustered.pk and clustered.params["cluster"] == "human"
+    services.analysis_job_run(job_id=clustered.pk)
+    clustered.refresh_from_db()
+    assert clustered.status == "done", clustered.error
+    assert clustered.result["cluster"] == "human"
+    assert selectors.analysis_state(populated.study, "stability", populated.snapshot).result is None
+    shown = selectors.analysis_state(populated.study, "stability", populated.snapshot, cluster="human")
+    assert shown.result["bootstrap"] == clustered.result["bootstrap"]
 
 
 @pytest.mark.django_db
@@ -66,11 +109,11 @@ def test_a_stability_job_is_cached_per_posterior_version(populated, settings, dj
     monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
     with django_capture_on_commit_callbacks(execute=True):
         job = services.analysis_request(study=populated.study, kind="stability", actor=None)
-    assert job.cache_key == f"stability:{populated.study.pk}:v{populated.snapshot.version}:r100"
+    assert job.cache_key == f"stability:{populated.study.pk}:v{populated.snapshot.version}:r100:calibrated"
     assert sent == [("studyapp.dashboard.tasks.run_analysis", [job.pk])]
     services.analysis_job_run(job_id=job.pk)
     job.refresh_from_db()
-    assert job.status == "done" and job.progress_done == job.progress_total == 103
+    assert job.status == "done" and job.progress_done == job.progress_total == 101
     assert services.analysis_request(study=populated.study, kind="stability", actor=None).pk == job.pk
     state = selectors.analysis_state(populated.study, "stability", populated.snapshot)
     assert state.result["rounds"] == 100 and state.result["snapshot_version"] == populated.snapshot.version
@@ -80,7 +123,7 @@ def test_a_stability_job_is_cached_per_posterior_version(populated, settings, dj
     state = selectors.analysis_state(populated.study, "stability", newer)
     assert state.result is None and state.stale.pk == job.pk
     again = services.analysis_request(study=populated.study, kind="stability", actor=None)
-    assert again.pk != job.pk and again.cache_key.endswith(f":v{newer.version}:r100")
+    assert again.pk != job.pk and again.cache_key.endswith(f":v{newer.version}:r100:calibrated")
 
 
 @pytest.mark.django_db

@@ -91,7 +91,7 @@ def _assert_snapshot_matches(study, episodes):
 
 
 def test_switching_the_score_source_keeps_the_rating_exact(sent_tasks):
-    study = StudyFactory(rating_sigma0=10.0, rating_beta=5.0)
+    study = StudyFactory(rating_model="paper", rating_sigma0=10.0, rating_beta=5.0)
     agents = [AgentFactory() for _ in range(3)]
     participants = [ParticipantFactory(study=study) for _ in range(6)]
     rng = random.Random(11)

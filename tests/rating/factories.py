@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.db.models.functions import Coalesce
 
 from rating.engine import RatingConfig, SkillModel
+from rating.fit import ModelSpec, fit_model
 from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.models import Agent, Episode, Participant, Study
 from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, StudyFactory, TaskFactory
@@ -26,6 +28,8 @@ def ledger_study(
     ``expert_share`` of them also gets an expert score.
     """
     rng = np.random.default_rng(seed)
+    # The ledger tests check the exact paper path against SkillModel; calibrated studies are asked for by name.
+    study_fields.setdefault("rating_model", Study.RatingModel.PAPER)
     study = StudyFactory(**study_fields)
     agents = [AgentFactory() for _ in range(n_agents)]
     participants = [ParticipantFactory(study=study) for _ in range(n_participants)]
@@ -64,8 +68,46 @@ def batch_model(study: Study) -> SkillModel:
     return model
 
 
+def fit_rows(study: Study) -> dict[tuple[str, int], dict]:
+    """Return rating.fit.fit_model's ratings of the study's active ledger read through the ORM, by (kind, pk)."""
+    rows = list(
+        Observation.objects.filter(study=study, active=True).order_by("pk")
+        .annotate(task_key=Coalesce("task_uuid", "task__uuid"))
+        .values_list("agent_id", "participant_id", "task_key", "y", "weight")
+    )
+    agents, humans, tasks, y, w = (np.array(column, dtype=object) for column in zip(*rows, strict=True))
+    spec = ModelSpec(kind=study.rating_model, k=study.rating_k, paper=study_config(study),
+                     integrate_hyper=study.rating_integrate_hyper)
+    tasks = np.array([None if t is None else str(t) for t in tasks], dtype=object)
+    fit = fit_model(agents.astype(np.int64), humans.astype(np.int64), y.astype(float), tasks, spec=spec,
+                    weights=w.astype(float))
+    expected = {}
+    for kind, ids, mu, sigma, n in (
+        ("agent", fit.agent_ids, fit.agent_mu, fit.agent_sigma(), fit.agent_n),
+        ("human", fit.human_ids, fit.human_mu, fit.human_sigma, fit.human_n),
+    ):
+        for i, pk in enumerate(ids.tolist()):
+            expected[(kind, int(pk))] = {
+                "mu": mu[i], "sigma": sigma[i], "conservative": mu[i] - spec.k * sigma[i], "n": int(n[i]),
+            }
+    return expected
+
+
 def assert_snapshot_matches_batch(snapshot: RatingSnapshot, study: Study, tol: float = 1e-9) -> None:
-    """Every stored rating equals the batch model's, and the snapshot rates exactly the batch's entities."""
+    """Every stored rating equals the batch model's, and the snapshot rates exactly the batch's entities.
+
+    Paper studies are checked against SkillModel fed observation by observation; calibrated ones against
+    rating.fit.fit_model on the ledger read through the ORM (not the refresh's COPY path).
+    """
+    if study.rating_model != Study.RatingModel.PAPER:
+        expected = fit_rows(study)
+        stored = {(r.entity_kind, r.entity_id): r for r in snapshot.ratings.all()}
+        assert stored.keys() == expected.keys()
+        for key, row in expected.items():
+            assert stored[key].mu == pytest.approx(row["mu"], abs=1e-8)
+            assert stored[key].sigma == pytest.approx(row["sigma"], abs=1e-8)
+            assert stored[key].n == row["n"]
+        return
     model = batch_model(study)
     expected = {
         (row["entity_type"], int(row["entity_id"])): row

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
 from rating import services
+from rating.fit import ModelSpec, fit_model
 from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.models import Agent, AuditEvent, Episode, ParticipantIdentity, Study
 from tests.factories import AgentFactory, StudyFactory, TaskFactory
@@ -97,7 +99,7 @@ def test_import_counts_only_done_unskipped_scored_sessions(tmp_path):
     assert study.status == Study.Status.CLOSED
     observations = {o.external_id: o for o in Observation.objects.filter(study=study)}
     assert set(observations) == {"s1", "s2", "s3", "s4"}
-    assert {o.source for o in observations.values()} == {"imported"}
+    assert {o.source for o in observations.values()} == {"auto"}  # the judges' score, as the file names it
     assert all(o.episode_id is None and o.task_id is None and o.active for o in observations.values())
     assert observations["s3"].y == 70.0
     assert not Agent.objects.filter(name="Manus").exists()  # it appears only in sessions that do not count
@@ -158,7 +160,7 @@ def test_sessions_without_ids_are_keyed_by_position_and_tasks_link_by_uuid(tmp_p
 def test_a_malformed_file_is_refused_whole_with_every_problem_listed(tmp_path):
     bad = [dict(s) for s in SESSIONS]
     bad[1]["autograde_overall_score"] = "high"
-    bad[2]["user_id"] = ""
+    bad[2]["user_id"] = ["u3"]
     bad[3]["autograde_overall_score"] = 130
     bad.append(dict(SESSIONS[0]))  # repeats s1
     err = StringIO()
@@ -214,7 +216,7 @@ def test_an_exported_study_reimported_reproduces_its_ratings(tmp_path):
         }
         for e in Episode.objects.filter(study=study).select_related("agent", "participant", "task")
     ]
-    _run("import_sessions", _write(tmp_path, exported), "--study", "copy", "--create")
+    _run("import_sessions", _write(tmp_path, exported), "--study", "copy", "--create", "--model", "paper")
     copy = Study.objects.get(slug="copy")
     reimported = RatingSnapshot.objects.get(study=copy)
     assert reimported.n_observations == original.n_observations == len(episodes) - 1
@@ -255,7 +257,7 @@ def test_refresh_ratings_writes_a_snapshot_per_study_with_a_ledger():
 
 
 def test_refresh_ratings_prints_the_connectivity_warning():
-    study = StudyFactory(slug="split")
+    study = StudyFactory(slug="split", rating_model="paper")
     ledger_agents = [AgentFactory(name="Lonely A"), AgentFactory(name="Lonely B")]
     _, _, participants, _ = ledger_study(seed=23, n_agents=1)
     for i, participant in enumerate(participants[:2]):
@@ -283,7 +285,8 @@ def test_rating_report_prints_the_three_tables_with_agent_names():
         "Agent leaderboard (ranked by CollabSkill = mu - 3 sigma)",
         "Rank  Agent",
         "CollabSkill",
-        "Bootstrap ranking stability (60 rounds, seed 5)",
+        "Bootstrap ranking stability (60 rounds over observations, seed 5)",
+        "paper model: mu0=0, sigma0=1, beta=1",
         "P(rank=1)",
         "95% rank interval",
         "Mean Kendall tau",
@@ -334,3 +337,74 @@ def test_invalid_rating_settings_get_a_clear_message():
     for command in ("refresh_ratings", "rating_report"):
         with pytest.raises(CommandError, match="invalid rating settings: beta must be > 0"):
             _run(command, "--study", study.slug)
+
+
+# ---- rating models, leniency, --json ---------------------------------------------------------------------
+
+
+def test_sessions_without_an_agent_or_user_are_left_out_and_named_and_numeric_strings_count(tmp_path):
+    sessions = [dict(s) for s in SESSIONS[:4]]
+    sessions[0]["agent_id"] = None
+    sessions[1]["user_id"] = ""
+    sessions[2]["autograde_overall_score"] = " 70.5 "
+    output = _run("import_sessions", _write(tmp_path, sessions), "--study", "released", "--create", "--model", "paper")
+    observations = {o.external_id: o for o in Observation.objects.filter(study__slug="released")}
+    assert set(observations) == {"s3", "s4"}
+    assert observations["s3"].y == 70.5
+    assert "left out 1 session(s) without an agent and 1 without a user: s1, s2" in output
+    assert "2 counted" in output
+
+
+def test_model_paper_reproduces_the_paper_model_whatever_the_study_had(tmp_path):
+    StudyFactory(slug="released", rating_model="calibrated", rating_mu0=50.0, rating_sigma0=20.0, rating_beta=15.0)
+    output = _run("import_sessions", _write(tmp_path, SESSIONS), "--study", "released", "--model", "paper")
+    study = Study.objects.get(slug="released")
+    assert (study.rating_model, study.rating_mu0, study.rating_sigma0, study.rating_beta, study.rating_k) == (
+        "paper", 0.0, 1.0, 1.0, 3.0
+    )
+    assert "rating model: paper (changed by this import)" in output
+    snapshot = RatingSnapshot.objects.get(study=study)
+    assert snapshot.config["kind"] == "paper"
+    assert_snapshot_matches_batch(snapshot, study)
+    assert AuditEvent.objects.filter(action="study.rating_model", study=study).exists()
+
+
+def test_a_new_study_made_by_import_is_calibrated_unless_told(tmp_path):
+    _run("import_sessions", _write(tmp_path, SESSIONS), "--study", "released", "--create")
+    study = Study.objects.get(slug="released")
+    assert study.rating_model == "calibrated"
+    assert RatingSnapshot.objects.get(study=study).config["kind"] == "calibrated"
+
+
+@pytest.mark.parametrize("kind", ["paper", "calibrated", "calibrated_task"])
+def test_rating_report_json_is_fit_model_on_the_study_ledger(kind):
+    study, agents, _, episodes = ledger_study(seed=31, n_participants=12, rating_model=kind)
+    for episode in episodes:
+        services.observation_record(episode_id=episode.pk)
+    printed = json.loads(_run("rating_report", "--study", study.slug, "--json"))
+
+    rows = list(Observation.objects.filter(study=study, active=True).order_by("pk")
+                .values_list("agent_id", "participant_id", "task_uuid", "y"))
+    spec = ModelSpec(kind=kind)
+    expected = fit_model(
+        np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[3] for r in rows]),
+        np.array([str(r[2]) for r in rows], dtype=object), spec=spec,
+    ).to_dict()
+    assert printed["study"] == study.slug and printed["n_observations"] == len(rows)
+    assert printed["agent_names"] == {str(a.pk): a.name for a in agents}
+    assert printed["fit"]["model"] == spec.to_dict()
+    assert printed["fit"].keys() == expected.keys()
+    assert [a["agent_id"] for a in printed["fit"]["agents"]] == [a["agent_id"] for a in expected["agents"]]
+    for mine, theirs in zip(printed["fit"]["agents"], expected["agents"], strict=True):
+        for key in ("mu", "sigma", "conservative", "n"):
+            assert mine[key] == pytest.approx(theirs[key], abs=1e-9)
+    np.testing.assert_allclose(printed["fit"]["agent_cov"], expected["agent_cov"], atol=1e-9)
+    assert printed["fit"]["hyper"].keys() == expected["hyper"].keys()
+
+
+def test_rating_report_json_needs_a_study_with_data():
+    with pytest.raises(CommandError, match="--json needs --study"):
+        _run("rating_report", "--json")
+    StudyFactory(slug="empty")
+    with pytest.raises(CommandError, match="no active observations"):
+        _run("rating_report", "--study", "empty", "--json")

@@ -102,13 +102,15 @@ def test_studies_with_ratings_lists_studies_with_a_ledger_or_a_snapshot():
 def test_stability_report_names_agents_and_uses_pseudonyms_for_humans():
     study, agents, participants, _ = _recorded_study(seed=14, n_participants=8)
     report = selectors.study_stability_report(study, rounds=40, seed=3)
-    assert {row["agent_id"] for row in report["leaderboard"]} == {a.name for a in agents}
+    assert {row["agent_id"] for row in report["leaderboard"]} == {str(a.pk) for a in agents}
+    assert report["agent_names"] == {str(a.pk): a.name for a in agents}
+    assert report["model"]["kind"] == "paper" and report["cluster"] == "observation"
     assert report["n_humans"] == len(participants)
     assert report["n_tasks"] == report["n_observations"]
     assert report["leave_one_task_out"] is not None
     assert report["bootstrap"]["rounds"] == 40
     snapshot = services.posterior_refresh(study_id=study.pk)
-    stored = {r.label: r for r in snapshot.ratings.filter(entity_kind="agent")}
+    stored = {str(r.entity_id): r for r in snapshot.ratings.filter(entity_kind="agent")}
     for row in report["leaderboard"]:
         assert row["mu"] == pytest.approx(stored[row["agent_id"]].mu, abs=1e-9)
         assert row["rank"] == stored[row["agent_id"]].rank

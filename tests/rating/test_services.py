@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 from django.core.cache import cache
 
@@ -238,15 +239,15 @@ def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
             assert r.conservative == pytest.approx(r.mu - 2.0 * r.sigma)
     assert sum(r.n for r in agent_rows) == len(episodes) == second.n_observations
     assert second.config == {
-        "mu0": 0.0,
-        "sigma0": 1.0,
-        "beta": 1.0,
+        "kind": "paper",
         "k": 2.0,
-        "agent_mu0": None,
-        "agent_sigma0": None,
-        "human_mu0": None,
-        "human_sigma0": None,
+        "paper": {
+            "mu0": 0.0, "sigma0": 1.0, "beta": 1.0, "k": 2.0,
+            "agent_mu0": None, "agent_sigma0": None, "human_mu0": None, "human_sigma0": None,
+        },
+        "integrate_hyper": True,
     }
+    assert second.fit["model"] == second.config and second.fit["diagnostics"]["beta"] == 1.0
     assert set(second.timings) == {"read_ms", "solve_ms", "connectivity_ms", "write_ms", "total_ms"}
     assert second.connectivity["connected"] is True
     assert_snapshot_matches_batch(second, study)
@@ -340,3 +341,30 @@ def test_the_sweep_logs_a_study_that_fails_and_refreshes_the_others(caplog):
     assert services.posteriors_refresh_stale() == [good.pk]
     assert f"refreshing study {bad.pk} failed" in caplog.text
     assert not RatingSnapshot.objects.filter(study=bad).exists()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_snapshot_connectivity_equals_the_analysis_of_the_full_ledger(seed):
+    from rating.analysis import connectivity
+    from rating.services import _connectivity_summary
+
+    rng = np.random.default_rng(seed)
+    n_agents, n_humans = 8, 30
+    # Agents 0-3 and 4-7 each share participants among themselves only; agent 7 sometimes works alone.
+    agents, humans = [], []
+    for human in range(n_humans):
+        group = (0, 1, 2, 3) if human % 2 else (4, 5, 6)
+        for agent in rng.choice(group, size=rng.integers(1, 3), replace=False):
+            agents.append(int(agent))
+            humans.append(human)
+    agents.append(7)
+    humans.append(n_humans)
+    agent_codes, human_codes = np.array(agents), np.array(humans)
+    labels = np.array([f"Agent {i}" for i in range(n_agents)], dtype=object)
+    order = np.unique(agent_codes, return_index=True)[1]
+    first_seen = agent_codes[np.sort(order)]  # the fit numbers agents by first appearance
+    codes = np.argsort(first_seen)[agent_codes]
+    reduced = _connectivity_summary(codes, labels[first_seen], human_codes)
+    full = connectivity(labels[agent_codes], human_codes.astype(str)).to_dict()
+    assert reduced == full
+    assert reduced["n_components"] >= 2

@@ -85,3 +85,44 @@ def test_a_task_cannot_be_deleted_while_episodes_use_it():
     episode = EpisodeFactory(task=TaskFactory(), agent=AgentFactory())
     with pytest.raises(ProtectedError):
         episode.task.delete()
+
+
+def test_the_same_task_can_be_planted_as_gold_twice_but_real_episodes_still_cannot_repeat_a_task():
+    from grading.services.expert_routing import gold_plant
+    from tests.factories import StudyFactory, UserFactory
+    from tests.grading.expert_factories import make_episode, make_expert, make_rubric
+
+    sector = SectorFactory()
+    task = TaskFactory(sector=sector)
+    make_rubric(task)
+    source = make_episode(task=task, study=StudyFactory(double_grading_share=0.0), expert_score=80.0)
+    staff = UserFactory(roles=["staff"])
+    first = gold_plant(source=source, answers={"C1": "pass"}, experts=[make_expert(sectors=[sector])], actor=staff)
+    second = gold_plant(source=source, answers={"C1": "fail"}, experts=[make_expert(sectors=[sector])], actor=staff)
+
+    assert first.participant == second.participant and first.task == second.task and first.pk != second.pk
+    with pytest.raises(IntegrityError), transaction.atomic():
+        EpisodeFactory(participant=source.participant, task=task, position=source.position + 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_studies_that_existed_before_the_rating_model_keep_the_paper_model_and_new_ones_are_calibrated():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from studyapp.models import Study
+
+    before, after = [("studyapp", "0006_pairing_design")], [("studyapp", "0007_study_rating_model_gold_copies")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_state = executor.loader.project_state(before).apps
+    old = old_state.get_model("studyapp", "Study").objects.create(name="Old", slug="old-study", invite_code="old")
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert Study.objects.get(pk=old.pk).rating_model == "paper"
+    assert Study.objects.create(name="New", slug="new-study").rating_model == "calibrated"

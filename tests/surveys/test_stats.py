@@ -157,6 +157,54 @@ def test_wilcoxon_note_names_the_method_whose_p_value_is_reported(diff, method, 
     assert word in result.note
 
 
+@pytest.mark.parametrize(
+    ("diff", "method", "named"),
+    [
+        (np.array([1.0, -2.0, 3.0, 4.5, 5.0, 6.0]), "exact", "method='exact'"),
+        (np.array([1.0, 1.0, 2.0, -3.0, 0.0, 4.0]), scipy.stats.PermutationMethod(), "method=PermutationMethod()"),
+        (np.arange(-4.0, 10.0), "asymptotic", "method='asymptotic'"),
+        (np.arange(1.0, 61.0) - 20.5, "asymptotic", "method='asymptotic'"),
+    ],
+)
+def test_wilcoxon_note_names_the_method_argument_passed_to_scipy(diff, method, named):
+    result = paired_change(dict.fromkeys(range(diff.size), 0.0), {i: float(d) for i, d in enumerate(diff)}, "A1")
+
+    assert named in result.note
+    assert "method='auto'" not in result.note
+    assert result.p_value == scipy.stats.wilcoxon(diff, zero_method="wilcox", method=method).pvalue
+
+
+def test_wilcoxon_normal_approximation_is_described_without_a_continuity_correction():
+    diff = np.arange(1.0, 61.0) - 20.5  # more than 50 pairs: the normal approximation
+    result = paired_change(dict.fromkeys(range(diff.size), 0.0), {i: float(d) for i, d in enumerate(diff)}, "A1")
+
+    # scipy's wilcoxon defaults to correction=False, so a note claiming a continuity correction is wrong.
+    uncorrected = scipy.stats.wilcoxon(diff, zero_method="wilcox", method="asymptotic", correction=False)
+    corrected = scipy.stats.wilcoxon(diff, zero_method="wilcox", method="asymptotic", correction=True)
+    assert result.p_value == uncorrected.pvalue != corrected.pvalue
+    assert "no continuity correction" in result.note
+
+
+@pytest.mark.parametrize(
+    ("below", "above", "method"),
+    [
+        ([1.0, 2.0, 3.0], [4.0, 5.0, 6.5, 7.0], "exact"),
+        ([1.0, 2.0, 2.0], [4.0, 5.0, 6.5, 7.0], "asymptotic"),
+        (list(np.arange(9.0)), list(np.arange(9.0) + 0.5), "asymptotic"),
+    ],
+)
+def test_mann_whitney_note_names_the_method_argument_passed_to_scipy(below, above, method):
+    skill = {f"b{i}": 0.0 for i in range(len(below))} | {f"a{i}": 1.0 for i in range(len(above))}
+    pre = dict.fromkeys(skill, 0.0)
+    post = {f"b{i}": v for i, v in enumerate(below)} | {f"a{i}": v for i, v in enumerate(above)}
+
+    result = change_by_skill_split(pre, post, skill, "A2")
+
+    assert f"method='{method}'" in result.note and "method='auto'" not in result.note
+    expected = scipy.stats.mannwhitneyu(below, above, alternative="two-sided", method=method)
+    assert result.p_value == pytest.approx(expected.pvalue)
+
+
 def test_paired_change_drops_unpaired_and_missing_answers():
     pre = {"a": 1, "b": 2, "c": None, "d": 4, "only_pre": 5, "e": 6}
     post = {"a": 2, "b": 4, "c": 3, "d": float("nan"), "only_post": 7, "e": 5}

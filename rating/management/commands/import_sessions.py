@@ -1,4 +1,4 @@
-"""manage.py import_sessions FILE --study SLUG [--create]: re-rate published CollabSkill sessions."""
+"""manage.py import_sessions FILE --study SLUG [--create] [--model M]: re-rate published CollabSkill sessions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from rating import services
 from rating.exceptions import SessionsImportError
+from rating.fit import RATING_MODELS, ModelSpec
 from studyapp.models import Study
 
 
@@ -18,7 +19,8 @@ class Command(BaseCommand):
         "Import a sessions JSON file in the released CollabSkill format (a list of objects with session_id, "
         "agent_id, user_id, task_id, autograde_overall_score, autograde_status, skipped) into a study's rating "
         "ledger, then refresh its posterior. Only sessions that are done, not skipped and scored count; "
-        "importing the same file again changes nothing."
+        "sessions naming no agent or no user are left out and listed; importing the same file again changes "
+        "nothing. The rating model is --model, else the one an exported file carries, else the study's own."
     )
 
     def add_arguments(self, parser) -> None:
@@ -27,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--create", action="store_true", help="create the study when no study has this slug")
         parser.add_argument("--name", help="name of a study made by --create (default: the slug)")
         parser.add_argument("--no-refresh", action="store_true", help="leave the posterior to the next refresh")
+        parser.add_argument(
+            "--model", choices=RATING_MODELS,
+            help="rating model for the study; 'paper' is the paper's model with its defaults "
+            "(mu0=0, sigma0=1, beta=1, k=3) and reproduces its published ratings",
+        )
 
     def handle(self, *args, **options) -> None:
         path = Path(options["file"])
@@ -36,10 +43,12 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {path}: {exc.strerror or exc}")
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CommandError(f"{path} is not valid UTF-8 JSON: {exc}")
+        model = ModelSpec(kind=options["model"]) if options["model"] else None
         try:
             services.sessions_parse(sessions)  # refuse a bad file before --create makes a study for it
+            services.sessions_model(sessions)
             study = self._study(options["study"], create=options["create"], name=options["name"])
-            result = services.sessions_import(study_id=study.pk, sessions=sessions)
+            result = services.sessions_import(study_id=study.pk, sessions=sessions, model=model)
         except SessionsImportError as exc:
             for problem in exc.problems[:50]:
                 self.stderr.write(f"  {problem}")
@@ -55,13 +64,29 @@ class Command(BaseCommand):
             f"ignored {result.skipped} skipped, {result.not_done} not done, {result.unscored} unscored; "
             f"{result.retracted} earlier import(s) retracted"
         )
+        if result.no_agent or result.no_user:
+            shown = ", ".join(result.left_out_ids[:20])
+            more = f" and {len(result.left_out_ids) - 20} more" if len(result.left_out_ids) > 20 else ""
+            self.stdout.write(self.style.WARNING(
+                f"  left out {result.no_agent} session(s) without an agent and {result.no_user} without a user: "
+                f"{shown}{more}"
+            ))
+        self.stdout.write(
+            f"  rating model: {result.model}" + (" (changed by this import)" if result.model_changed else "")
+        )
         self.stdout.write(
             f"  created {result.agents_created} agent(s) and {result.participants_created} participant(s); "
             f"{result.tasks_linked} session(s) linked to known tasks, {result.tasks_unknown} name unknown task ids"
         )
         if options["no_refresh"]:
             return
-        snapshot = services.posterior_refresh(study_id=study.pk)
+        try:
+            snapshot = services.posterior_refresh(study_id=study.pk)
+        except ValueError as exc:  # e.g. too few observations for a calibrated model; the import itself stands
+            self.stdout.write(self.style.WARNING(
+                f"  sessions imported, but the {study.rating_model} rating model cannot be fitted yet: {exc}"
+            ))
+            return
         self.stdout.write(f"  posterior snapshot v{snapshot.version} from {snapshot.n_observations} observations")
 
     def _study(self, slug: str, *, create: bool, name: str | None) -> Study:

@@ -1,7 +1,8 @@
-"""manage.py rating_report [--study SLUG] [--rounds N] [--seed S]: the paper's Tables 2-4 for a study."""
+"""manage.py rating_report [--study SLUG] [--rounds N] [--seed S] [--cluster human] [--json]: Tables 2-4."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,8 +54,19 @@ class Command(BaseCommand):
             help=f"bootstrap rounds (default RATING['BOOTSTRAP_ROUNDS'] = {settings.RATING['BOOTSTRAP_ROUNDS']})",
         )
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+        parser.add_argument(
+            "--cluster", choices=selectors.STABILITY_CLUSTERS, default="observation",
+            help="bootstrap resampling unit: observations (paper) or participants with all their observations",
+        )
+        parser.add_argument(
+            "--json", action="store_true",
+            help="print the fitted model (posterior, agents' covariance, hyperparameters) of --study as JSON",
+        )
 
     def handle(self, *args, **options) -> None:
+        if options["json"]:
+            self._json(options["study"])
+            return
         rounds = options["rounds"] if options["rounds"] is not None else settings.RATING["BOOTSTRAP_ROUNDS"]
         if rounds < 1:
             raise CommandError("--rounds must be at least 1")
@@ -63,29 +75,57 @@ class Command(BaseCommand):
             self.stdout.write("No study has rating data yet.")
             return
         for study in studies:
-            self._report(study, rounds=rounds, seed=options["seed"])
+            self._report(study, rounds=rounds, seed=options["seed"], cluster=options["cluster"])
 
-    def _report(self, study: Study, *, rounds: int, seed: int) -> None:
+    def _json(self, slug: str | None) -> None:
+        """Print rating.fit.fit_model's output for the study's active ledger, ids = database primary keys."""
+        if not slug:
+            raise CommandError("--json needs --study SLUG")
+        (study,) = studies_for_option(slug)
+        arrays = selectors.observations_arrays(study)
+        if arrays.n == 0:
+            raise CommandError(f"{study.slug}: no active observations, nothing to fit")
+        try:
+            fit = selectors.study_fit(study, arrays)
+        except ValueError as exc:
+            raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
+        output = {
+            "study": study.slug,
+            "n_observations": arrays.n,
+            "agent_names": {str(pk): name for pk, name in selectors.agent_names(arrays.agent_ids).items()},
+            "fit": fit.to_dict(),
+        }
+        self.stdout.write(json.dumps(output, allow_nan=False))
+
+    def _report(self, study: Study, *, rounds: int, seed: int, cluster: str) -> None:
         write = self.stdout.write
         write(f"=== {study.name} ({study.slug}) ===")
         try:
-            report = selectors.study_stability_report(study, rounds=rounds, seed=seed)
+            report = selectors.study_stability_report(study, rounds=rounds, seed=seed, cluster=cluster)
         except ValueError as exc:  # the engine names the bad hyperparameter
             raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
         if report is None:
             write("No active observations: nothing to rank.\n")
             return
-        config = report["config"]
-        k = config["k"]
+        spec = report["model"]
+        k = spec["k"]
+        names = report["agent_names"]
         snapshot = selectors.latest_snapshot(study)
         snapshot_note = f"latest snapshot v{snapshot.version}" if snapshot else "no snapshot stored yet"
         tasks = f", {report['n_tasks']} tasks" if report["n_tasks"] is not None else ""
+        if spec["kind"] == "paper":
+            paper = spec["paper"]
+            model = f"paper model: mu0={paper['mu0']:g}, sigma0={paper['sigma0']:g}, beta={paper['beta']:g}"
+        else:
+            fitted = ", ".join(
+                f"{name}={value['estimate']:.3g}" for name, value in (report.get("hyper") or {}).items()
+            )
+            model = f"{spec['kind']} model ({fitted})"
         write(
             f"{report['n_observations']} active observations, {report['n_agents']} agents, "
-            f"{report['n_humans']} humans{tasks}; prior mu0={config['mu0']:g}, sigma0={config['sigma0']:g}, "
-            f"beta={config['beta']:g}, k={k:g}; {snapshot_note}"
+            f"{report['n_humans']} humans{tasks}; {model}, k={k:g}; {snapshot_note}"
         )
-        rows = report["leaderboard"]
+        rows = [{**row, "agent_id": names.get(row["agent_id"], row["agent_id"])} for row in report["leaderboard"]]
 
         write(f"\nAgent leaderboard (ranked by CollabSkill = mu - {k:g} sigma)")
         write(format_table(
@@ -95,7 +135,8 @@ class Command(BaseCommand):
         ))
 
         boot = report["bootstrap"]
-        write(f"\nBootstrap ranking stability ({boot['rounds']} rounds, seed {boot['seed']})")
+        unit = "participants" if cluster == "human" else "observations"
+        write(f"\nBootstrap ranking stability ({boot['rounds']} rounds over {unit}, seed {boot['seed']})")
         write(format_table(
             ["Agent", "Mean rank", "P(rank=1)", "95% rank interval"],
             [[r["agent_id"], _fmt(r["bootstrap_mean_rank"], 2), _fmt(r["bootstrap_p_rank1"]),
@@ -120,14 +161,14 @@ class Command(BaseCommand):
         write(f"{loo_human['n_groups']} humans left out in turn; "
               f"{len(loo_human['changed_groups'])} of them change the ranking when left out.")
         if loo_task is None:
-            write("Leave-one-task-out skipped: some observations name no task (sessions imported without a "
+            write("Leave-one-task-out skipped: no observation names its task (sessions imported without a "
                   "task_id).")
         else:
             write(f"{loo_task['n_groups']} tasks left out in turn; "
                   f"{len(loo_task['changed_groups'])} of them change the ranking when left out.")
 
         pairwise = report["pairwise"]
-        order = [pairwise["agent_ids"].index(r["agent_id"]) for r in rows]
+        order = [pairwise["agent_ids"].index(r["agent_id"]) for r in report["leaderboard"]]
         write("\nPairwise P(row agent > column agent) from the exact joint posterior")
         write(format_table(
             ["", *[f"#{n}" for n in range(1, len(order) + 1)]],

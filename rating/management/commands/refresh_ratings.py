@@ -29,7 +29,7 @@ class Command(BaseCommand):
         for study in studies:
             try:
                 snapshot = services.posterior_refresh(study_id=study.pk)
-            except ValueError as exc:  # the engine names the bad hyperparameter
+            except ValueError as exc:  # the maths names the bad hyperparameter or what the data lack
                 raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
             agents = snapshot.ratings.filter(entity_kind=EntityRating.Kind.AGENT).count()
             humans = snapshot.ratings.filter(entity_kind=EntityRating.Kind.HUMAN).count()
