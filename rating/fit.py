@@ -1208,14 +1208,20 @@ def _hyper_summary(st: _Structure, reml: _Reml) -> dict[str, dict[str, float]]:
     free_idx = np.flatnonzero(reml.free)
     out: dict[str, dict[str, float]] = {}
 
+    def scaled(log_sd: float, shift: float) -> float:
+        # A flat likelihood (few data) gives a huge log-scale SE: the interval is unbounded, not an overflow.
+        exponent = log_sd + shift
+        return math.inf if exponent > 700.0 else math.exp(exponent)
+
     def entry(log_var: float, var_log: float, boundary: bool) -> dict[str, float]:
-        sd = math.exp(0.5 * log_var)
+        log_sd = 0.5 * log_var
+        sd = scaled(log_sd, 0.0)
         se_log_sd = 0.5 * math.sqrt(var_log) if var_log >= 0 and math.isfinite(var_log) else math.nan
         return {
             "estimate": 0.0 if boundary else sd,
             "se": math.nan if boundary else sd * se_log_sd,
-            "ci_low": 0.0 if boundary else sd * math.exp(-1.96 * se_log_sd),
-            "ci_high": math.nan if boundary else sd * math.exp(1.96 * se_log_sd),
+            "ci_low": 0.0 if boundary else scaled(log_sd, -1.96 * se_log_sd),
+            "ci_high": math.nan if boundary else scaled(log_sd, 1.96 * se_log_sd),
             "at_zero": 1.0 if boundary else 0.0,
         }
 
