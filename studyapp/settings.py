@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -78,6 +79,7 @@ INSTALLED_APPS = [
     "grading.apps.GradingConfig",
     "rating.apps.RatingConfig",
     "surveys.apps.SurveysConfig",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -89,6 +91,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "studyapp.urls"
@@ -154,8 +158,19 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Failed logins per (username, client address) inside the window before the form refuses further tries.
-LOGIN_THROTTLE = {"ATTEMPTS": int(os.environ.get("LOGIN_THROTTLE_ATTEMPTS", "5")), "WINDOW_SECONDS": 900}
+# Proxies in front of the site that append the client's address to X-Forwarded-For (0: none, the header is
+# ignored). Sign-in lockouts, the invitation-link throttle and the API throttles all key on this address.
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+# One lockout for every way to sign in (site, admin, API token): failures per (username, client address) in
+# the database; at the limit even the right password is refused until the window has passed.
+AUTHENTICATION_BACKENDS = ["studyapp.lockout.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_LOCKOUT_ATTEMPTS", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "studyapp.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "studyapp.lockout.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -320,6 +335,7 @@ REST_FRAMEWORK = {
         "rest_framework.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "1200/min"},
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     "EXCEPTION_HANDLER": "studyapp.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
