@@ -139,7 +139,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Cache / Redis ----------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Nothing the pages need lives only in the cache (sessions and sign-in failures are in the database), so
+    # an unreachable Redis degrades to cache misses with a logged error instead of failing every request.
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 2},
+        }
+    }
+    DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
+    DJANGO_REDIS_LOGGER = "studyapp.cache"
 else:
     CACHES = {
         "default": {
