@@ -181,6 +181,8 @@ AXES_CLIENT_IP_CALLABLE = "studyapp.client_address.client_address"
 AXES_LOCKOUT_CALLABLE = "studyapp.lockout.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# Requests to invitation links (/join/…) per client address; each may create an account.
+JOIN_THROTTLE_RATE = os.environ.get("JOIN_THROTTLE_RATE", "30/min")
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
