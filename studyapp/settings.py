@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "rating.apps.RatingConfig",
     "surveys.apps.SurveysConfig",
     "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
@@ -91,6 +92,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -375,6 +377,29 @@ if PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     DEBUG = False
+
+# Content-Security-Policy on every HTML page (django-csp): scripts and styles only from this site, no inline
+# code, no plugins, no framing. A page that must inline something gives it the response's nonce
+# ({{ request.csp_nonce }}). CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only while a
+# deployment tries it out.
+_CSP = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+if _env_bool("CSP_REPORT_ONLY"):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CSP
+else:
+    CONTENT_SECURITY_POLICY = _CSP
 
 LOGGING = {
     "version": 1,
