@@ -8,6 +8,7 @@ from django.contrib import admin
 
 from studyapp import models as m
 from studyapp.dashboard.admin_actions import export_selected_studies, payouts_for_selected_studies
+from studyapp.roles import file_jobs_visible
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -191,3 +192,6 @@ class AuditEventAdmin(ReadOnlyAdmin):
 class BackgroundJobAdmin(ReadOnlyAdmin):
     list_display = ("id", "kind", "study", "status", "progress_done", "progress_total", "created_at")
     list_filter = ("kind", "status")
+
+    def get_queryset(self, request):
+        return file_jobs_visible(super().get_queryset(request), request.user)

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
 from django.contrib.auth.views import redirect_to_login
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.http.response import Http404
 
@@ -22,6 +22,7 @@ User = AbstractBaseUser | AnonymousUser
 # Apps whose admin pages staff work in. Identity (PII) permissions are left out on purpose: seeing names,
 # e-mails or recruitment ids is a separate, explicit grant (it also gates identifying exports).
 STAFF_APPS = ("studyapp", "grading", "rating", "surveys", "authtoken")
+PII_PERMISSION = "studyapp.view_participantidentity"
 PII_CODENAMES = ("view_participantidentity", "change_participantidentity", "add_participantidentity",
                  "delete_participantidentity")
 
@@ -82,6 +83,23 @@ def role_required(role: str) -> Callable:
         return wrapped
 
     return decorator
+
+
+def can_export_pii(user: Any) -> bool:
+    """Return whether the user may see identities (email, name, recruitment-platform id) in exports."""
+    return bool(user and user.is_active and (user.is_superuser or user.has_perm(PII_PERMISSION)))
+
+
+def file_jobs_visible(jobs: QuerySet, user: Any) -> QuerySet:
+    """Leave out jobs whose file holds identities unless the user may see identities.
+
+    The one check behind every route to a job (dashboard, API, admin), so a job the user may not open is
+    neither listed nor shown nor served, whatever its status.
+    """
+    if can_export_pii(user):
+        return jobs
+    # Only jobs that say they hold no identities, or say nothing (analyses), pass: anything else stays hidden.
+    return jobs.filter(Q(params__include_pii=False) | Q(params__include_pii__isnull=True))
 
 
 staff_required = role_required(STAFF)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -78,6 +79,8 @@ INSTALLED_APPS = [
     "grading.apps.GradingConfig",
     "rating.apps.RatingConfig",
     "surveys.apps.SurveysConfig",
+    "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
@@ -90,6 +93,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "studyapp.urls"
@@ -140,7 +146,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Cache / Redis ----------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Nothing the pages need lives only in the cache (sessions and sign-in failures are in the database), so
+    # an unreachable Redis degrades to cache misses with a logged error instead of failing every request.
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 2},
+        }
+    }
+    DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
+    DJANGO_REDIS_LOGGER = "studyapp.cache"
 else:
     CACHES = {
         "default": {
@@ -159,8 +175,21 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Failed logins per (username, client address) inside the window before the form refuses further tries.
-LOGIN_THROTTLE = {"ATTEMPTS": int(os.environ.get("LOGIN_THROTTLE_ATTEMPTS", "5")), "WINDOW_SECONDS": 900}
+# Proxies in front of the site that append the client's address to X-Forwarded-For (0: none, the header is
+# ignored). Sign-in lockouts, the invitation-link throttle and the API throttles all key on this address.
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+# One lockout for every way to sign in (site, admin, API token): failures per (username, client address) in
+# the database; at the limit even the right password is refused until the window has passed.
+AUTHENTICATION_BACKENDS = ["studyapp.lockout.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_LOCKOUT_ATTEMPTS", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "studyapp.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "studyapp.lockout.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# Requests to invitation links (/join/…) per client address; each may create an account.
+JOIN_THROTTLE_RATE = os.environ.get("JOIN_THROTTLE_RATE", "30/min")
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -325,6 +354,7 @@ REST_FRAMEWORK = {
         "rest_framework.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "1200/min"},
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     "EXCEPTION_HANDLER": "studyapp.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -352,6 +382,29 @@ if PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     DEBUG = False
+
+# Content-Security-Policy on every HTML page (django-csp): scripts and styles only from this site, no inline
+# code, no plugins, no framing. A page that must inline something gives it the response's nonce
+# ({{ request.csp_nonce }}). CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only while a
+# deployment tries it out.
+_CSP = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+if _env_bool("CSP_REPORT_ONLY"):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CSP
+else:
+    CONTENT_SECURITY_POLICY = _CSP
 
 LOGGING = {
     "version": 1,

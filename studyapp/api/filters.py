@@ -111,6 +111,24 @@ class ParticipantFilter(ApiFilterSet):
         fields = ["study", "status", "occupation", "is_simulated"]
 
 
+class WorkerEpisodeFilter(ApiFilterSet):
+    """What a worker may filter their own episodes by: nothing that tells how grading went."""
+
+    study = filters.CharFilter(field_name="study__slug", help_text="Study slug.")
+    status = filters.MultipleChoiceFilter(choices=[(s, s) for s in Episode.WORKER_STATUSES], method="_status",
+                                          help_text="`submitted` matches every grading state.")
+
+    class Meta:
+        model = Episode
+        fields = ["study", "status"]
+
+    def _status(self, queryset, name, value):
+        wanted = set(value)
+        if "submitted" in wanted:
+            wanted |= {Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED}
+        return queryset.filter(status__in=wanted)
+
+
 class EpisodeFilter(ApiFilterSet):
     study = filters.CharFilter(field_name="study__slug", help_text="Study slug.")
     status = filters.MultipleChoiceFilter(choices=Episode.Status.choices, help_text="Repeat to match several.")

@@ -217,7 +217,10 @@ class EpisodeSerializer(_EpisodeFilesMixin, serializers.ModelSerializer):
 
 
 class WorkerEpisodeSerializer(EpisodeSerializer):
-    """A worker's own episode: what they did and uploaded, never how it was scored."""
+    """A worker's own episode: what they did and uploaded, never how it was scored or how grading goes."""
+
+    status = serializers.ChoiceField(choices=Episode.WORKER_STATUSES, source="worker_status", read_only=True,
+                                     help_text="Grading states all read `submitted`.")
 
     class Meta(EpisodeSerializer.Meta):
         fields = [

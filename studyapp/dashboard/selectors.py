@@ -33,6 +33,7 @@ from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
+from studyapp.roles import file_jobs_visible
 from surveys.selectors import answers_fingerprint
 
 ANALYSIS_KINDS = ("stability", "surveys", "collaboration")
@@ -416,18 +417,15 @@ def analysis_state(
     )
 
 
-def job_get(study: Study, job_id: int) -> BackgroundJob:
-    """Return one of the study's jobs or raise 404."""
-    return get_object_or_404(BackgroundJob, pk=job_id, study=study)
+def job_get(study: Study, job_id: int, *, user: Any) -> BackgroundJob:
+    """Return one of the study's jobs the user may open, or raise 404."""
+    return get_object_or_404(file_jobs_visible(BackgroundJob.objects.all(), user), pk=job_id, study=study)
 
 
-def file_jobs(study: Study, *, limit: int = 20) -> list[BackgroundJob]:
-    """Return the study's recent export and payout jobs, newest first."""
-    return list(
-        BackgroundJob.objects.filter(study=study, kind__in=FILE_JOB_KINDS)
-        .select_related("requested_by")
-        .order_by("-created_at")[:limit]
-    )
+def file_jobs(study: Study, *, user: Any, limit: int = 20) -> list[BackgroundJob]:
+    """Return the study's recent export and payout jobs the user may open, newest first."""
+    jobs = BackgroundJob.objects.filter(study=study, kind__in=FILE_JOB_KINDS)
+    return list(file_jobs_visible(jobs, user).select_related("requested_by").order_by("-created_at")[:limit])
 
 
 # ----------------------------------------------------------------------------------------- leaderboard

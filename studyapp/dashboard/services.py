@@ -26,6 +26,7 @@ from studyapp.dashboard.collaboration import collaboration_analysis
 from studyapp.dashboard.exceptions import JobRefused
 from studyapp.dashboard.stability import study_stability
 from studyapp.models import BackgroundJob, Study
+from studyapp.roles import can_export_pii
 from studyapp.services.audit import audit_record
 from surveys.analysis import survey_statistics
 
@@ -34,15 +35,9 @@ logger = logging.getLogger(__name__)
 ANALYSIS_TASK = "studyapp.dashboard.tasks.run_analysis"
 EXPORT_TASK = "studyapp.dashboard.tasks.run_export"
 PAYOUTS_TASK = "studyapp.dashboard.tasks.run_payouts"
-PII_PERMISSION = "studyapp.view_participantidentity"
 # A queued job nobody picked up within this time (worker down) no longer blocks a new request.
 ABANDONED_AFTER = timedelta(minutes=30)
 PROGRESS_INTERVAL_SECONDS = 0.2
-
-
-def can_export_pii(user: Any) -> bool:
-    """Return whether the user may export identities (email, name, recruitment-platform id)."""
-    return bool(user and user.is_active and (user.is_superuser or user.has_perm(PII_PERMISSION)))
 
 
 def _enqueue(task_name: str, job: BackgroundJob) -> None:

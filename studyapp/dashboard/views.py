@@ -21,6 +21,7 @@ from studyapp.dashboard.transcripts import transcript_page
 from studyapp.files import serve_private_file
 from studyapp.models import BackgroundJob, Study
 from studyapp.payouts import PAYOUT_FORMATS
+from studyapp.roles import can_export_pii
 from studyapp.services import staff_actions
 from studyapp.services.design import DesignError, design_mode_set
 
@@ -112,7 +113,7 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
 
 def exports(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
-    may_pii = services.can_export_pii(request.user)
+    may_pii = can_export_pii(request.user)
     if request.method == "POST":
         try:
             if request.POST.get("what") == "payouts":
@@ -136,8 +137,8 @@ def exports(request: HttpRequest, slug: str) -> HttpResponse:
         return HttpResponse(status=405)
     return _render(
         request, "dashboard/exports.html", study, "exports", f"{study.name}: exports and payouts",
-        jobs=selectors.file_jobs(study), may_pii=may_pii, export_form=ExportForm(), payout_form=PayoutForm(),
-        payout_formats=PAYOUT_FORMATS,
+        jobs=selectors.file_jobs(study, user=request.user), may_pii=may_pii, export_form=ExportForm(),
+        payout_form=PayoutForm(), payout_formats=PAYOUT_FORMATS,
     )
 
 
@@ -159,7 +160,7 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
 @require_GET
 def job_status(request: HttpRequest, slug: str, job_id: int) -> JsonResponse:
     study = selectors.study_get(slug)
-    job = selectors.job_get(study, job_id)
+    job = selectors.job_get(study, job_id, user=request.user)
     download = None
     if job.status == BackgroundJob.Status.DONE and job.file:
         download = reverse("dashboard:job_download", kwargs={"slug": study.slug, "job_id": job.pk})
@@ -174,10 +175,8 @@ def job_status(request: HttpRequest, slug: str, job_id: int) -> JsonResponse:
 @require_GET
 def job_download(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     study = selectors.study_get(slug)
-    job = selectors.job_get(study, job_id)
+    job = selectors.job_get(study, job_id, user=request.user)
     if job.status != BackgroundJob.Status.DONE or not job.file:
-        raise Http404
-    if (job.result or {}).get("include_pii") and not services.can_export_pii(request.user):
         raise Http404
     services.job_download_record(job=job, actor=request.user)
     name = (job.result or {}).get("file_name") or job.file.name.rsplit("/", 1)[-1]

@@ -96,6 +96,14 @@ class Episode(models.Model):
     def __str__(self) -> str:
         return f"Episode {self.pk} ({self.participant_id} #{self.position})"
 
+    # What a worker may be told: grading states and their outcome all read "submitted".
+    WORKER_STATUSES = ("assigned", "in_progress", "submitted", "skipped")
+
+    @property
+    def worker_status(self) -> str:
+        """Return the status a worker sees; grading, graded and failed are not theirs to know."""
+        return self.status if self.status in self.WORKER_STATUSES else self.Status.SUBMITTED.value
+
 
 def episode_file_path(instance: EpisodeFile, filename: str) -> str:
     return f"episodes/{instance.episode_id}/{instance.kind}/{uuid.uuid4().hex}"

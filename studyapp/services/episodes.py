@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -114,7 +116,28 @@ def validate_share_url(*, agent: Agent, url: str) -> str:
         raise InvalidShareUrl("Shared-session links must not contain a user name or password.")
     if hosts and not any(host == h or host.endswith("." + h) for h in hosts):
         raise InvalidShareUrl(f"That link points to {host}, not to {agent.name}'s sharing site." + expected)
+    if _non_public_address(host):
+        raise InvalidShareUrl(f"That link points to {host}, a private or reserved network address; share links "
+                              f"must point to the agent's public sharing site." + expected)
     return url
+
+
+def _non_public_address(host: str) -> bool:
+    """Return whether the host is, or resolves to, an address outside the public internet.
+
+    Staff open these links, so one pointing into a private, loopback, link-local or reserved range would
+    aim their browser (or any later fetcher) at internal services. A name that does not resolve is kept:
+    nothing is fetched here, and sharing sites may be reachable only from the worker's network.
+    """
+    try:
+        addresses = {ipaddress.ip_address(host.strip("[]"))}
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return False
+        addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos}
+    return any(not address.is_global or address.is_multicast for address in addresses)
 
 
 def episode_log_save(*, episode: Episode, share_url: str, notes: str) -> Episode:

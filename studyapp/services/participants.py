@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
@@ -67,6 +68,18 @@ def participant_join(*, study: Study, user: Any, claim: PlatformClaim) -> Partic
         return participant
     raise IdentityConflict("We could not register you because the same invitation was used twice at the same "
                            "moment. Please reload the page.")
+
+
+def participant_signup(*, study: Study, claim: PlatformClaim, username: str, password: str,
+                       email: str = "") -> Participant:
+    """Create a worker account and its participant in one transaction.
+
+    When the join is refused (the platform id was taken by a concurrent sign-up, or the study closed), the
+    new account is rolled back with it, so a race on one invitation never leaves orphan accounts.
+    """
+    with transaction.atomic():
+        user = get_user_model().objects.create_user(username=username, email=email, password=password)
+        return participant_join(study=study, user=user, claim=claim)
 
 
 def _join_existing(*, study: Study, user: Any, claim: PlatformClaim) -> Participant | None:

@@ -1,4 +1,4 @@
-"""Login with throttling, and the role-aware home page."""
+"""Login (failed attempts are locked out by the authentication backend), and the role-aware home page."""
 
 from __future__ import annotations
 
@@ -7,11 +7,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from studyapp.forms import ThrottledAuthenticationForm
-
 
 class LoginView(auth_views.LoginView):
-    form_class = ThrottledAuthenticationForm
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 

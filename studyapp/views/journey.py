@@ -3,8 +3,11 @@ completion, withdrawal, and the time-on-step heartbeat."""
 
 from __future__ import annotations
 
+import math
+from functools import wraps
 from urllib.parse import quote, urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -12,7 +15,9 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
+from rest_framework.throttling import SimpleRateThrottle
 
+from studyapp.client_address import client_address
 from studyapp.exceptions import IdentityConflict, InvalidInvitation, StepNotAvailable, StudyError, StudyNotOpen
 from studyapp.invitations import (
     PlatformClaim,
@@ -37,6 +42,7 @@ from studyapp.services.consent import consent_decide
 from studyapp.services.participants import (
     participant_join,
     participant_profile_update,
+    participant_signup,
     participant_withdraw,
     step_visit_record,
 )
@@ -48,6 +54,38 @@ TRACKED_STEPS = {"consent", "profile", "pre_survey", "task", "post_survey", "com
 
 # --- Entry ---------------------------------------------------------------------------------------------------
 
+class JoinRateThrottle(SimpleRateThrottle):
+    """Requests to invitation links per client address (as the trusted proxies report it)."""
+
+    scope = "join"
+
+    def get_rate(self) -> str:
+        return settings.JOIN_THROTTLE_RATE
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": client_address(request) or "unknown"}
+
+
+def _throttled(view):
+    """Answer 429 once a client address has opened invitation links too often (it creates accounts)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        throttle = JoinRateThrottle()
+        if throttle.allow_request(request, None):
+            return view(request, *args, **kwargs)
+        seconds = max(1, math.ceil(throttle.wait() or 1))
+        response = render(request, "worker/join_problem.html", {
+            "study": None, "error": "Too many requests from your network to invitation links. "
+                                    f"Please wait {math.ceil(seconds / 60)} minute(s) and open the link again.",
+        }, status=429)
+        response["Retry-After"] = str(seconds)
+        return response
+
+    return wrapped
+
+
+@_throttled
 def join(request: HttpRequest, invite_code: str) -> HttpResponse:
     """Open study link, optionally carrying the recruitment platform's worker id."""
     study = _invited_study(invite_code)
@@ -58,6 +96,7 @@ def join(request: HttpRequest, invite_code: str) -> HttpResponse:
     return _join(request, study, claim)
 
 
+@_throttled
 def join_personal(request: HttpRequest, invite_code: str, token: str) -> HttpResponse:
     """Personal invitation whose platform id is signed by the study team."""
     study = _invited_study(invite_code)
@@ -90,9 +129,15 @@ def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) ->
     ).exists()
     form = SignupForm(request.POST or None) if not known_id else None
     if request.method == "POST" and form is not None and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return _join(request, study, claim)
+        try:
+            participant = participant_signup(
+                study=study, claim=claim, username=form.cleaned_data["username"],
+                password=form.cleaned_data["password1"], email=form.cleaned_data.get("email") or "",
+            )
+        except (IdentityConflict, StudyNotOpen) as exc:
+            return _join_problem(request, study, exc, status=409 if isinstance(exc, IdentityConflict) else 410)
+        login(request, participant.user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect(journey_state(participant).url)
     return render(request, "worker/join.html", {
         "study": study, "form": form, "login_url": login_url, "known_id": known_id, "claim": claim,
         "closed": study.status != Study.Status.RECRUITING,

@@ -47,7 +47,7 @@ WORKER_STATUS = {
 
 def worker_status_label(episode: Episode) -> str:
     """What the worker is told about an episode: grading states and outcomes are not theirs to see."""
-    return WORKER_STATUS.get(episode.status, "Submitted")
+    return WORKER_STATUS.get(episode.worker_status, "Submitted")
 
 
 def task_url(episode: Episode) -> str:

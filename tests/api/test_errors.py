@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions
 from rest_framework.test import APIClient
+from rest_framework.throttling import AnonRateThrottle
 
 from studyapp.api.errors import exception_handler
 from studyapp.exceptions import StudyError
@@ -58,14 +59,25 @@ def test_workers_get_403_on_staff_endpoints(world):
     assert _error(response)["code"] == "permission_denied"
 
 
-def test_throttled_requests_are_429_with_retry_after(db, settings):
+def test_throttled_requests_are_429_with_retry_after(db, monkeypatch):
+    monkeypatch.setattr(AnonRateThrottle, "THROTTLE_RATES", {"anon": "3/min"})
     client = APIClient()
-    for _ in range(10):
-        client.post("/api/auth/token/", {"username": "x", "password": "y"}, format="json")
-    response = client.post("/api/auth/token/", {"username": "x", "password": "y"}, format="json")
+    for attempt in range(3):
+        client.post("/api/auth/token/", {"username": f"x{attempt}", "password": "y"}, format="json")
+    response = client.post("/api/auth/token/", {"username": "x9", "password": "y"}, format="json")
     assert response.status_code == 429
     assert int(response["Retry-After"]) > 0
     assert _error(response)["code"] == "throttled"
+
+
+def test_a_locked_out_sign_in_is_429_in_the_error_shape(db, settings):
+    settings.AXES_FAILURE_LIMIT = 2
+    client = APIClient()
+    client.post("/api/auth/token/", {"username": "x", "password": "y"}, format="json")
+    response = client.post("/api/auth/token/", {"username": "x", "password": "y"}, format="json")
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
+    assert _error(response)["code"] == "locked_out"
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from studyapp import models as m
 from surveys.models import Answer, SurveyResponse
@@ -66,7 +67,8 @@ def _drop_file(page, kind, name, text):
 
 
 def _wait_saved(page):
-    page.wait_for_function("document.getElementById('autosave-status').textContent.includes('saved')")
+    # A locator assertion, not wait_for_function: that evaluates a string, which the pages' CSP forbids.
+    expect(page.locator("#autosave-status")).to_contain_text("saved")
 
 
 @pytest.mark.e2e

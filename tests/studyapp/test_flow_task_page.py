@@ -242,6 +242,26 @@ def test_invalid_share_urls_are_refused_and_the_typed_text_is_kept(client, worke
     assert episode.share_url == "https://app.share.example.org/s/abc", "a bad link never replaces a saved one"
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "10.1.2.3", "172.16.0.9", "192.168.1.1", "169.254.169.254", "[::1]",
+                                  "[fd00::1]", "0.0.0.0", "localhost", "240.0.0.1"])
+def test_share_links_to_private_or_reserved_addresses_are_refused(client, worker, host):
+    episode = _start(client)
+    m.Agent.objects.filter(pk=episode.agent_id).update(log_mode=m.Agent.LogMode.SHARE_URL, share_url_hosts=[])
+    url = reverse("worker:episode-log", args=[episode.pk])
+    response = client.post(url, {"share_url": f"https://{host}/s/1", "notes": "my notes"})
+    assert response.status_code == 400 and "private or reserved" in response.content.decode()
+    episode.refresh_from_db()
+    assert episode.share_url == ""
+
+
+def test_share_links_to_public_addresses_are_kept(client, worker):
+    episode = _start(client)
+    m.Agent.objects.filter(pk=episode.agent_id).update(log_mode=m.Agent.LogMode.SHARE_URL, share_url_hosts=[])
+    client.post(reverse("worker:episode-log", args=[episode.pk]), {"share_url": "https://8.8.8.8/s/1", "notes": ""})
+    episode.refresh_from_db()
+    assert episode.share_url == "https://8.8.8.8/s/1"
+
+
 def test_final_submission_pays_once_enqueues_grading_once_and_locks_the_files(
         client, worker, sent, django_capture_on_commit_callbacks):
     episode = _start(client)

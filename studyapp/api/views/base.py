@@ -1,8 +1,6 @@
-"""What every API view shares: staff-only access, bounded pagination, throttles from settings."""
+"""What every API view shares: staff-only access and bounded pagination (throttles come from settings)."""
 
 from __future__ import annotations
-
-from rest_framework.throttling import SimpleRateThrottle
 
 from studyapp.api.pagination import ApiPagination
 from studyapp.api.permissions import IsStaff
@@ -13,13 +11,3 @@ class StaffApiMixin:
 
     permission_classes = [IsStaff]
     pagination_class = ApiPagination
-
-
-class TokenRateThrottle(SimpleRateThrottle):
-    """Limit token requests per client address, signed in or not, to slow password guessing."""
-
-    scope = "api_token"
-    rate = "10/min"
-
-    def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
+from django_filters import utils
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
@@ -12,7 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
-from studyapp.api.filters import EpisodeFilter, ParticipantFilter
+from studyapp.api.filters import EpisodeFilter, ParticipantFilter, WorkerEpisodeFilter
 from studyapp.api.permissions import (
     StaffOrScopedReader,
     episode_file_kinds,
@@ -73,6 +74,16 @@ class EpisodeViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
         queryset = (Episode.objects.select_related("study", "participant", "agent", "task", "task__sector")
                     .prefetch_related("files").order_by("-assigned_at", "-pk"))
         return visible_episodes(self.request.user, queryset)
+
+    def filter_queryset(self, queryset: QuerySet[Episode]) -> QuerySet[Episode]:
+        """Workers filter only by what they may know (a status filter must not reveal grading)."""
+        user = self.request.user
+        if self.filterset_class is not EpisodeFilter or is_staff(user) or has_role(user, EXPERT):
+            return super().filter_queryset(queryset)
+        filterset = WorkerEpisodeFilter(self.request.query_params, queryset=queryset, request=self.request)
+        if not filterset.is_valid():
+            raise utils.translate_validation(filterset.errors)
+        return filterset.qs
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         user = self.request.user

@@ -28,6 +28,7 @@ from studyapp.api.views.base import StaffApiMixin
 from studyapp.dashboard.services import export_request, job_download_record
 from studyapp.files import serve_private_file
 from studyapp.models import BackgroundJob, Episode, Participant, Study, TaskInstance
+from studyapp.roles import file_jobs_visible
 from surveys.analysis import survey_statistics
 
 _NOT_YET = OpenApiResponse(ErrorSerializer, description="Nothing computed yet, or no such study.")
@@ -123,7 +124,8 @@ class StudyExportViewSet(StaffApiMixin, mixins.ListModelMixin, mixins.RetrieveMo
     def get_queryset(self) -> QuerySet[BackgroundJob]:
         if getattr(self, "swagger_fake_view", False):
             return BackgroundJob.objects.none()
-        return BackgroundJob.objects.filter(study=self._study(), kind="export").select_related("study")
+        jobs = BackgroundJob.objects.filter(study=self._study(), kind="export").select_related("study")
+        return file_jobs_visible(jobs, self.request.user)
 
     @extend_schema(request=ExportRequestSerializer, responses={202: ExportJobSerializer},
                    summary="Start an export of the study")

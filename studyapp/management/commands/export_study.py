@@ -7,9 +7,9 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from studyapp.dashboard.services import can_export_pii
 from studyapp.exports import build_export
 from studyapp.models import Study
+from studyapp.roles import can_export_pii
 from studyapp.services.audit import audit_record
 
 
