@@ -32,6 +32,7 @@ from studyapp.models import (
     Participant,
     Payment,
     Sector,
+    SectorFallback,
     Study,
     TaskFile,
     TaskInstance,
@@ -85,6 +86,7 @@ def demo_load(*, cohort: bool = True) -> DemoSummary:
         study = _study()
         agents = _agents(study)
         tasks = _tasks(study)
+        _sector_fallbacks(study)
         _accounts(study)
     summary.created = {"agents": len(agents), "tasks": len(tasks)}
     if cohort and not study.participants.filter(is_simulated=True).exists():
@@ -149,6 +151,17 @@ def _tasks(study: Study) -> list[TaskInstance]:
             _store_task_file(task, TaskFile.Kind.HIDDEN, "gold-notes.txt", f"{title}\n\n{hidden}\n".encode())
         tasks.append(task)
     return tasks
+
+
+def _sector_fallbacks(study: Study) -> None:
+    """Let every demo sector borrow tasks from related sectors once its own run out."""
+    sectors = {sector.code: sector for sector in Sector.objects.filter(code__startswith="soc-")}
+    for major, related in demo_catalogue.SECTOR_FALLBACKS.items():
+        for priority, to_major in enumerate(related, start=1):
+            SectorFallback.objects.get_or_create(
+                study=study, from_sector=sectors[f"soc-{major}"], to_sector=sectors[f"soc-{to_major}"],
+                defaults={"priority": priority},
+            )
 
 
 def _accounts(study: Study) -> None:

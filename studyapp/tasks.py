@@ -13,3 +13,11 @@ def system_check() -> dict[str, object]:
 
     return {"db_vendor": connection.vendor, "db_name": str(connection.settings_dict["NAME"]),
             "studies": Study.objects.count()}
+
+
+@shared_task(name="studyapp.tasks.expire_abandoned_episodes")
+def expire_abandoned_episodes() -> int:
+    """Release tasks abandoned by their workers (periodic; idempotent)."""
+    from studyapp.services.episodes import episodes_expire_abandoned
+
+    return episodes_expire_abandoned()

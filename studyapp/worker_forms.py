@@ -36,6 +36,16 @@ class ProfileForm(forms.Form):
         error_messages={"required": "Please enter your years of experience (0 if you are just starting)."},
     )
 
+    def __init__(self, *args, occupations=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if occupations is not None:
+            # Only occupations the study can still give tasks to: choosing another would strand the worker.
+            self.fields["occupation"].queryset = occupations
+            self.fields["occupation"].error_messages["invalid_choice"] = (
+                "This study has no task left for that occupation. Please choose the closest other occupation, "
+                "or contact the study team."
+            )
+
 
 class SetupForm(forms.Form):
     prior_experience = forms.ChoiceField(

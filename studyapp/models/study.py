@@ -53,6 +53,11 @@ class Study(models.Model):
     rank_bonuses = models.JSONField(
         default=_default_rank_bonuses, blank=True, help_text="Bonus amounts for rank 1, 2, 3, … as strings."
     )
+    abandon_after_hours = models.PositiveIntegerField(
+        null=True, blank=True, default=72,
+        help_text="A task with no activity from its worker for this many hours is skipped as abandoned, which "
+                  "frees its place for someone else. Empty keeps open tasks forever.",
+    )
     return_url = models.URLField(
         blank=True, help_text="Recruitment platform URL a worker returns to; {code} is replaced."
     )

@@ -29,8 +29,10 @@ from studyapp.selectors import (
     journey_state,
     occupation_get,
     occupation_search,
+    occupations_offered,
     participant_payments,
     participants_of_user,
+    sector_reach,
     step_url,
 )
 from studyapp.services.consent import consent_decide
@@ -195,8 +197,9 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         return redirect_response
     locked = participant.status not in (Participant.Status.CONSENTED, Participant.Status.PRE_SURVEY,
                                         Participant.Status.INVITED)
-    form = ProfileForm(request.POST or None, initial={"occupation": participant.occupation_id,
-                                                      "years_experience": participant.years_experience})
+    form = ProfileForm(request.POST or None, occupations=occupations_offered(participant.study),
+                       initial={"occupation": participant.occupation_id,
+                                "years_experience": participant.years_experience})
     if request.method == "POST" and not locked and form.is_valid():
         try:
             participant_profile_update(participant=participant, occupation=form.cleaned_data["occupation"],
@@ -206,22 +209,28 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         messages.success(request, "Your profile is saved.")
         return redirect(step_url(participant.study, Step.PRE_SURVEY))
     query = request.GET.get("q", "").strip()[:100]
-    results = occupation_search(query) if query else []
+    results = occupation_search(query, study=participant.study) if query else []
     selected = form.data.get("occupation") if form.is_bound else participant.occupation_id
     chosen = occupation_get(selected) if selected and str(selected).isdigit() else None
+    if chosen is not None:
+        chosen.reach = sector_reach(participant.study).get(chosen.sector_id, 0)
     step_visit_record(participant=participant, step="profile")
     return render(request, "worker/profile.html", {
         "participant": participant, "study": participant.study, "state": state, "form": form, "query": query,
         "results": results, "chosen": chosen, "locked": locked, "ping_step": "profile",
+        "tasks_total": participant.study.tasks_per_session,
     })
 
 
 @login_required
 def occupation_lookup(request: HttpRequest) -> JsonResponse:
-    """Occupations matching the typed words, for the searchable picker."""
-    results = occupation_search(request.GET.get("q", "")[:100])
-    return JsonResponse({"results": [
-        {"id": o.pk, "title": o.title, "soc_code": o.soc_code, "sector": o.sector.name if o.sector else ""}
+    """Occupations matching the typed words, for the searchable picker (limited to the study's reachable
+    occupations when the picker names its study)."""
+    study_obj = load_participant(request, request.GET["study"]).study if request.GET.get("study") else None
+    results = occupation_search(request.GET.get("q", "")[:100], study=study_obj)
+    return JsonResponse({"tasks_total": study_obj.tasks_per_session if study_obj else None, "results": [
+        {"id": o.pk, "title": o.title, "soc_code": o.soc_code, "sector": o.sector.name if o.sector else "",
+         "reach": getattr(o, "reach", None)}
         for o in results
     ]})
 

@@ -99,3 +99,28 @@ def test_page_query_counts_do_not_grow_with_the_number_of_episodes(staff_client)
     Participant.objects.filter(pk=small.participants[0].pk).update(status="working")
     for page in ("overview", "leaderboard", "surveys", "collaboration", "exports"):
         assert _page_queries(staff_client, small.study, page) == _page_queries(staff_client, large.study, page), page
+
+
+@pytest.mark.django_db
+def test_a_worker_waiting_with_no_task_left_is_flagged_for_staff(client):
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    from studyapp.dashboard.selectors import stranded_workers
+    from studyapp.services.matching import episode_assign
+    from tests.studyapp.worker_factories import make_participant, make_world
+
+    world = make_world(tasks=1, capacity=1, slug="stranded")
+    first = make_participant(world)
+    episode = episode_assign(participant=first, position=1)
+    waiting = make_participant(world)
+    assert [row["pseudonym"] for row in stranded_workers(world.study)] == [waiting.pseudonym]
+    assert first.pseudonym not in [row["pseudonym"] for row in stranded_workers(world.study)], "has an open task"
+    staff = get_user_model().objects.create_superuser("boss", "boss@example.org", "pw-boss-123456")
+    client.force_login(staff)
+    page = client.get(reverse("dashboard:overview", args=[world.study.slug]))
+    assert b"Waiting with no task: 1 participant" in page.content and waiting.pseudonym.encode() in page.content
+    episode.status = "skipped"
+    episode.save()
+    # The skipped task is free again for the waiting worker; the one who skipped it cannot take it twice.
+    assert [row["pseudonym"] for row in stranded_workers(world.study)] == [first.pseudonym]

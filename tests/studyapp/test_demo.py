@@ -8,7 +8,7 @@ from django.core.management import call_command
 
 from grading.models import ExpertProfile
 from rating.models import Observation, RatingSnapshot
-from studyapp.models import Agent, Episode, Participant, Sector, Study, TaskFile, TaskInstance
+from studyapp.models import Agent, Episode, Occupation, Participant, Sector, Study, TaskFile, TaskInstance
 from studyapp.roles import EXPERT, STAFF, WORKER, has_role
 from surveys.models import Answer
 
@@ -33,6 +33,33 @@ def test_demo_runs_twice_and_leaves_the_same_counts(capsys):
     assert "demo-password" in out and "SIMULATED" in out
     study = Study.objects.get(slug="collabskill-demo")
     assert f"http://127.0.0.1:8000/join/{study.invite_code}/" in out
+
+
+def test_make_run_prints_the_link_and_accounts_on_every_start_not_only_the_first(capsys):
+    call_command("demo", "--no-cohort", "--if-empty")
+    capsys.readouterr()
+    call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    study = Study.objects.get(slug="collabskill-demo")
+    assert "demo not loaded" in out
+    assert f"http://127.0.0.1:8123/join/{study.invite_code}/" in out and "demo-expert" in out
+
+
+def test_every_occupation_of_the_demo_reaches_a_full_session_through_the_real_matcher():
+    from studyapp.selectors import occupations_offered
+    from studyapp.services.matching import episode_assign
+    from tests.factories import ParticipantFactory
+
+    call_command("demo", "--no-cohort")
+    study = Study.objects.get(slug="collabskill-demo")
+    offered = set(occupations_offered(study))
+    assert offered == set(Occupation.objects.all()), "every occupation of the shipped list is selectable"
+    for occupation in Occupation.objects.filter(soc_code__in=["19-3011.00", "51-1011.00", "29-1141.00"]):
+        participant = ParticipantFactory(study=study, occupation=occupation, consent_version=study.current_consent())
+        for position in range(1, study.tasks_per_session + 1):
+            episode = episode_assign(participant=participant, position=position)
+            Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.SUBMITTED)
+        assert participant.episodes.count() == study.tasks_per_session
 
 
 def test_demo_prints_the_invitation_link_for_the_given_address(capsys):

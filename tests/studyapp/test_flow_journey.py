@@ -153,6 +153,25 @@ def test_personal_invitations_carry_a_signed_id_and_reject_tampering(client):
     assert client.get(tampered).status_code == 400
 
 
+def test_the_picker_offers_only_occupations_with_tasks_and_the_profile_refuses_the_others(client):
+    world = make_world(tasks=2)
+    nurses = OccupationFactory(soc_code="29-1141.00", title="Registered Nurses")
+    participant = make_participant(world, status=m.Participant.Status.CONSENTED, occupation=None)
+    client.force_login(participant.user)
+    lookup = client.get(reverse("worker:occupation-search"), {"q": "a", "study": "pilot"}).json()
+    titles = [r["title"] for r in lookup["results"]]
+    assert "Accountants and Auditors" in titles and "Registered Nurses" not in titles
+    accountants = next(r for r in lookup["results"] if r["title"] == "Accountants and Auditors")
+    assert accountants["reach"] == 2 and lookup["tasks_total"] == 5
+    page = client.get(reverse("worker:profile", args=["pilot"]), {"q": "account"})
+    assert b"Only 2 tasks available for this occupation" in page.content
+    refused = client.post(reverse("worker:profile", args=["pilot"]), {"occupation": nurses.pk, "years_experience": 3})
+    assert refused.status_code == 200 and b"This study has no task left for that occupation" in refused.content
+    assert b'value="3"' in refused.content, "the typed years are kept"
+    participant.refresh_from_db()
+    assert participant.occupation is None and participant.status == m.Participant.Status.CONSENTED
+
+
 def test_malformed_or_unknown_invitations_answer_clearly(client):
     world = make_world()
     assert client.get(reverse("worker:join", args=["nope"])).status_code == 404
