@@ -63,9 +63,17 @@ class SetupFailedForm(forms.Form):
     )
 
 
+NOTES_MAX_LENGTH = 5000
+
+
 class LogForm(forms.Form):
-    share_url = forms.CharField(max_length=600, required=False, strip=True)
-    notes = forms.CharField(max_length=5000, required=False)
+    share_url = forms.CharField(max_length=600, required=False, strip=True, error_messages={
+        "max_length": "That link is longer than %(limit_value)d characters; please paste the share link only.",
+    })
+    notes = forms.CharField(max_length=NOTES_MAX_LENGTH, required=False, error_messages={
+        "max_length": "Notes can be at most %(limit_value)d characters; yours have %(show_value)d. Please shorten "
+                      "them (or upload longer notes as a log file). Nothing you typed was lost.",
+    })
 
 
 class UploadForm(forms.Form):

@@ -160,7 +160,7 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
         else:
             page.get_by_label("Shared-session link").fill("https://share.example.org/s/e2e")
             page.get_by_role("button", name="Save", exact=True).click()
-        page.get_by_role("link", name="Review and submit").click()
+        page.get_by_role("button", name="Review and submit").click()
         page.get_by_role("button", name=f"Submit task {position}").click()
 
     # Post-survey, framed after the tasks.

@@ -371,3 +371,47 @@ def test_uploads_still_require_the_csrf_token(world):
     accepted = strict.post(reverse("worker:episode-upload", args=[episode.pk]),
                            {"kind": "deliverable", "file": upload("a.pdf", PDF)}, HTTP_X_CSRFTOKEN=token, **JSON)
     assert accepted.status_code == 200
+
+
+def test_notes_over_the_limit_are_refused_next_to_the_field_and_kept(client, worker):
+    episode = _start(client)
+    long_notes = "n" * 5001
+    page = client.post(reverse("worker:episode-log", args=[episode.pk]), {"share_url": "", "notes": long_notes})
+    html = page.content.decode()
+    assert page.status_code == 400
+    assert "Notes can be at most 5000 characters; yours have 5001" in html
+    assert 'id="notes-errors"' in html and long_notes in html, "the error sits by the field and the text stays"
+    reply = client.post(reverse("worker:episode-log", args=[episode.pk]), {"notes": long_notes}, **JSON)
+    assert reply.status_code == 400 and "at most 5000" in reply.json()["errors"]["notes"][0]
+
+
+def test_review_and_submit_saves_the_notes_typed_but_not_yet_saved(client, worker):
+    episode = _start(client)
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert 'form="log-form" name="next" value="review"' in page
+    response = client.post(reverse("worker:episode-log", args=[episode.pk]),
+                           {"share_url": "", "notes": "Typed, never saved.", "next": "review"})
+    assert response["Location"] == reverse("worker:episode-submit", args=[episode.pk])
+    episode.refresh_from_db()
+    assert episode.notes == "Typed, never saved."
+
+
+def test_autosave_keeps_the_notes_while_the_link_is_still_wrong(client, worker):
+    episode = _start(client)
+    reply = client.post(reverse("worker:episode-log", args=[episode.pk]),
+                        {"share_url": "https://elsewhere.example.com/x", "notes": "half-way notes"}, **JSON)
+    body = reply.json()
+    assert reply.status_code == 400 and body["notes_saved"] and "share_url" in body["errors"]
+    episode.refresh_from_db()
+    assert (episode.notes, episode.share_url) == ("half-way notes", "")
+    ok = client.post(reverse("worker:episode-log", args=[episode.pk]),
+                     {"share_url": "https://share.example.org/s/1", "notes": "done"}, **JSON)
+    assert ok.json() == {"ok": True, "share_url_saved": True}
+
+
+def test_a_missing_setup_answer_is_shown_next_to_the_question(client, worker):
+    episode = _start(client)
+    page = client.post(reverse("worker:episode-setup", args=[episode.pk]), {"ready": "1"})
+    assert page.status_code == 400
+    html = page.content.decode()
+    assert 'id="prior-errors"' in html and "Please say whether you have used this agent" in html
