@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.urls import reverse
+from django.utils.html import escape
 
 from grading.models import ExpertProfile
 from rating.models import Observation, RatingSnapshot
@@ -79,7 +81,28 @@ def test_demo_covers_eight_sectors_twenty_tasks_five_agents_and_a_simulated_coho
     assert 80 <= participants.count() <= 100
     episodes = study.episodes.filter(is_simulated=True, status=Episode.Status.GRADED)
     assert 340 <= episodes.count() <= 420
-    assert not study.episodes.filter(is_simulated=False).exists()
+    real = study.episodes.filter(is_simulated=False)
+    assert real.count() == 3 and set(real.values_list("status", flat=True)) == {Episode.Status.SUBMITTED}
+
+
+def test_the_demo_expert_has_real_submissions_with_files_to_grade_blind(client):
+    call_command("demo", "--no-cohort")
+    call_command("demo", "--no-cohort")
+    study = Study.objects.get(slug="collabskill-demo")
+    real = list(study.episodes.filter(is_simulated=False))
+    assert len(real) == 3, "created once"
+    expert = ExpertProfile.objects.get(user__username="demo-expert")
+    for episode in real:
+        kinds = set(episode.files.values_list("kind", flat=True))
+        assert kinds == {"deliverable", "log"}
+        assert episode.expert_assignments.get().expert == expert
+        assert episode.task.rubrics.filter(status="approved").exists()
+    client.login(username="demo-expert", password="demo-password")
+    assignment = real[0].expert_assignments.get()
+    page = client.get(reverse("expert:grade", args=[assignment.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200 and escape(real[0].task.title) in html and "reconciliation.xlsx" in html
+    assert real[0].participant.pseudonym not in html and real[0].agent.name not in html, "graded blind"
 
 
 def test_every_demo_task_has_reference_files_of_each_kind_and_hidden_evaluator_info():
