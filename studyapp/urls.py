@@ -1,8 +1,9 @@
 """Root URL configuration: accounts, worker pages, expert workspace, staff dashboard, API, admin."""
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from studyapp.views import accounts
 
@@ -12,7 +13,9 @@ admin.site.site_title = "CollabSkill study admin"
 urlpatterns = [
     path("", accounts.home, name="home"),
     path("accounts/login/", accounts.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", accounts.LogoutView.as_view(), name="logout"),
+    # Browsers ask for /favicon.ico on every page that names no icon (the admin, raw files): answer it.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", include("studyapp.worker_urls")),
     path("expert/", include("grading.expert_urls")),
     path("admin/dashboard/", include("studyapp.dashboard.urls")),

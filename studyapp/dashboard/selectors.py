@@ -291,8 +291,18 @@ def grading_queue(
         .order_by("-created_at")
         .values("pk", "episode_id", "provider", "model", "attempts", "error", "created_at")[:20]
     )
+    # Why submissions wait: the pipeline records the reason (no judge key, budget reached, …) on each one.
+    waiting_reasons = list(
+        Episode.objects.filter(study=study, status=Episode.Status.SUBMITTED, is_simulated=False)
+        .values("grading_note").annotate(n=Count("pk")).order_by("-n", "grading_note")[:10]
+    )
     return {
         **counts,
+        "waiting_reasons": [
+            {"reason": row["grading_note"] or "Not picked up yet: the grading sweep starts it within 15 minutes "
+                                              "(or at once when a worker is running).", "n": row["n"]}
+            for row in waiting_reasons
+        ],
         "oldest_waiting": (timezone.now() - oldest) if oldest else None,
         "judge_runs": {status.value: runs.get(status.value, 0) for status in JudgeRun.Status},
         "failed_episodes": failed,

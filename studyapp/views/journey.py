@@ -53,6 +53,8 @@ TRACKED_STEPS = {"consent", "profile", "pre_survey", "task", "post_survey", "com
 def join(request: HttpRequest, invite_code: str) -> HttpResponse:
     """Open study link, optionally carrying the recruitment platform's worker id."""
     study = _invited_study(invite_code)
+    if study is None:
+        return _unknown_invitation(request)
     try:
         claim = claim_from_query(request.GET)
     except InvalidInvitation as exc:
@@ -63,6 +65,8 @@ def join(request: HttpRequest, invite_code: str) -> HttpResponse:
 def join_personal(request: HttpRequest, invite_code: str, token: str) -> HttpResponse:
     """Personal invitation whose platform id is signed by the study team."""
     study = _invited_study(invite_code)
+    if study is None:
+        return _unknown_invitation(request)
     try:
         claim = claim_from_personal_token(study=study, token=token)
     except InvalidInvitation as exc:
@@ -70,9 +74,18 @@ def join_personal(request: HttpRequest, invite_code: str, token: str) -> HttpRes
     return _join(request, study, claim)
 
 
-def _invited_study(invite_code: str) -> Study:
-    # Draft studies are invisible: their links answer 404 like a wrong code.
-    return get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), invite_code=invite_code)
+def _invited_study(invite_code: str) -> Study | None:
+    # Draft studies are invisible: their links answer like a wrong code.
+    return Study.objects.exclude(status=Study.Status.DRAFT).filter(invite_code=invite_code).first()
+
+
+def _unknown_invitation(request: HttpRequest) -> HttpResponse:
+    """A friendly 404 for a mistyped, withdrawn or not-yet-open invitation link."""
+    return render(request, "worker/join_problem.html", {
+        "study": None, "title": "This invitation link does not work",
+        "error": "We could not find an open study for this link. It may be mistyped, incomplete (some e-mail "
+                 "programs cut long links), or the study may not be open yet or any more.",
+    }, status=404)
 
 
 def _join(request: HttpRequest, study: Study, claim: PlatformClaim) -> HttpResponse:
@@ -110,7 +123,11 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
     """Signed per-participant link: opens only for the account it was issued to."""
     participant_id = participant_id_from_resume_token(token=token, user_id=request.user.pk)
     if participant_id is None:
-        raise Http404("This link is not valid for your account.")
+        return render(request, "worker/join_problem.html", {
+            "study": None, "title": "This resume link does not work",
+            "error": "This personal link is not valid for the account you are signed in with, or it was cut short. "
+                     "Sign in with the account you used for the study, or open “My study” below.",
+        }, status=404)
     participant = get_object_or_404(Participant.objects.select_related("study"), pk=participant_id,
                                     user_id=request.user.pk)
     return redirect(journey_state(participant).url)

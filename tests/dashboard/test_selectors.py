@@ -124,3 +124,18 @@ def test_a_worker_waiting_with_no_task_left_is_flagged_for_staff(client):
     episode.save()
     # The skipped task is free again for the waiting worker; the one who skipped it cannot take it twice.
     assert [row["pseudonym"] for row in stranded_workers(world.study)] == [first.pseudonym]
+
+
+@pytest.mark.django_db
+def test_the_grading_queue_says_why_submissions_wait():
+    from studyapp.dashboard.selectors import grading_queue
+    from studyapp.models import Episode as EpisodeModel
+    from tests.factories import EpisodeFactory, StudyFactory
+
+    study = StudyFactory(slug="waiting")
+    for note in ("No API key is configured for openai.", "No API key is configured for openai.", ""):
+        episode = EpisodeFactory(participant__study=study, status=EpisodeModel.Status.SUBMITTED)
+        EpisodeModel.objects.filter(pk=episode.pk).update(grading_note=note)
+    reasons = {row["reason"]: row["n"] for row in grading_queue(study)["waiting_reasons"]}
+    assert reasons["No API key is configured for openai."] == 2
+    assert any(reason.startswith("Not picked up yet") and n == 1 for reason, n in reasons.items())

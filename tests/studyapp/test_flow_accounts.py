@@ -118,3 +118,27 @@ def test_staff_members_can_work_in_the_admin_but_not_see_identities(client):
     assert b"Episodes" in response.content
     assert client.get(reverse("admin:studyapp_participant_changelist")).status_code == 200
     assert client.get(reverse("admin:studyapp_participantidentity_changelist")).status_code == 403
+
+
+def test_signing_out_says_so_on_the_next_page(client):
+    user = UserFactory(roles=["worker"])
+    client.force_login(user)
+    page = client.post(reverse("logout"), follow=True)
+    assert b"You are signed out" in page.content
+    assert "_auth_user_id" not in client.session
+
+
+def test_favicon_requests_are_answered_instead_of_404(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    assert b'rel="icon"' in client.get(reverse("login")).content
+
+
+def test_a_bad_invitation_or_resume_link_gets_a_friendly_page_not_a_bare_404(client):
+    page = client.get(reverse("worker:join", args=["no-such-code"]))
+    assert page.status_code == 404
+    html = page.content.decode()
+    assert "This invitation link does not work" in html and "reply to the message" in html
+    client.force_login(UserFactory(roles=["worker"]))
+    resume = client.get(reverse("worker:resume", args=["garbage-token"]))
+    assert resume.status_code == 404 and b"This resume link does not work" in resume.content
