@@ -115,6 +115,15 @@ def _study() -> Study:
             "llm_budget_usd": Decimal("50.00"),
         },
     )
+    # Fields added after the first demo release are filled in on older demo databases too.
+    facts = {"contact_name": "CollabSkill demo team", "contact_email": "study-team@example.org",
+             "ethics_approval": "Demonstration only — enter your ethics board and protocol number here",
+             "return_url": "https://recruitment.example.org/complete?code={code}"}
+    changed = [name for name, value in facts.items() if not getattr(study, name)]
+    for name in changed:
+        setattr(study, name, facts[name])
+    if changed:
+        study.save(update_fields=changed)
     ConsentVersion.objects.get_or_create(
         study=study, version=1, defaults={"text": CONSENT_TEXT, "llm_providers": ["openai", "anthropic"]}
     )
@@ -126,6 +135,9 @@ def _agents(study: Study) -> list[Agent]:
     for spec in demo_catalogue.AGENTS:
         defaults = {key: value for key, value in spec.items() if key != "slug"}
         agent, _ = Agent.objects.get_or_create(slug=spec["slug"], defaults=defaults)
+        if not agent.tutorial_url and spec.get("tutorial_url"):
+            agent.tutorial_url = spec["tutorial_url"]
+            agent.save(update_fields=["tutorial_url"])
         agent.studies.add(study)
         agents.append(agent)
     return agents

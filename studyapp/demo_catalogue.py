@@ -4,7 +4,9 @@ from __future__ import annotations
 
 AGENTS = [
     {
-        "name": "Claude Cowork", "slug": "claude-cowork", "product": "Anthropic Claude desktop (Cowork)",
+        "name": "Claude Cowork", "slug": "claude-cowork",
+        "tutorial_url": "https://support.anthropic.com/",
+        "product": "Anthropic Claude desktop (Cowork)",
         "model_version": "claude-sonnet-4.6", "interface": "desktop", "log_mode": "upload",
         "setup_guide": (
             "## Setting up Claude Cowork\n\n1. Install the Claude desktop app for your operating system.\n"
@@ -15,7 +17,9 @@ AGENTS = [
         "log_instructions": "Take screenshots of the whole conversation, top to bottom, and upload them as the log.",
     },
     {
-        "name": "Claude Code", "slug": "claude-code", "product": "Anthropic Claude Code (terminal)",
+        "name": "Claude Code", "slug": "claude-code",
+        "tutorial_url": "https://docs.anthropic.com/en/docs/claude-code/overview",
+        "product": "Anthropic Claude Code (terminal)",
         "model_version": "claude-sonnet-4.6", "interface": "terminal", "log_mode": "upload",
         "setup_guide": (
             "## Setting up Claude Code\n\n1. Install Node.js 18 or newer.\n"
@@ -26,7 +30,9 @@ AGENTS = [
         "log_instructions": "Copy the full terminal transcript into a .txt file (or export it) and upload it.",
     },
     {
-        "name": "Codex", "slug": "codex", "product": "OpenAI Codex CLI (terminal)",
+        "name": "Codex", "slug": "codex",
+        "tutorial_url": "https://github.com/openai/codex#readme",
+        "product": "OpenAI Codex CLI (terminal)",
         "model_version": "gpt-5.2-codex-medium", "interface": "terminal", "log_mode": "upload",
         "setup_guide": (
             "## Setting up Codex\n\n1. Install Node.js 18 or newer.\n2. Run `npm install -g @openai/codex`.\n"
@@ -36,7 +42,9 @@ AGENTS = [
         "log_instructions": "Save the terminal transcript as a .txt file and upload it.",
     },
     {
-        "name": "Manus", "slug": "manus", "product": "Manus (browser)",
+        "name": "Manus", "slug": "manus",
+        "tutorial_url": "https://manus.im/",
+        "product": "Manus (browser)",
         "model_version": "manus-1.6-lite", "interface": "browser", "log_mode": "share_url",
         "share_url_hosts": ["manus.im"],
         "setup_guide": (
@@ -47,7 +55,9 @@ AGENTS = [
         "log_instructions": "Use **Share** in Manus and paste the public share link into the log field.",
     },
     {
-        "name": "Gemini CLI", "slug": "gemini-cli", "product": "Google Gemini CLI (terminal)",
+        "name": "Gemini CLI", "slug": "gemini-cli",
+        "tutorial_url": "https://github.com/google-gemini/gemini-cli#readme",
+        "product": "Google Gemini CLI (terminal)",
         "model_version": "gemini-3-auto", "interface": "terminal", "log_mode": "upload",
         "setup_guide": (
             "## Setting up Gemini CLI\n\n1. Install Node.js 20 or newer.\n2. Run `npm install -g @google/gemini-cli`.\n"

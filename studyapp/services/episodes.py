@@ -194,8 +194,11 @@ def episode_submit(*, episode: Episode, actor: Any) -> Episode:
 
 def _unlock_post_survey_if_done(episode: Episode) -> None:
     participant = episode.participant
-    finished = Episode.objects.filter(participant=participant, status__in=FINISHED_EPISODE_STATUSES).count()
-    if finished >= participant.study.tasks_per_session:
+    study = participant.study
+    done = Episode.objects.filter(participant=participant, status__in=FINISHED_EPISODE_STATUSES)
+    if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED:
+        done = done.exclude(status=Episode.Status.SKIPPED)
+    if done.count() >= study.tasks_per_session:
         participant_tasks_done(participant=participant)
 
 

@@ -20,8 +20,8 @@ from studyapp.selectors import (
     episode_for_task_page,
     episode_for_user,
     journey_state,
+    participant_for_user,
     reference_files,
-    step_url,
 )
 from studyapp.services.episodes import (
     episode_log_save,
@@ -150,7 +150,7 @@ def finish_early(request: HttpRequest, study_slug: str) -> HttpResponse:
         participant_finish_tasks_early(participant=participant)
     except StudyError as exc:
         return error_response(request, exc, fallback_url=reverse("worker:study", args=[study_slug]))
-    return redirect(step_url(participant.study, Step.POST_SURVEY))
+    return redirect(journey_state(participant_for_user(user=request.user, study_slug=study_slug)).url)
 
 
 def _episode(request: HttpRequest, episode_id: int) -> Episode:
@@ -189,8 +189,9 @@ def setup_failed(request: HttpRequest, episode_id: int) -> HttpResponse:
     if not form.is_valid():
         return _render_task(request, episode, status=400, setup_failed_form=form)
     try:
-        episode_skip_setup_failed(episode=episode, description=form.cleaned_data["description"],
-                                  screenshots=request.FILES.getlist("screenshots"), actor=request.user)
+        # The returned episode carries the participant as the skip left it (maybe on to the final survey).
+        episode = episode_skip_setup_failed(episode=episode, description=form.cleaned_data["description"],
+                                            screenshots=request.FILES.getlist("screenshots"), actor=request.user)
     except StudyError as exc:
         form.add_error(None, exc.message)
         return _render_task(request, episode, status=400, setup_failed_form=form)

@@ -125,7 +125,8 @@ def test_simulated_scores_go_through_the_rating_ledger_and_recover_the_true_agen
 
     call_command("demo")
     study = Study.objects.get(slug="collabskill-demo")
-    assert Observation.objects.filter(study=study, active=True).count() == study.episodes.count()
+    scored = study.episodes.filter(is_simulated=True).count()  # the real sample submissions wait for grading
+    assert Observation.objects.filter(study=study, active=True).count() == scored
     snapshot = RatingSnapshot.objects.filter(study=study).latest()
     ranked = list(snapshot.ratings.filter(entity_kind="agent").order_by("rank").values_list("label", flat=True))
     truth = sorted(Agent.objects.filter(studies=study), key=lambda a: -TRUE_AGENT_SKILL[a.slug])

@@ -55,6 +55,19 @@ def test_the_consent_page_shows_the_current_version_and_names_the_llm_providers(
     assert participant.consent_version.version == 2
 
 
+def test_the_consent_page_states_pay_time_bonuses_ethics_approval_and_contact(client):
+    world = make_world(minutes_per_task_estimate=75, ethics_approval="Uni X IRB, protocol 2026-117",
+                       contact_name="Dr Ada Lovelace", contact_email="ada@uni.example.org",
+                       rank_bonuses=["100.00", "50.00", "25.00"])
+    participant = make_participant(world, status=m.Participant.Status.INVITED, consent_version=None,
+                                   consented_at=None, occupation=None)
+    client.force_login(participant.user)
+    html = client.get(reverse("worker:consent", args=["pilot"])).content.decode()
+    for fact in ("20.00 USD for each task you submit", "About 75 minutes per task", "Uni X IRB, protocol 2026-117",
+                 "1st place 100.00 USD; 2nd place 50.00 USD; 3rd place 25.00 USD", "ada@uni.example.org"):
+        assert fact in html, fact
+
+
 def test_consent_without_a_provider_list_names_the_configured_judges(client):
     world = make_world()
     world.consent.llm_providers = []

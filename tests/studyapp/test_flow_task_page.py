@@ -415,3 +415,78 @@ def test_a_missing_setup_answer_is_shown_next_to_the_question(client, worker):
     assert page.status_code == 400
     html = page.content.decode()
     assert 'id="prior-errors"' in html and "Please say whether you have used this agent" in html
+
+
+def _submit(client, episode):
+    _ready(client, episode)
+    _upload(client, episode, "summary.xlsx", XLSX)
+    _upload(client, episode, "log.txt", b"log", kind="log")
+    return client.post(reverse("worker:episode-submit", args=[episode.pk]))
+
+
+def _skip(client, episode):
+    return client.post(reverse("worker:episode-setup-failed", args=[episode.pk]),
+                       {"description": "The installer crashed with error 42.", "screenshots": [upload("s.png", PNG)]})
+
+
+def test_with_the_all_submitted_gate_a_skipped_task_is_replaced_before_the_final_survey(client, world, sent):
+    world.study.tasks_per_session = 2
+    world.study.post_survey_gate = m.Study.PostSurveyGate.ALL_SUBMITTED
+    world.study.save()
+    participant = make_participant(world)
+    client.force_login(participant.user)
+    _submit(client, _start(client, 1))
+    skipped = _skip(client, _start(client, 2))
+    assert skipped["Location"] == reverse("worker:task", args=["pilot", 3]), "a replacement task comes next"
+    page = client.get(reverse("worker:task", args=["pilot", 3]))
+    assert b"Task 3 (in place of a skipped task)" in page.content
+    participant.refresh_from_db()
+    assert participant.status == m.Participant.Status.WORKING
+    response = _submit(client, _start(client, 3))
+    assert response["Location"] == reverse("worker:survey", args=["pilot", "post"])
+    overview = client.get(reverse("worker:study", args=["pilot"])).content.decode()
+    assert "2 submitted, 1 skipped of 2" in overview and "paid for 2" in overview
+
+
+def test_with_the_default_gate_a_skip_uses_up_its_position(client, world, sent):
+    world.study.tasks_per_session = 2
+    world.study.save()
+    participant = make_participant(world)
+    client.force_login(participant.user)
+    _submit(client, _start(client, 1))
+    assert _skip(client, _start(client, 2))["Location"] == reverse("worker:survey", args=["pilot", "post"])
+
+
+def test_with_the_all_submitted_gate_finishing_early_completes_without_the_final_survey(client, world, sent):
+    world.study.max_episodes_per_task = 1
+    world.study.post_survey_gate = m.Study.PostSurveyGate.ALL_SUBMITTED
+    world.study.save()
+    participant = make_participant(world)
+    for other in [make_participant(world) for _ in range(len(world.tasks) - 1)]:
+        episode_assign(participant=other, position=1)
+    client.force_login(participant.user)
+    _submit(client, _start(client))
+    page = client.post(reverse("worker:task-start", args=["pilot", 2]))
+    assert b"get my completion code" in page.content
+    finish = client.post(reverse("worker:finish-early", args=["pilot"]))
+    assert finish["Location"] == reverse("worker:complete", args=["pilot"])
+    participant.refresh_from_db()
+    assert participant.status == m.Participant.Status.COMPLETE and participant.completed_at is not None
+
+
+def test_workers_see_the_research_contact_and_new_users_the_agent_tutorial(client, world, worker):
+    world.study.contact_name, world.study.contact_email = "Dr Ada Lovelace", "ada@uni.example.org"
+    world.study.save()
+    episode = _start(client)
+    m.Agent.objects.filter(pk=episode.agent_id).update(tutorial_url="https://tutorials.example.org/agent")
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert 'id="research-contact"' in page and "ada@uni.example.org" in page
+    assert "before skipping; they may be able to help" in page, "named in the setup-failure panel"
+    assert "https://tutorials.example.org/agent" in page
+    client.post(reverse("worker:episode-setup", args=[episode.pk]), {"prior_experience": "never"})
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert "https://tutorials.example.org/agent" in page, "shown to someone who never used it"
+    client.post(reverse("worker:episode-setup", args=[episode.pk]), {"prior_experience": "regular"})
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert "https://tutorials.example.org/agent" not in page, "not shown to regular users"
+    assert "ada@uni.example.org" in client.get(reverse("worker:study", args=["pilot"])).content.decode()
