@@ -59,8 +59,14 @@ class SetupFailedForm(forms.Form):
     description = forms.CharField(
         max_length=5000, min_length=10,
         error_messages={"required": "Please describe what went wrong.",
-                        "min_length": "Please describe what went wrong in a sentence or two."},
+                        "min_length": "Please describe what went wrong in a sentence or two.",
+                        "max_length": "Please keep the description under %(limit_value)d characters (yours has "
+                                      "%(show_value)d); attach screenshots for the rest."},
     )
+    # Skipping cannot be undone, so it is confirmed explicitly (works without script, unlike a dialog).
+    confirm = forms.BooleanField(error_messages={
+        "required": "Please tick the box to confirm that this task should be skipped.",
+    })
 
 
 NOTES_MAX_LENGTH = 5000

@@ -78,6 +78,7 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
             page.get_by_text("The setup did not work").click()
             page.get_by_label("What went wrong?").fill("The installer stops with a permissions error.")
             page.locator("#setup-failed-screenshots").set_input_files(str(files["error.png"]))
+            page.locator("#setup-failed-confirm").check()
             page.get_by_role("button", name="Report the problem and skip this task").click()
             continue
         page.get_by_label("Never used").check()

@@ -291,18 +291,25 @@ def test_a_task_time_limit_overrides_the_study_default(client, world):
     assert abs((episode.deadline_at - episode.started_at) - timedelta(minutes=90)) < timedelta(seconds=1)
 
 
-def test_setup_failure_needs_description_and_screenshot_then_skips_to_the_next_task(client, worker):
+def test_setup_failure_needs_description_screenshot_and_confirmation_then_skips_to_the_next_task(client, worker):
     episode = _start(client)
     url = reverse("worker:episode-setup-failed", args=[episode.pk])
-    no_shot = client.post(url, {"description": "The installer crashed with error 42."})
+    sure = {"confirm": "1"}
+    no_shot = client.post(url, {"description": "The installer crashed with error 42.", **sure})
     assert no_shot.status_code == 400 and b"at least one screenshot" in no_shot.content
     assert b"The installer crashed with error 42." in no_shot.content, "the typed description is kept"
-    wrong = client.post(url, {"description": "The installer crashed with error 42.",
+    wrong = client.post(url, {"description": "The installer crashed with error 42.", **sure,
                               "screenshots": [upload("shot.txt", b"text")]})
     assert wrong.status_code == 400 and b"not accepted" in wrong.content
-    short = client.post(url, {"description": "bad", "screenshots": [upload("s.png", PNG)]})
+    short = client.post(url, {"description": "bad", "screenshots": [upload("s.png", PNG)], **sure})
     assert short.status_code == 400
-    done = client.post(url, {"description": "The installer crashed with error 42.",
+    unconfirmed = client.post(url, {"description": "The installer crashed with error 42.",
+                                    "screenshots": [upload("s1.png", PNG)]})
+    assert unconfirmed.status_code == 400 and b"confirm that this task should be skipped" in unconfirmed.content
+    assert b"The installer crashed with error 42." in unconfirmed.content
+    episode.refresh_from_db()
+    assert episode.status != m.Episode.Status.SKIPPED
+    done = client.post(url, {"description": "The installer crashed with error 42.", **sure,
                              "screenshots": [upload("s1.png", PNG), upload("s2.png", PNG)]})
     assert done["Location"] == reverse("worker:task", args=["pilot", 2])
     episode.refresh_from_db()
@@ -426,7 +433,8 @@ def _submit(client, episode):
 
 def _skip(client, episode):
     return client.post(reverse("worker:episode-setup-failed", args=[episode.pk]),
-                       {"description": "The installer crashed with error 42.", "screenshots": [upload("s.png", PNG)]})
+                       {"description": "The installer crashed with error 42.", "screenshots": [upload("s.png", PNG)],
+                        "confirm": "1"})
 
 
 def test_with_the_all_submitted_gate_a_skipped_task_is_replaced_before_the_final_survey(client, world, sent):
