@@ -14,6 +14,11 @@ urlpatterns = [
     path("", accounts.home, name="home"),
     path("accounts/login/", accounts.LoginView.as_view(), name="login"),
     path("accounts/logout/", accounts.LogoutView.as_view(), name="logout"),
+    path("accounts/password-reset/", accounts.PasswordResetView.as_view(), name="password_reset"),
+    path("accounts/password-reset/sent/", accounts.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path("accounts/reset/<uidb64>/<token>/", accounts.PasswordResetConfirmView.as_view(),
+         name="password_reset_confirm"),
+    path("accounts/reset/done/", accounts.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
     # Browsers ask for /favicon.ico on every page that names no icon (the admin, raw files): answer it.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", include("studyapp.worker_urls")),
