@@ -1,7 +1,7 @@
 """Root URL configuration: accounts, worker pages, expert workspace, staff dashboard, API, admin."""
 
+from django.conf import settings
 from django.contrib import admin
-from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -20,7 +20,8 @@ urlpatterns = [
          name="password_reset_confirm"),
     path("accounts/reset/done/", accounts.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
     # Browsers ask for /favicon.ico on every page that names no icon (the admin, raw files): answer it.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    # (The plain static URL: resolving a hashed name here would need the manifest at import time.)
+    path("favicon.ico", RedirectView.as_view(url=f"{settings.STATIC_URL}favicon.svg", permanent=True)),
     path("", include("studyapp.worker_urls")),
     path("expert/", include("grading.expert_urls")),
     path("admin/dashboard/", include("studyapp.dashboard.urls")),

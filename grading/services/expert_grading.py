@@ -175,19 +175,21 @@ def grade_submit(
     overall: str = "",
     feedback: str = "",
     visible_seconds: float | None = None,
+    confirm_critical_accept: bool = False,
     accept_despite_critical: bool = False,
 ) -> ExpertGrade:
     """Save the page's answers, then submit them; raise GradeIncomplete (draft kept) when something is missing.
 
-    Judging a deliverable acceptable while it fails a critical criterion is usually a slip, so it needs
-    ``accept_despite_critical`` (a confirmation on the page).
+    Judging a deliverable acceptable while it fails a critical criterion is usually a slip: with
+    ``confirm_critical_accept`` (the grading page) that needs ``accept_despite_critical``, a ticked confirmation.
     """
     grade_save_draft(grade=grade, user=user, verdicts=verdicts, overall=overall, feedback=feedback,
                      visible_seconds=visible_seconds)
     with transaction.atomic():
         locked = _lock_draft(grade, user)
         problems = _problems(locked)
-        if "overall" not in problems and locked.overall == ExpertGrade.Judgement.ACCEPT and not accept_despite_critical:
+        if (confirm_critical_accept and not accept_despite_critical and "overall" not in problems
+                and locked.overall == ExpertGrade.Judgement.ACCEPT):
             failed_critical = list(locked.criterion_grades.filter(verdict=FAIL, criterion__label="critical")
                                    .order_by("criterion__order").values_list("criterion__key", flat=True))
             if failed_critical:

@@ -232,10 +232,13 @@ def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[s
     can still be matched to them: they are waiting for nothing unless staff act (add tasks or fallbacks)."""
     from studyapp.services.matching import task_available
 
+    # Under the "all submitted" gate a skipped task is replaced, so only submitted ones count as done.
+    counted = (~Q(episodes__status=Episode.Status.SKIPPED)
+               if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else None)
     candidates = (
         Participant.objects.filter(study=study, status=Participant.Status.WORKING, is_simulated=False)
         .exclude(episodes__status__in=OPEN_EPISODE)
-        .annotate(done=Count("episodes", distinct=True))
+        .annotate(done=Count("episodes", distinct=True, filter=counted))
         .filter(done__lt=study.tasks_per_session)
         .select_related("study", "occupation", "occupation__sector")
         .order_by("last_activity_at", "pk")

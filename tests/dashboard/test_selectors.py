@@ -139,3 +139,19 @@ def test_the_grading_queue_says_why_submissions_wait():
     reasons = {row["reason"]: row["n"] for row in grading_queue(study)["waiting_reasons"]}
     assert reasons["No API key is configured for openai."] == 2
     assert any(reason.startswith("Not picked up yet") and n == 1 for reason, n in reasons.items())
+
+
+@pytest.mark.django_db
+def test_under_the_all_submitted_gate_a_skipped_task_does_not_count_as_done_for_the_alert():
+    from studyapp.dashboard.selectors import stranded_workers
+    from studyapp.models import Study as StudyModel
+    from studyapp.services.matching import episode_assign
+    from tests.studyapp.worker_factories import make_participant, make_world
+
+    world = make_world(tasks=1, capacity=5, slug="gate", tasks_per_session=1,
+                       post_survey_gate=StudyModel.PostSurveyGate.ALL_SUBMITTED)
+    worker = make_participant(world)
+    episode = episode_assign(participant=worker, position=1)
+    episode.status = "skipped"
+    episode.save()
+    assert [row["pseudonym"] for row in stranded_workers(world.study)] == [worker.pseudonym]

@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from grading.models import ExpertAssignment, ExpertGrade
 from studyapp import models as m
+from surveys.services import instrument_install_default
 from tests.e2e.conftest import login
 from tests.e2e.test_worker_journey import _answer_choice, _answer_likert, _wait_saved
 from tests.studyapp.worker_factories import PNG, XLSX
@@ -31,6 +32,7 @@ def _sign_out(page) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_url, tmp_path, monkeypatch):
     monkeypatch.setattr(current_app, "send_task", lambda name, args=None, **kw: None)
+    instrument_install_default()  # a transactional test starts from an emptied database
     out = io.StringIO()
     call_command("demo", "--no-cohort", "--base-url", live_url, stdout=out)
     link = re.search(r"Worker invitation link: (\S+)", out.getvalue()).group(1)

@@ -40,11 +40,17 @@ def test_demo_runs_twice_and_leaves_the_same_counts(capsys):
 def test_make_run_prints_the_link_and_accounts_on_every_start_not_only_the_first(capsys):
     call_command("demo", "--no-cohort", "--if-empty")
     capsys.readouterr()
+    TaskInstance.objects.filter(studies__slug="collabskill-demo", sector__code="soc-51").delete()
     call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
     out = capsys.readouterr().out
     study = Study.objects.get(slug="collabskill-demo")
-    assert "demo not loaded" in out
     assert f"http://127.0.0.1:8123/join/{study.invite_code}/" in out and "demo-expert" in out
+    assert study.tasks.filter(sector__code="soc-51").count() == 2, "an older demo is brought up to date"
+
+    Study.objects.create(name="Our real study", slug="real")
+    call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    assert "demo not loaded" in out and f"/join/{study.invite_code}/" in out
 
 
 def test_every_occupation_of_the_demo_reaches_a_full_session_through_the_real_matcher():

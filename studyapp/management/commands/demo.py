@@ -14,7 +14,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--no-cohort", action="store_true", help="Skip the simulated participants.")
-        parser.add_argument("--if-empty", action="store_true", help="Do nothing when any study already exists.")
+        parser.add_argument("--if-empty", action="store_true",
+                            help="Do nothing when a study other than the demo exists (the demo itself is updated).")
         parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="Where the site is served.")
 
     def handle(self, *args, no_cohort: bool = False, if_empty: bool = False, base_url: str = "http://127.0.0.1:8000",
@@ -22,13 +23,14 @@ class Command(BaseCommand):
         reason = demo_refused_reason()
         if reason:
             raise CommandError(reason)
-        if if_empty and Study.objects.exists():
-            self.stdout.write("Studies already exist; demo not loaded.")
+        if if_empty and Study.objects.exclude(slug=DEMO_SLUG).exists():
+            self.stdout.write("Studies other than the demo exist; demo not loaded.")
             study = Study.objects.filter(slug=DEMO_SLUG).first()
             if study is not None:
                 # Printed on every start, not only the first: the link is what a newcomer needs next.
                 self._print_access(study, base_url)
             return
+        # An existing demo is brought up to date (new tasks, fallbacks, samples); loading is idempotent.
         summary = demo_load(cohort=not no_cohort)
         study = Study.objects.get(slug=DEMO_SLUG)
         self.stdout.write(self.style.SUCCESS(
