@@ -145,6 +145,22 @@ class ExpertChoiceForm(forms.Form):
         self.fields["expert"].label_from_instance = lambda p: p.user.get_username()
 
 
+class ExpertAssignForm(forms.Form):
+    """Staff choose an expert by name; the label shows their sectors so a domain match is easy to see."""
+
+    expert = forms.ModelChoiceField(queryset=ExpertProfile.objects.none(), empty_label="Choose an expert",
+                                    error_messages={"required": "Choose an expert."},
+                                    widget=forms.Select(attrs={"id": "id_assign_expert"}))
+
+    def __init__(self, *args: Any, experts: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if experts is not None:
+            self.fields["expert"].queryset = experts
+        self.fields["expert"].label_from_instance = lambda p: (
+            f"{p.user.get_username()} ({', '.join(s.name for s in p.sectors.all()) or 'no sector'})"
+        )
+
+
 class GoldPlantForm(forms.Form):
     """Known answers per criterion key, and who receives the gold copy."""
 

@@ -32,6 +32,7 @@ urlpatterns = [
     path("staff/gold/<int:episode_id>/", views_expert_staff.gold_plant, name="staff_gold_plant"),
     path("staff/adjudication/", views_expert_staff.adjudication, name="staff_adjudication"),
     path("staff/episodes/<int:episode_id>/", views_expert_staff.episode_grades, name="staff_episode"),
+    path("staff/episodes/<int:episode_id>/assign/", views_expert_staff.assign, name="staff_assign"),
     path("staff/episodes/<int:episode_id>/adjudicate/", views_expert_staff.adjudicate, name="staff_adjudicate"),
     path("staff/episodes/<int:episode_id>/reattempt/", views_expert_staff.reattempt, name="staff_reattempt"),
     path("staff/metrics/", views_expert_staff.metrics_page, name="staff_metrics"),

@@ -65,7 +65,8 @@ def grade(request: HttpRequest, profile: ExpertProfile, assignment_id: int) -> H
     posted = grade_input_from_post(request.POST, [c.pk for c in current.rubric.criteria.all()])
     try:
         if request.POST.get("action") == "submit":
-            grade_submit(grade=current, user=request.user, **posted.kwargs())
+            grade_submit(grade=current, user=request.user, **posted.kwargs(), confirm_critical_accept=True,
+                         accept_despite_critical=request.POST.get("accept_despite_critical") == "1")
             messages.success(request, "Grade submitted. Thank you!")
         else:
             grade_save_draft(grade=current, user=request.user, **posted.kwargs())

@@ -16,6 +16,7 @@ from grading.expert_exceptions import ExpertError, InviteInvalid, RubricReviewEr
 from grading.expert_forms import (
     AdjudicationForm,
     DoubleGradingForm,
+    ExpertAssignForm,
     ExpertChoiceForm,
     ExpertProfileForm,
     GoldPlantForm,
@@ -230,7 +231,35 @@ def episode_grades(request: HttpRequest, episode_id: int) -> HttpResponse:
     return render(request, "expert/staff_episode.html", {
         "episode": episode, "grades": grades, "judge_runs": current_judge_runs(episode),
         "assignments": episode.expert_assignments.select_related("expert__user"),
-        "adjudication_form": AdjudicationForm(experts=experts), "reattempt_form": ExpertChoiceForm(experts=experts)})
+        "adjudication_form": AdjudicationForm(experts=experts), "reattempt_form": ExpertChoiceForm(experts=experts),
+        "assign_form": ExpertAssignForm(experts=_assignable_experts(episode)),
+        "assignable": episode.status in routing.ASSIGNABLE_STATUSES and not episode.is_simulated})
+
+
+def _assignable_experts(episode: Episode):
+    return (ExpertProfile.objects.filter(is_active=True, user__is_active=True)
+            .exclude(pk__in=episode.expert_assignments.values_list("expert_id", flat=True))
+            .select_related("user").prefetch_related("sectors").order_by("user__username"))
+
+
+@staff_required
+@require_POST
+def assign(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Hand the episode to an expert chosen by name (any sector, any grading state)."""
+    episode = get_object_or_404(Episode, pk=episode_id)
+    form = ExpertAssignForm(request.POST, experts=_assignable_experts(episode))
+    if not form.is_valid():
+        messages.error(request, "Choose an active expert from the list.")
+        return redirect("expert:staff_episode", episode_id=episode.pk)
+    try:
+        assignment = routing.episode_assign_expert(episode=episode, expert=form.cleaned_data["expert"],
+                                                   actor=request.user)
+    except ExpertError as exc:
+        messages.error(request, exc.message)
+        return redirect("expert:staff_episode", episode_id=episode.pk)
+    messages.success(request, f"Episode #{episode.pk} is in {assignment.expert.user.get_username()}'s grading queue "
+                              f"({assignment.get_role_display().lower()}).")
+    return redirect("expert:staff_episode", episode_id=episode.pk)
 
 
 @staff_required

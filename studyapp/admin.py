@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
 from studyapp import models as m
 from studyapp.dashboard.admin_actions import export_selected_studies, payouts_for_selected_studies
@@ -155,7 +157,7 @@ class EpisodeFileInline(admin.TabularInline):
 @admin.register(m.Episode)
 class EpisodeAdmin(admin.ModelAdmin):
     list_display = ("id", "participant", "agent", "task", "position", "status", "score", "score_source",
-                    "needs_expert_review", "timed_out")
+                    "needs_expert_review", "timed_out", "expert_grading")
     list_filter = ("study", "status", "agent", "needs_expert_review", "timed_out", "is_simulated", "score_source")
     search_fields = ("participant__pseudonym", "task__title")
     raw_id_fields = ("participant", "task", "agent", "study")
@@ -163,6 +165,14 @@ class EpisodeAdmin(admin.ModelAdmin):
     readonly_fields = ("score", "score_source", "submitted_at", "assigned_at", "design_mode", "assignment_probability")
     inlines = [EpisodeFileInline]
     list_select_related = ("participant", "agent", "task")
+
+    @admin.display(description="Expert grading")
+    def expert_grading(self, episode: m.Episode) -> str:
+        """Link to the staff page where the episode is sent to an expert chosen by name."""
+        if episode.is_simulated:
+            return "—"
+        return format_html('<a href="{}#assign">Grades / send to an expert</a>',
+                           reverse("expert:staff_episode", args=[episode.pk]))
 
 
 @admin.register(m.EpisodeFile)

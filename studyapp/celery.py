@@ -27,6 +27,11 @@ app.conf.beat_schedule = {
         "task": "grading.tasks.route_expert_reviews",
         "schedule": 10 * 60.0,
     },
+    # Open tasks whose worker went silent for the study's limit are released for others.
+    "abandoned-episodes-sweep": {
+        "task": "studyapp.tasks.expire_abandoned_episodes",
+        "schedule": 15 * 60.0,
+    },
 }
 app.autodiscover_tasks()
 # Task modules that live below an app package rather than at its top.

@@ -28,10 +28,12 @@ from studyapp.models import (
     Agent,
     ConsentVersion,
     Episode,
+    EpisodeFile,
     Occupation,
     Participant,
     Payment,
     Sector,
+    SectorFallback,
     Study,
     TaskFile,
     TaskInstance,
@@ -85,8 +87,10 @@ def demo_load(*, cohort: bool = True) -> DemoSummary:
         study = _study()
         agents = _agents(study)
         tasks = _tasks(study)
+        _sector_fallbacks(study)
         _accounts(study)
     summary.created = {"agents": len(agents), "tasks": len(tasks)}
+    summary.created["sample_submissions"] = _sample_submissions(study, agents, tasks)
     if cohort and not study.participants.filter(is_simulated=True).exists():
         participants, episodes = _simulated_cohort(study, agents, tasks)
         summary.simulated_participants, summary.simulated_episodes = participants, episodes
@@ -114,6 +118,15 @@ def _study() -> Study:
             "rating_model": Study.RatingModel.CALIBRATED,
         },
     )
+    # Fields added after the first demo release are filled in on older demo databases too.
+    facts = {"contact_name": "CollabSkill demo team", "contact_email": "study-team@example.org",
+             "ethics_approval": "Demonstration only — enter your ethics board and protocol number here",
+             "return_url": "https://recruitment.example.org/complete?code={code}"}
+    changed = [name for name, value in facts.items() if not getattr(study, name)]
+    for name in changed:
+        setattr(study, name, facts[name])
+    if changed:
+        study.save(update_fields=changed)
     ConsentVersion.objects.get_or_create(
         study=study, version=1, defaults={"text": CONSENT_TEXT, "llm_providers": ["openai", "anthropic"]}
     )
@@ -125,6 +138,9 @@ def _agents(study: Study) -> list[Agent]:
     for spec in demo_catalogue.AGENTS:
         defaults = {key: value for key, value in spec.items() if key != "slug"}
         agent, _ = Agent.objects.get_or_create(slug=spec["slug"], defaults=defaults)
+        if not agent.tutorial_url and spec.get("tutorial_url"):
+            agent.tutorial_url = spec["tutorial_url"]
+            agent.save(update_fields=["tutorial_url"])
         agent.studies.add(study)
         agents.append(agent)
     return agents
@@ -154,6 +170,17 @@ def _tasks(study: Study) -> list[TaskInstance]:
     return tasks
 
 
+def _sector_fallbacks(study: Study) -> None:
+    """Let every demo sector borrow tasks from related sectors once its own run out."""
+    sectors = {sector.code: sector for sector in Sector.objects.filter(code__startswith="soc-")}
+    for major, related in demo_catalogue.SECTOR_FALLBACKS.items():
+        for priority, to_major in enumerate(related, start=1):
+            SectorFallback.objects.get_or_create(
+                study=study, from_sector=sectors[f"soc-{major}"], to_sector=sectors[f"soc-{to_major}"],
+                defaults={"priority": priority},
+            )
+
+
 def _accounts(study: Study) -> None:
     from grading.models import ExpertProfile
 
@@ -167,6 +194,90 @@ def _accounts(study: Study) -> None:
         if role == EXPERT:
             profile, _ = ExpertProfile.objects.get_or_create(user=user)
             profile.sectors.set(Sector.objects.filter(code__in=["soc-13", "soc-15", "soc-23"]))
+
+
+# Three submitted episodes with real files, in the demo expert's sectors, so the expert workspace has work
+# out of the box (simulated episodes have no files and never reach experts). (task index, deliverables, log)
+SAMPLE_SUBMISSIONS = (
+    (0, {"reconciliation.xlsx": "xlsx", "exceptions-memo.docx": "docx"},
+     "Asked the agent to match ledger and bank rows by invoice number; it found the duplicate INV-1042 and the "
+     "missing bank entry, I spotted the transposed amount myself."),
+    (5, {"ab-analysis.xlsx": "xlsx", "recommendation.md": "md"},
+     "The agent computed both conversion rates and a two-proportion z-test; I checked the interval by hand."),
+    (10, {"contract-review.docx": "docx"},
+     "I had the agent list every liability and renewal clause, then wrote the redlines with it clause by clause."),
+)
+
+
+def _sample_submissions(study: Study, agents: list[Agent], tasks: list[TaskInstance]) -> int:
+    """Create (once) a few real submitted episodes with files and route them to ``demo-expert``."""
+    from grading.models import Criterion, ExpertProfile, Rubric
+    from grading.services.expert_routing import episode_assign_expert
+    from studyapp.services.payments import payment_record_task
+
+    User = get_user_model()
+    expert = ExpertProfile.objects.get(user=User.objects.get(username="demo-expert"))
+    now = timezone.now()
+    made = 0
+    for number, (index, deliverables, log_text) in enumerate(SAMPLE_SUBMISSIONS, start=1):
+        task = tasks[index]
+        pseudonym = f"DEMO-SAMPLE-{number}"
+        if Participant.objects.filter(pseudonym=pseudonym).exists():
+            continue
+        with transaction.atomic():
+            participant = Participant.objects.create(
+                study=study, pseudonym=pseudonym, status=Participant.Status.COMPLETE,
+                occupation=task.occupations.first(), years_experience=6 + number,
+                consent_version=study.current_consent(), consented_at=now - timedelta(days=2),
+                completed_at=now - timedelta(days=1), last_activity_at=now - timedelta(days=1),
+            )
+            submitted = now - timedelta(days=1, hours=number)
+            episode = Episode.objects.create(
+                participant=participant, study=study, agent=agents[number % len(agents)], task=task, position=1,
+                status=Episode.Status.SUBMITTED, prior_experience="few", ready_at=submitted - timedelta(minutes=80),
+                started_at=submitted - timedelta(minutes=90), submitted_at=submitted, notes=log_text,
+            )
+            for name, kind in deliverables.items():
+                _store_episode_file(episode, EpisodeFile.Kind.DELIVERABLE, name,
+                                    _deliverable(kind, task.title, index))
+            _store_episode_file(episode, EpisodeFile.Kind.LOG, "collaboration-log.txt",
+                                f"Session log for: {task.title}\n\n{log_text}\n".encode())
+            payment_record_task(episode=episode)
+            if not Rubric.objects.filter(task=task).exists():
+                rubric = Rubric.objects.create(task=task, version=1, status=Rubric.Status.APPROVED,
+                                               origin=Rubric.Origin.EXPERT, approved_at=now,
+                                               details={"evaluation_notes": task.hidden_info})
+                for order, (category, points, label, text) in enumerate((
+                    (Criterion.Category.CORRECTNESS, 40, Criterion.Label.CRITICAL,
+                     f"The key findings are right: {task.hidden_info}"),
+                    (Criterion.Category.COMPLETENESS, 20, Criterion.Label.IMPORTANT,
+                     "Every expected deliverable is present: " + ", ".join(task.expected_deliverables) + "."),
+                    (Criterion.Category.REQUIREMENTS, 25, Criterion.Label.IMPORTANT,
+                     "The deliverables do what the prompt asks, in the requested form."),
+                    (Criterion.Category.TECHNICAL, 15, Criterion.Label.OPTIONAL,
+                     "Clear structure, consistent formatting, no broken formulas or references."),
+                ), start=1):
+                    Criterion.objects.create(rubric=rubric, order=order, key=f"C{order}", category=category,
+                                             points=points, label=label, description=text)
+            episode_assign_expert(episode=episode, expert=expert, actor=None)
+        made += 1
+    return made
+
+
+def _store_episode_file(episode: Episode, kind: str, name: str, data: bytes) -> None:
+    record = EpisodeFile(episode=episode, kind=kind, name=name, size=len(data),
+                         sha256=hashlib.sha256(data).hexdigest())
+    record.file.save(name, ContentFile(data), save=False)
+    record.save()
+
+
+def _deliverable(kind: str, title: str, index: int) -> bytes:
+    """A plausible worker deliverable (the reference generator's layout, with a worker's conclusion)."""
+    if kind == "md":
+        return (f"# {title}\n\nRecommendation: ship variant B. Conversion rose from 4.1% to 4.6% "
+                "(two-sided p = 0.03, 95% CI of the lift 0.05 to 0.95 points).\n").encode()
+    _name, data = _reference_file(kind, f"{title} (worker deliverable)", index + 1000)
+    return data
 
 
 def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstance]) -> tuple[int, int]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 AGENTS = [
     {
-        "name": "Claude Cowork", "slug": "claude-cowork", "product": "Anthropic Claude desktop (Cowork)",
+        "name": "Claude Cowork", "slug": "claude-cowork",
+        "tutorial_url": "https://support.anthropic.com/",
+        "product": "Anthropic Claude desktop (Cowork)",
         "model_version": "claude-sonnet-4.6", "interface": "desktop", "log_mode": "upload",
         "log_format": "screenshot",
         "setup_guide": (
@@ -16,7 +18,9 @@ AGENTS = [
         "log_instructions": "Take screenshots of the whole conversation, top to bottom, and upload them as the log.",
     },
     {
-        "name": "Claude Code", "slug": "claude-code", "product": "Anthropic Claude Code (terminal)",
+        "name": "Claude Code", "slug": "claude-code",
+        "tutorial_url": "https://docs.anthropic.com/en/docs/claude-code/overview",
+        "product": "Anthropic Claude Code (terminal)",
         "model_version": "claude-sonnet-4.6", "interface": "terminal", "log_mode": "upload",
         "log_format": "claude_code",
         "setup_guide": (
@@ -28,7 +32,9 @@ AGENTS = [
         "log_instructions": "Upload Claude Code's own session file (see below), not a copy of the screen.",
     },
     {
-        "name": "Codex", "slug": "codex", "product": "OpenAI Codex CLI (terminal)",
+        "name": "Codex", "slug": "codex",
+        "tutorial_url": "https://github.com/openai/codex#readme",
+        "product": "OpenAI Codex CLI (terminal)",
         "model_version": "gpt-5.2-codex-medium", "interface": "terminal", "log_mode": "upload",
         "log_format": "codex",
         "setup_guide": (
@@ -39,7 +45,9 @@ AGENTS = [
         "log_instructions": "Upload Codex's own session file (see below), not a copy of the screen.",
     },
     {
-        "name": "Manus", "slug": "manus", "product": "Manus (browser)",
+        "name": "Manus", "slug": "manus",
+        "tutorial_url": "https://manus.im/",
+        "product": "Manus (browser)",
         "model_version": "manus-1.6-lite", "interface": "browser", "log_mode": "share_url",
         "share_url_hosts": ["manus.im"],
         "setup_guide": (
@@ -50,7 +58,9 @@ AGENTS = [
         "log_instructions": "Use **Share** in Manus and paste the public share link into the log field.",
     },
     {
-        "name": "Gemini CLI", "slug": "gemini-cli", "product": "Google Gemini CLI (terminal)",
+        "name": "Gemini CLI", "slug": "gemini-cli",
+        "tutorial_url": "https://github.com/google-gemini/gemini-cli#readme",
+        "product": "Google Gemini CLI (terminal)",
         "model_version": "gemini-3-auto", "interface": "terminal", "log_mode": "upload",
         "log_format": "gemini",
         "setup_guide": (
@@ -173,4 +183,54 @@ TASKS = [
      "checklist, using the attached emails and calendar export.",
      ["board-pack.docx", "travel.xlsx"], ["csv", "docx"],
      "Two directors arrive the night before; one needs a vegetarian meal."),
+    # Appended later (the demo derives task ids from list positions, so new tasks only ever go at the end):
+    # sectors that had no task, and a third task where a sector had two.
+    ("19", "19-3011.00", "Regional labour-market outlook",
+     "Using the attached employment and wage series, write a short outlook for the regional labour market over the "
+     "next two years, with one chart per indicator and the assumptions stated.",
+     ["labour-outlook.docx", "indicators.xlsx"], ["csv", "xlsx"],
+     "Unemployment falls from 5.1% to 4.6%; wage growth slows to 3.2% in the second year."),
+    ("19", "19-3011.00", "Price-elasticity estimate for a transit fare change",
+     "Estimate the price elasticity of ridership from the fare-change data provided and recommend whether the "
+     "proposed 10% fare rise raises revenue.",
+     ["elasticity.xlsx", "recommendation.docx"], ["csv", "pdf"],
+     "Elasticity is about -0.35, so the fare rise increases revenue by roughly 6%."),
+    ("51", "51-1011.00", "Shift schedule for a packaging line",
+     "Build a four-week shift schedule for the packaging line from the staff roster and demand forecast, "
+     "respecting rest rules, and summarise overtime per person.",
+     ["shift-schedule.xlsx"], ["csv", "xlsx"],
+     "Week 3 demand needs a weekend shift; nobody may exceed 48 hours in a week."),
+    ("51", "51-1011.00", "Root-cause report for a scrap-rate spike",
+     "Investigate last month's scrap-rate spike from the production log and write a root-cause report with a "
+     "corrective-action plan.",
+     ["root-cause-report.docx"], ["csv", "pdf"],
+     "The spike follows the die change on line 2 on the 14th; operator training is the corrective action."),
+    ("15", "15-1252.00", "Code review of a data-import script",
+     "Review the attached data-import script description and sample data, list the defects with their impact, and "
+     "write a corrected specification of the import rules.",
+     ["review.md", "import-spec.docx"], ["csv", "docx"],
+     "Dates are parsed month-first; duplicate customer ids are silently overwritten."),
+    ("13", "13-1161.00", "Market sizing for a meal-kit launch",
+     "Size the addressable market for a meal-kit service in the three cities in the data, with top-down and "
+     "bottom-up estimates and a short slide summary.",
+     ["market-sizing.xlsx", "summary.pptx"], ["csv", "xlsx"],
+     "Bottom-up estimate should land within 20% of the top-down figure of about 41 million."),
 ]
+
+# Where a worker's own sector runs out, the demo study offers tasks from related sectors, in this order
+# (keys and values are SOC major groups). Every sector in the shipped O*NET fixture reaches at least five
+# tasks this way, so every occupation the picker offers can do a full session.
+SECTOR_FALLBACKS = {
+    "11": ["13", "43", "41"],
+    "13": ["11", "43", "19"],
+    "15": ["13", "17", "19"],
+    "17": ["15", "51"],
+    "19": ["13", "15"],
+    "23": ["43", "13"],
+    "25": ["27", "13"],
+    "27": ["25", "41"],
+    "29": ["25", "43"],
+    "41": ["11", "27"],
+    "43": ["13", "11"],
+    "51": ["17", "11", "43"],
+}

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.urls import reverse
 
 from studyapp.models import (
@@ -79,7 +79,32 @@ class JourneyState:
 
     @property
     def finished_count(self) -> int:
+        """Positions that are over (submitted or skipped): what moves the session forward."""
         return sum(1 for e in self.episodes if e.status in FINISHED)
+
+    @property
+    def submitted_count(self) -> int:
+        """Tasks whose deliverables were submitted: the ones that are paid and graded."""
+        return sum(1 for e in self.episodes if e.status in FINISHED and e.status != Episode.Status.SKIPPED)
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(1 for e in self.episodes if e.status == Episode.Status.SKIPPED)
+
+    @property
+    def paid_count(self) -> int:
+        """Tasks with a base-pay line in the ledger (equal to ``submitted_count`` unless staff intervened)."""
+        if not hasattr(self, "_paid_count"):
+            self._paid_count = Payment.objects.filter(participant=self.participant, kind=Payment.Kind.TASK).count()
+        return self._paid_count
+
+    @property
+    def tasks_summary(self) -> str:
+        """The one wording of task progress every worker page uses, e.g. "2 submitted, 1 skipped of 5"."""
+        text = f"{self.submitted_count} submitted"
+        if self.skipped_count:
+            text += f", {self.skipped_count} skipped"
+        return f"{text} of {self.tasks_total}"
 
     @property
     def label(self) -> str:
@@ -104,7 +129,7 @@ class JourneyState:
         for index, step in enumerate(_ORDER):
             label = STEP_LABELS[step]
             if step == Step.TASK:
-                label = f"Tasks ({self.finished_count} of {self.tasks_total})"
+                label = f"Tasks ({self.tasks_summary})"
             state = "done" if index < current else "current" if index == current else "upcoming"
             if step == Step.COMPLETE and self.step == Step.COMPLETE:
                 state = "done"
@@ -209,15 +234,52 @@ def consent_providers(version: ConsentVersion) -> list[str]:
     return names
 
 
-def occupation_search(query: str, *, limit: int = 25) -> list[Occupation]:
-    """Occupations whose title or SOC code contains every word typed (case-insensitive)."""
+def occupation_search(query: str, *, limit: int = 25, study: Study | None = None) -> list[Occupation]:
+    """Occupations whose title or SOC code contains every word typed (case-insensitive).
+
+    With a study, only occupations that can still be matched to at least one of its tasks are returned, each
+    with ``reach`` (how many tasks its sector and fallbacks still offer), so nobody picks a dead end.
+    """
     words = [w for w in (query or "").split() if w][:6]
     if not words:
         return []
     condition = Q()
     for word in words:
         condition &= Q(title__icontains=word) | Q(soc_code__startswith=word)
-    return list(Occupation.objects.filter(condition).select_related("sector").order_by("title")[:limit])
+    rows = Occupation.objects.filter(condition).select_related("sector").order_by("title")
+    if study is None:
+        return list(rows[:limit])
+    reach = sector_reach(study)
+    rows = rows.filter(sector_id__in=[sector for sector, n in reach.items() if n > 0])
+    found = list(rows[:limit])
+    for occupation in found:
+        occupation.reach = reach.get(occupation.sector_id, 0)
+    return found
+
+
+def occupations_offered(study: Study) -> QuerySet[Occupation]:
+    """Occupations a worker may choose in this study: those with at least one reachable task."""
+    reach = sector_reach(study)
+    return Occupation.objects.filter(sector_id__in=[sector for sector, n in reach.items() if n > 0])
+
+
+def sector_reach(study: Study) -> dict[int, int]:
+    """For each sector, how many of the study's tasks with free capacity a worker from it can be matched to
+    (own sector plus its fallbacks, as the matching service tries them). Sectors that reach none are absent."""
+    from studyapp.models import SectorFallback, TaskInstance
+
+    open_tasks = (TaskInstance.objects.filter(studies=study, is_active=True, sector_id__isnull=False)
+                  .annotate(taken=Count("episodes", filter=Q(episodes__study=study)
+                                        & ~Q(episodes__status=Episode.Status.SKIPPED)))
+                  .filter(taken__lt=study.max_episodes_per_task).values_list("sector_id", flat=True))
+    per_sector: dict[int, int] = {}
+    for sector_id in open_tasks:
+        per_sector[sector_id] = per_sector.get(sector_id, 0) + 1
+    reach = dict(per_sector)
+    for from_id, to_id in SectorFallback.objects.filter(study=study).values_list("from_sector_id", "to_sector_id"):
+        if per_sector.get(to_id):
+            reach[from_id] = reach.get(from_id, 0) + per_sector[to_id]
+    return {sector: n for sector, n in reach.items() if n > 0}
 
 
 def occupation_get(occupation_id: int | str) -> Occupation | None:

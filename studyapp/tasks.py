@@ -22,3 +22,11 @@ def refresh_design_posterior(study_id: int) -> int | None:
 
     value = design_posterior_refresh(study_id=study_id)
     return None if value is None else value["n_observations"]
+
+
+@shared_task(name="studyapp.tasks.expire_abandoned_episodes")
+def expire_abandoned_episodes() -> int:
+    """Release tasks abandoned by their workers (periodic; idempotent)."""
+    from studyapp.services.episodes import episodes_expire_abandoned
+
+    return episodes_expire_abandoned()

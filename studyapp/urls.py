@@ -1,8 +1,9 @@
 """Root URL configuration: accounts, worker pages, expert workspace, staff dashboard, API, admin."""
 
+from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from studyapp.views import accounts
 
@@ -12,7 +13,15 @@ admin.site.site_title = "CollabSkill study admin"
 urlpatterns = [
     path("", accounts.home, name="home"),
     path("accounts/login/", accounts.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", accounts.LogoutView.as_view(), name="logout"),
+    path("accounts/password-reset/", accounts.PasswordResetView.as_view(), name="password_reset"),
+    path("accounts/password-reset/sent/", accounts.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path("accounts/reset/<uidb64>/<token>/", accounts.PasswordResetConfirmView.as_view(),
+         name="password_reset_confirm"),
+    path("accounts/reset/done/", accounts.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
+    # Browsers ask for /favicon.ico on every page that names no icon (the admin, raw files): answer it.
+    # (The plain static URL: resolving a hashed name here would need the manifest at import time.)
+    path("favicon.ico", RedirectView.as_view(url=f"{settings.STATIC_URL}favicon.svg", permanent=True)),
     path("", include("studyapp.worker_urls")),
     path("expert/", include("grading.expert_urls")),
     path("admin/dashboard/", include("studyapp.dashboard.urls")),

@@ -36,6 +36,16 @@ class ProfileForm(forms.Form):
         error_messages={"required": "Please enter your years of experience (0 if you are just starting)."},
     )
 
+    def __init__(self, *args, occupations=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if occupations is not None:
+            # Only occupations the study can still give tasks to: choosing another would strand the worker.
+            self.fields["occupation"].queryset = occupations
+            self.fields["occupation"].error_messages["invalid_choice"] = (
+                "This study has no task left for that occupation. Please choose the closest other occupation, "
+                "or contact the study team."
+            )
+
 
 class SetupForm(forms.Form):
     prior_experience = forms.ChoiceField(
@@ -49,13 +59,27 @@ class SetupFailedForm(forms.Form):
     description = forms.CharField(
         max_length=5000, min_length=10,
         error_messages={"required": "Please describe what went wrong.",
-                        "min_length": "Please describe what went wrong in a sentence or two."},
+                        "min_length": "Please describe what went wrong in a sentence or two.",
+                        "max_length": "Please keep the description under %(limit_value)d characters (yours has "
+                                      "%(show_value)d); attach screenshots for the rest."},
     )
+    # Skipping cannot be undone, so it is confirmed explicitly (works without script, unlike a dialog).
+    confirm = forms.BooleanField(error_messages={
+        "required": "Please tick the box to confirm that this task should be skipped.",
+    })
+
+
+NOTES_MAX_LENGTH = 5000
 
 
 class LogForm(forms.Form):
-    share_url = forms.CharField(max_length=600, required=False, strip=True)
-    notes = forms.CharField(max_length=5000, required=False)
+    share_url = forms.CharField(max_length=600, required=False, strip=True, error_messages={
+        "max_length": "That link is longer than %(limit_value)d characters; please paste the share link only.",
+    })
+    notes = forms.CharField(max_length=NOTES_MAX_LENGTH, required=False, error_messages={
+        "max_length": "Notes can be at most %(limit_value)d characters; yours have %(show_value)d. Please shorten "
+                      "them (or upload longer notes as a log file). Nothing you typed was lost.",
+    })
 
 
 class UploadForm(forms.Form):

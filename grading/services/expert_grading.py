@@ -175,13 +175,30 @@ def grade_submit(
     overall: str = "",
     feedback: str = "",
     visible_seconds: float | None = None,
+    confirm_critical_accept: bool = False,
+    accept_despite_critical: bool = False,
 ) -> ExpertGrade:
-    """Save the page's answers, then submit them; raise GradeIncomplete (draft kept) when something is missing."""
+    """Save the page's answers, then submit them; raise GradeIncomplete (draft kept) when something is missing.
+
+    Judging a deliverable acceptable while it fails a critical criterion is usually a slip: with
+    ``confirm_critical_accept`` (the grading page) that needs ``accept_despite_critical``, a ticked confirmation.
+    """
     grade_save_draft(grade=grade, user=user, verdicts=verdicts, overall=overall, feedback=feedback,
                      visible_seconds=visible_seconds)
     with transaction.atomic():
         locked = _lock_draft(grade, user)
         problems = _problems(locked)
+        if (confirm_critical_accept and not accept_despite_critical and "overall" not in problems
+                and locked.overall == ExpertGrade.Judgement.ACCEPT):
+            failed_critical = list(locked.criterion_grades.filter(verdict=FAIL, criterion__label="critical")
+                                   .order_by("criterion__order").values_list("criterion__key", flat=True))
+            if failed_critical:
+                problems["overall"] = (
+                    f"You judged the deliverable acceptable although it fails critical criteria "
+                    f"({', '.join(failed_critical)}). Tick the confirmation below to submit it as acceptable "
+                    "anyway, or change your judgement."
+                )
+                problems["confirm_accept"] = "1"
         if problems:
             raise GradeIncomplete("Your answers are saved, but the grade cannot be submitted yet:",
                                   problems=problems)

@@ -117,6 +117,42 @@ def episode_route(*, episode: Episode, actor: Any = None) -> list[ExpertAssignme
     return created
 
 
+ASSIGNABLE_STATUSES = (Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED,
+                       Episode.Status.FAILED)
+
+
+def episode_assign_expert(*, episode: Episode, expert: ExpertProfile, actor: Any) -> ExpertAssignment:
+    """Staff hand one submitted episode to a chosen expert, whatever its grading state or the expert's sectors.
+
+    This is the manual path beside automatic routing (which waits for LLM grading): the expert gets the
+    primary grade when the episode has none live, otherwise a second, independent grade.
+    """
+    with transaction.atomic():
+        locked = (Episode.objects.select_for_update(of=("self",)).select_related("study", "participant")
+                  .get(pk=episode.pk))
+        if locked.is_simulated:
+            raise RoutingError("Simulated episodes have no deliverables to grade; choose a submitted real episode.")
+        if locked.is_gold:
+            raise RoutingError("Gold copies are sent to experts from the gold-check page.")
+        if locked.status not in ASSIGNABLE_STATUSES:
+            raise RoutingError("Only submitted episodes can be graded; this one is "
+                               f"{locked.get_status_display().lower()}.")
+        if locked.participant.status in EXCLUDED_PARTICIPANTS:
+            raise RoutingError("The participant withdrew, so their work is not graded any more.")
+        if not expert.is_active or not expert.user.is_active:
+            raise RoutingError(f"{expert.user.get_username()} is not an active expert.")
+        if locked.participant.user_id is not None and expert.user_id == locked.participant.user_id:
+            raise RoutingError("An expert never grades their own work.")
+        if locked.expert_assignments.filter(expert=expert).exists():
+            raise RoutingError(f"{expert.user.get_username()} already has this episode.")
+        has_primary = locked.expert_assignments.filter(role=ExpertAssignment.Role.PRIMARY, status__in=LIVE).exists()
+        role = ExpertAssignment.Role.SECOND if has_primary else ExpertAssignment.Role.PRIMARY
+        assignment = _assign(locked, expert, role, actor)
+        audit_record(actor=actor, action="episode.expert_assign", obj=locked, study=locked.study,
+                     after={"expert": expert.pk, "role": role, "assignment": assignment.pk})
+    return assignment
+
+
 @dataclass
 class RoutingReport:
     episodes_routed: int = 0

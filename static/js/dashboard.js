@@ -15,6 +15,10 @@
     var timer = null;
 
     function finish(data) {
+      // A finished row must not keep saying "Preparing": relabel it and drop the bar.
+      var caption = box.querySelector("label");
+      if (caption) { caption.textContent = data.status === "failed" ? "Failed" : "Finished"; }
+      bar.hidden = true;
       if (data.status === "failed") {
         text.textContent = "Failed: " + (data.error || "see the job record");
         return;

@@ -20,6 +20,15 @@
     meta.className = "muted";
     meta.textContent = item.soc_code + (item.sector ? " · " + item.sector : "");
     label.appendChild(meta);
+    var total = parseInt(searchForm.dataset.tasksTotal || "0", 10);
+    if (typeof item.reach === "number" && total && item.reach < total) {
+      var note = document.createElement("span");
+      note.className = "reach-note";
+      note.textContent = " Only " + item.reach + " task" + (item.reach === 1 ? "" : "s") +
+        " available for this occupation right now (this study asks for " + total +
+        "); you are paid for each task you do.";
+      label.appendChild(note);
+    }
     wrap.appendChild(radio); wrap.appendChild(label);
     return wrap;
   }
@@ -46,7 +55,8 @@
     if (query === lastQuery) { return; }
     lastQuery = query;
     if (!query) { render([], ""); return; }
-    fetch(searchForm.dataset.searchUrl + "?q=" + encodeURIComponent(query), { credentials: "same-origin" })
+    var url = searchForm.dataset.searchUrl;
+    fetch(url + (url.indexOf("?") < 0 ? "?" : "&") + "q=" + encodeURIComponent(query), { credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(function (data) { if (query === lastQuery) { render(data.results || [], query); } })
       .catch(function () { /* keep the current list; the plain search button still works */ });

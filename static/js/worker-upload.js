@@ -86,6 +86,7 @@
     var area = form.querySelector(".drop-area");
     var list = form.querySelector(".upload-progress");
     var maxFile = parseInt(form.dataset.maxFile, 10) || 0;
+    var allowed = (form.dataset.allowed || "").split(",").filter(Boolean).map(function (e) { return e.toLowerCase(); });
     var queue = [], busy = false;
 
     function entry(file) {
@@ -105,6 +106,8 @@
     }
 
     function fail(view, text) {
+      // A rejected file shows no progress bar: a full bar would read as "uploaded".
+      if (view.bar.parentNode) { view.bar.parentNode.removeChild(view.bar); }
       view.state.textContent = "not uploaded";
       view.state.className = "is-error";
       view.message.className = "upload-message is-error";
@@ -117,6 +120,13 @@
         fail(view, "“" + file.name + "” is larger than the " + humanSize(maxFile) + " limit per file.");
         return next();
       }
+      var dot = file.name.lastIndexOf(".");
+      var ext = dot > 0 ? file.name.slice(dot + 1).toLowerCase() : "";
+      if (allowed.length && allowed.indexOf(ext) < 0) {
+        fail(view, "“" + file.name + "” is not an accepted type. Accepted: " + allowed.join(", ") + ".");
+        return next();
+      }
+      if (job.replace && !view.bar.parentNode) { view.li.insertBefore(view.bar, view.state); }
       view.state.textContent = "uploading…";
       view.state.className = "";
       view.message.textContent = "";

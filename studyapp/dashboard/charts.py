@@ -152,7 +152,9 @@ def heatmap(chart_id: str, title: str, labels: Sequence[str], matrix: Sequence[S
     longest = max((len(_truncate(label, 18)) for label in labels), default=1)
     # Column labels are rotated 40°: their height grows with their length.
     label_w, label_h = 150.0, 16.0 + 4.8 * longest
-    width, height = label_w + cell * n + 10, label_h + cell * n + 10
+    # …and reach right by cos 40° of their length (~7 px a character), past the last column: leave room.
+    overhang = max(0.0, 0.77 * 7.0 * longest - cell / 2)
+    width, height = label_w + cell * n + 10 + overhang, label_h + cell * n + 10
     body = []
     for j, label in enumerate(labels):
         x = label_w + j * cell + cell / 2

@@ -229,6 +229,38 @@ def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITO
     return {"steps": step_rows, "people": people, "limit": limit, "stale_hours": stale_hours}
 
 
+def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[str, Any]]:
+    """Participants on the task step with no open task, fewer tasks than the session asks, and no task that
+    can still be matched to them: they are waiting for nothing unless staff act (add tasks or fallbacks)."""
+    from studyapp.services.matching import task_available
+
+    # Under the "all submitted" gate a skipped task is replaced, so only submitted ones count as done.
+    counted = (~Q(episodes__status=Episode.Status.SKIPPED)
+               if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else None)
+    candidates = (
+        Participant.objects.filter(study=study, status=Participant.Status.WORKING, is_simulated=False)
+        .exclude(episodes__status__in=OPEN_EPISODE)
+        .annotate(done=Count("episodes", distinct=True, filter=counted))
+        .filter(done__lt=study.tasks_per_session)
+        .select_related("study", "occupation", "occupation__sector")
+        .order_by("last_activity_at", "pk")
+    )
+    stranded = []
+    for participant in candidates[: limit * 4]:
+        if task_available(participant=participant):
+            continue
+        occupation = participant.occupation
+        stranded.append({
+            "pk": participant.pk, "pseudonym": participant.pseudonym, "done": participant.done,
+            "occupation": occupation.title if occupation else "—",
+            "sector": occupation.sector.name if occupation and occupation.sector else "—",
+            "seen": participant.last_activity_at,
+        })
+        if len(stranded) >= limit:
+            break
+    return stranded
+
+
 def grading_queue(
     study: Study, *, limit: int = FAILED_LIMIT, breakdown: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -264,8 +296,18 @@ def grading_queue(
         .order_by("-created_at")
         .values("pk", "episode_id", "provider", "model", "attempts", "error", "created_at")[:20]
     )
+    # Why submissions wait: the pipeline records the reason (no judge key, budget reached, …) on each one.
+    waiting_reasons = list(
+        Episode.objects.filter(study=study, status=Episode.Status.SUBMITTED, is_simulated=False)
+        .values("grading_note").annotate(n=Count("pk")).order_by("-n", "grading_note")[:10]
+    )
     return {
         **counts,
+        "waiting_reasons": [
+            {"reason": row["grading_note"] or "Not picked up yet: the grading sweep starts it within 15 minutes "
+                                              "(or at once when a worker is running).", "n": row["n"]}
+            for row in waiting_reasons
+        ],
         "oldest_waiting": (timezone.now() - oldest) if oldest else None,
         "judge_runs": {status.value: runs.get(status.value, 0) for status in JudgeRun.Status},
         "failed_episodes": failed,
@@ -312,6 +354,7 @@ def overview(study: Study) -> dict[str, Any]:
         "by_sector": progress_by_sector(study, breakdown),
         "by_agent": progress_by_agent(study, breakdown),
         "monitor": monitor(study),
+        "stranded": stranded_workers(study),
         "queue": grading_queue(study, breakdown=breakdown),
         "spend": llm_spend(study),
         # Agents a task can be moved to: the study's own (the reassign service accepts no other).

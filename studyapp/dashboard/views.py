@@ -73,7 +73,18 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",
         data=data, funnel_chart=pages.funnel_chart(data["funnel"]),
+        invite_url=request.build_absolute_uri(reverse("worker:join", args=[study.invite_code])),
+        demo_accounts=_demo_accounts(study),
     )
+
+
+def _demo_accounts(study: Study) -> dict[str, Any] | None:
+    """The demo's published accounts, shown on the demo study's overview (never in production)."""
+    from studyapp.demo import DEMO_ACCOUNTS, DEMO_PASSWORD, DEMO_SLUG, demo_refused_reason
+
+    if study.slug != DEMO_SLUG or demo_refused_reason():
+        return None
+    return {"accounts": DEMO_ACCOUNTS, "password": DEMO_PASSWORD}
 
 
 @require_GET

@@ -26,6 +26,9 @@ class Agent(models.Model):
     model_version = models.CharField(max_length=100, blank=True)
     interface = models.CharField(max_length=16, choices=Interface.choices, default=Interface.TERMINAL)
     setup_guide = models.TextField(blank=True, help_text="Markdown; rendered with HTML sanitised.")
+    tutorial_url = models.URLField(
+        blank=True, help_text="Getting-started tutorial (video or guide), shown to workers who never used the agent."
+    )
     log_instructions = models.TextField(blank=True, help_text="Markdown: how to export the collaboration log.")
     log_mode = models.CharField(max_length=16, choices=LogMode.choices, default=LogMode.UPLOAD)
     log_format = models.CharField(

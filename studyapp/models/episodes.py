@@ -28,6 +28,7 @@ class Episode(models.Model):
         SETUP_FAILED = "setup_failed", "Agent setup failed"
         STAFF = "staff", "Skipped by staff"
         TIMED_OUT = "timed_out", "Time limit passed without a submission"
+        ABANDONED = "abandoned", "Abandoned: no activity within the study's limit"
 
     class ScoreSource(models.TextChoices):
         AUTO = "auto", "Automated judges"

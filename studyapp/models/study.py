@@ -58,6 +58,31 @@ class Study(models.Model):
     rank_bonuses = models.JSONField(
         default=_default_rank_bonuses, blank=True, help_text="Bonus amounts for rank 1, 2, 3, … as strings."
     )
+    abandon_after_hours = models.PositiveIntegerField(
+        null=True, blank=True, default=72,
+        help_text="A task with no activity from its worker for this many hours is skipped as abandoned, which "
+                  "frees its place for someone else. Empty keeps open tasks forever.",
+    )
+    minutes_per_task_estimate = models.PositiveIntegerField(
+        null=True, blank=True, default=90, help_text="Expected working time per task, stated on the consent page."
+    )
+    ethics_approval = models.CharField(
+        max_length=300, blank=True,
+        help_text="Ethics board and approval reference shown on the consent page, e.g. “University X IRB, "
+                  "protocol 2026-117”.",
+    )
+    contact_name = models.CharField(max_length=200, blank=True, help_text="Research-team contact shown to workers.")
+    contact_email = models.EmailField(blank=True, help_text="Shown on every worker page and on setup failures.")
+
+    class PostSurveyGate(models.TextChoices):
+        ALL_POSITIONS = "all_positions", "After every task position is submitted or skipped"
+        ALL_SUBMITTED = "all_submitted", "Only after all tasks are submitted (a skipped task is replaced)"
+
+    post_survey_gate = models.CharField(
+        max_length=16, choices=PostSurveyGate.choices, default=PostSurveyGate.ALL_POSITIONS,
+        help_text="When the final survey opens. The paper asked it only of workers who finished all their tasks: "
+                  "then a skipped task is replaced by another, and a worker who stops early completes without it.",
+    )
     return_url = models.URLField(
         blank=True, help_text="Recruitment platform URL a worker returns to; {code} is replaced."
     )
@@ -135,6 +160,15 @@ class Study(models.Model):
 
     def current_consent(self) -> ConsentVersion | None:
         return self.consent_versions.order_by("-version").first()
+
+    def rank_bonus_list(self) -> list[tuple[str, str]]:
+        """The rank bonuses as (“1st”, “100.00”) pairs, in the form workers are told about them."""
+        suffixes = {1: "st", 2: "nd", 3: "rd"}
+        pairs = []
+        for rank, amount in enumerate(self.rank_bonuses or [], start=1):
+            suffix = "th" if 10 <= rank % 100 <= 20 else suffixes.get(rank % 10, "th")
+            pairs.append((f"{rank}{suffix}", str(amount)))
+        return pairs
 
 
 class ConsentVersion(models.Model):

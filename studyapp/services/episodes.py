@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,10 +15,11 @@ from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import URLValidator
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from studyapp.exceptions import EpisodeLocked, InvalidShareUrl, SubmitRejected, UploadRejected
-from studyapp.models import Agent, Episode, EpisodeFile, Participant
+from studyapp.models import Agent, Episode, EpisodeFile, Participant, Study
 from studyapp.services.audit import audit_record
 from studyapp.services.participants import FINISHED_EPISODE_STATUSES, participant_tasks_done
 from studyapp.services.payments import payment_record_task
@@ -215,6 +217,45 @@ def episode_submit(*, episode: Episode, actor: Any) -> Episode:
 
 def _unlock_post_survey_if_done(episode: Episode) -> None:
     participant = episode.participant
-    finished = Episode.objects.filter(participant=participant, status__in=FINISHED_EPISODE_STATUSES).count()
-    if finished >= participant.study.tasks_per_session:
+    study = participant.study
+    done = Episode.objects.filter(participant=participant, status__in=FINISHED_EPISODE_STATUSES)
+    if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED:
+        done = done.exclude(status=Episode.Status.SKIPPED)
+    if done.count() >= study.tasks_per_session:
         participant_tasks_done(participant=participant)
+
+
+def episodes_expire_abandoned(*, now: datetime | None = None) -> int:
+    """Skip open episodes whose worker has shown no activity for the study's ``abandon_after_hours``.
+
+    An abandoned episode would otherwise hold its task's capacity forever. Activity is the latest of the
+    episode's own changes and the participant's last request (the task page's heartbeat keeps it fresh).
+    Draft files stay, so nothing the worker uploaded is lost; returns how many episodes expired.
+    """
+    now = now or timezone.now()
+    expired = 0
+    for study in Study.objects.filter(abandon_after_hours__gt=0).only("pk", "abandon_after_hours"):
+        cutoff = now - timedelta(hours=study.abandon_after_hours)
+        stale = (Episode.objects.filter(study=study, status__in=EDITABLE_STATUSES, is_simulated=False,
+                                        updated_at__lt=cutoff, assigned_at__lt=cutoff)
+                 .filter(Q(participant__last_activity_at__isnull=True) | Q(participant__last_activity_at__lt=cutoff)))
+        for episode in stale.only("pk", "participant_id"):
+            expired += _expire_one(episode, cutoff=cutoff, hours=study.abandon_after_hours)
+    return expired
+
+
+def _expire_one(episode: Episode, *, cutoff: datetime, hours: int) -> int:
+    with transaction.atomic():
+        locked = _locked(episode, with_participant=True)
+        seen = locked.participant.last_activity_at
+        # Checked again under the lock: the worker may have come back since the sweep listed the episode.
+        if locked.status not in EDITABLE_STATUSES or locked.updated_at >= cutoff or (seen and seen >= cutoff):
+            return 0
+        locked.status = Episode.Status.SKIPPED
+        locked.skip_reason = Episode.SkipReason.ABANDONED
+        locked.skip_description = f"No activity for {hours} hours; the task was released for other workers."
+        locked.save(update_fields=["status", "skip_reason", "skip_description", "updated_at"])
+        audit_record(actor=None, action="episode.expire_abandoned", obj=locked, study=locked.study,
+                     after={"position": locked.position, "hours": hours})
+        _unlock_post_survey_if_done(locked)
+    return 1

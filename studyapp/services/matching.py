@@ -89,9 +89,14 @@ def _deadline(study: Study, task: TaskInstance) -> datetime | None:
 def _check_may_start(participant: Participant, position: int) -> None:
     if participant.status != Participant.Status.WORKING:
         raise StepNotAvailable("Tasks open once the consent form, your profile and the first survey are done.")
-    if not 1 <= position <= participant.study.tasks_per_session:
-        raise StepNotAvailable(f"This study has {participant.study.tasks_per_session} tasks per session.")
     positions = list(Episode.objects.filter(participant=participant).values_list("position", "status"))
+    study = participant.study
+    limit = study.tasks_per_session
+    if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED:
+        # Every skipped task is replaced, so the worker can still submit the full number.
+        limit += sum(1 for _, status in positions if status == Episode.Status.SKIPPED)
+    if not 1 <= position <= limit:
+        raise StepNotAvailable(f"This study has {study.tasks_per_session} tasks per session.")
     if any(status not in _FINISHED for _, status in positions):
         raise StepNotAvailable("Please finish (or skip) your current task before starting the next one.")
     if position != len(positions) + 1:

@@ -242,5 +242,11 @@ def participant_finish_tasks_early(*, participant: Participant) -> None:
             raise StepNotAvailable("Finishing early needs at least one submitted task.")
         if task_available(participant=locked):
             raise StepNotAvailable("A new task is available for you, so please continue with it.")
+        if locked.study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED:
+            # The final survey is asked only of workers who submitted every task: the others complete here.
+            locked.status = Participant.Status.COMPLETE
+            locked.completed_at = timezone.now()
+            locked.save(update_fields=["status", "completed_at"])
+            return
         locked.status = Participant.Status.POST_SURVEY
         locked.save(update_fields=["status"])

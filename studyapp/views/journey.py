@@ -34,8 +34,10 @@ from studyapp.selectors import (
     journey_state,
     occupation_get,
     occupation_search,
+    occupations_offered,
     participant_payments,
     participants_of_user,
+    sector_reach,
     step_url,
 )
 from studyapp.services.consent import consent_decide
@@ -89,6 +91,8 @@ def _throttled(view):
 def join(request: HttpRequest, invite_code: str) -> HttpResponse:
     """Open study link, optionally carrying the recruitment platform's worker id."""
     study = _invited_study(invite_code)
+    if study is None:
+        return _unknown_invitation(request)
     try:
         claim = claim_from_query(request.GET)
     except InvalidInvitation as exc:
@@ -100,6 +104,8 @@ def join(request: HttpRequest, invite_code: str) -> HttpResponse:
 def join_personal(request: HttpRequest, invite_code: str, token: str) -> HttpResponse:
     """Personal invitation whose platform id is signed by the study team."""
     study = _invited_study(invite_code)
+    if study is None:
+        return _unknown_invitation(request)
     try:
         claim = claim_from_personal_token(study=study, token=token)
     except InvalidInvitation as exc:
@@ -107,9 +113,18 @@ def join_personal(request: HttpRequest, invite_code: str, token: str) -> HttpRes
     return _join(request, study, claim)
 
 
-def _invited_study(invite_code: str) -> Study:
-    # Draft studies are invisible: their links answer 404 like a wrong code.
-    return get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), invite_code=invite_code)
+def _invited_study(invite_code: str) -> Study | None:
+    # Draft studies are invisible: their links answer like a wrong code.
+    return Study.objects.exclude(status=Study.Status.DRAFT).filter(invite_code=invite_code).first()
+
+
+def _unknown_invitation(request: HttpRequest) -> HttpResponse:
+    """A friendly 404 for a mistyped, withdrawn or not-yet-open invitation link."""
+    return render(request, "worker/join_problem.html", {
+        "study": None, "title": "This invitation link does not work",
+        "error": "We could not find an open study for this link. It may be mistyped, incomplete (some e-mail "
+                 "programs cut long links), or the study may not be open yet or any more.",
+    }, status=404)
 
 
 def _join(request: HttpRequest, study: Study, claim: PlatformClaim) -> HttpResponse:
@@ -153,7 +168,11 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
     """Signed per-participant link: opens only for the account it was issued to."""
     participant_id = participant_id_from_resume_token(token=token, user_id=request.user.pk)
     if participant_id is None:
-        raise Http404("This link is not valid for your account.")
+        return render(request, "worker/join_problem.html", {
+            "study": None, "title": "This resume link does not work",
+            "error": "This personal link is not valid for the account you are signed in with, or it was cut short. "
+                     "Sign in with the account you used for the study, or open “My study” below.",
+        }, status=404)
     participant = get_object_or_404(Participant.objects.select_related("study"), pk=participant_id,
                                     user_id=request.user.pk)
     return redirect(journey_state(participant).url)
@@ -240,8 +259,9 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         return redirect_response
     locked = participant.status not in (Participant.Status.CONSENTED, Participant.Status.PRE_SURVEY,
                                         Participant.Status.INVITED)
-    form = ProfileForm(request.POST or None, initial={"occupation": participant.occupation_id,
-                                                      "years_experience": participant.years_experience})
+    form = ProfileForm(request.POST or None, occupations=occupations_offered(participant.study),
+                       initial={"occupation": participant.occupation_id,
+                                "years_experience": participant.years_experience})
     if request.method == "POST" and not locked and form.is_valid():
         try:
             participant_profile_update(participant=participant, occupation=form.cleaned_data["occupation"],
@@ -251,22 +271,28 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         messages.success(request, "Your profile is saved.")
         return redirect(step_url(participant.study, Step.PRE_SURVEY))
     query = request.GET.get("q", "").strip()[:100]
-    results = occupation_search(query) if query else []
+    results = occupation_search(query, study=participant.study) if query else []
     selected = form.data.get("occupation") if form.is_bound else participant.occupation_id
     chosen = occupation_get(selected) if selected and str(selected).isdigit() else None
+    if chosen is not None:
+        chosen.reach = sector_reach(participant.study).get(chosen.sector_id, 0)
     step_visit_record(participant=participant, step="profile")
     return render(request, "worker/profile.html", {
         "participant": participant, "study": participant.study, "state": state, "form": form, "query": query,
         "results": results, "chosen": chosen, "locked": locked, "ping_step": "profile",
+        "tasks_total": participant.study.tasks_per_session,
     })
 
 
 @login_required
 def occupation_lookup(request: HttpRequest) -> JsonResponse:
-    """Occupations matching the typed words, for the searchable picker."""
-    results = occupation_search(request.GET.get("q", "")[:100])
-    return JsonResponse({"results": [
-        {"id": o.pk, "title": o.title, "soc_code": o.soc_code, "sector": o.sector.name if o.sector else ""}
+    """Occupations matching the typed words, for the searchable picker (limited to the study's reachable
+    occupations when the picker names its study)."""
+    study_obj = load_participant(request, request.GET["study"]).study if request.GET.get("study") else None
+    results = occupation_search(request.GET.get("q", "")[:100], study=study_obj)
+    return JsonResponse({"tasks_total": study_obj.tasks_per_session if study_obj else None, "results": [
+        {"id": o.pk, "title": o.title, "soc_code": o.soc_code, "sector": o.sector.name if o.sector else "",
+         "reach": getattr(o, "reach", None)}
         for o in results
     ]})
 

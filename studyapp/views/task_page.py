@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -21,8 +21,8 @@ from studyapp.selectors import (
     episode_for_task_page,
     episode_for_user,
     journey_state,
+    participant_for_user,
     reference_files,
-    step_url,
 )
 from studyapp.services.episodes import (
     episode_log_save,
@@ -35,8 +35,8 @@ from studyapp.services.episodes import (
 from studyapp.services.matching import episode_assign
 from studyapp.services.participants import participant_finish_tasks_early, step_visit_record
 from studyapp.services.uploads import EDITABLE_STATUSES, allowed_extensions, upload_limits
-from studyapp.views.worker import error_response, guard, load_participant
-from studyapp.worker_forms import LogForm, SetupFailedForm, SetupForm
+from studyapp.views.worker import error_response, guard, load_participant, wants_json
+from studyapp.worker_forms import NOTES_MAX_LENGTH, LogForm, SetupFailedForm, SetupForm
 
 WORKER_STATUS = {
     Episode.Status.ASSIGNED: "Not started",
@@ -71,7 +71,7 @@ def task(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
 
 
 def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, setup_failed_form=None,
-                 log_form=None) -> HttpResponse:
+                 log_form=None, setup_form=None) -> HttpResponse:
     participant, study, agent, task_obj = episode.participant, episode.participant.study, episode.agent, episode.task
     files = episode_files(episode)
     uploaded_names = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
@@ -91,7 +91,7 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "screenshots": [f for f in files if f.kind == EpisodeFile.Kind.SKIP_SCREENSHOT],
         "expected": [{"name": n, "uploaded": n in uploaded_names} for n in task_obj.expected_deliverables or []],
         "checklist": checklist, "checklist_complete": all(c.done for c in checklist),
-        "setup_form": SetupForm(initial={"prior_experience": episode.prior_experience}),
+        "setup_form": setup_form or SetupForm(initial={"prior_experience": episode.prior_experience}),
         "setup_failed_form": setup_failed_form or SetupFailedForm(),
         "log_form": log_form or LogForm(initial={"share_url": episode.share_url, "notes": episode.notes}),
         "wants_files_log": agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
@@ -104,6 +104,7 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "allowed": allowed_extensions(EpisodeFile.Kind.DELIVERABLE),
         "screenshot_types": allowed_extensions(EpisodeFile.Kind.SKIP_SCREENSHOT),
         "prior_choices": Episode.PriorExperience.choices, "ping_step": "task" if editable else "",
+        "notes_max": NOTES_MAX_LENGTH,
     }
     return render(request, "worker/task.html", context, status=status)
 
@@ -151,7 +152,7 @@ def finish_early(request: HttpRequest, study_slug: str) -> HttpResponse:
         participant_finish_tasks_early(participant=participant)
     except StudyError as exc:
         return error_response(request, exc, fallback_url=reverse("worker:study", args=[study_slug]))
-    return redirect(step_url(participant.study, Step.POST_SURVEY))
+    return redirect(journey_state(participant_for_user(user=request.user, study_slug=study_slug)).url)
 
 
 def _episode(request: HttpRequest, episode_id: int) -> Episode:
@@ -168,8 +169,7 @@ def setup(request: HttpRequest, episode_id: int) -> HttpResponse:
     form = SetupForm(request.POST)
     back = task_url(episode) + "#setup"
     if not form.is_valid():
-        messages.error(request, "Please say whether you have used this agent before.")
-        return redirect(back)
+        return _render_task(request, episode, status=400, setup_form=form)
     try:
         episode = episode_setup_save(episode=episode, prior_experience=form.cleaned_data["prior_experience"],
                                      ready=form.cleaned_data["ready"])
@@ -191,8 +191,9 @@ def setup_failed(request: HttpRequest, episode_id: int) -> HttpResponse:
     if not form.is_valid():
         return _render_task(request, episode, status=400, setup_failed_form=form)
     try:
-        episode_skip_setup_failed(episode=episode, description=form.cleaned_data["description"],
-                                  screenshots=request.FILES.getlist("screenshots"), actor=request.user)
+        # The returned episode carries the participant as the skip left it (maybe on to the final survey).
+        episode = episode_skip_setup_failed(episode=episode, description=form.cleaned_data["description"],
+                                            screenshots=request.FILES.getlist("screenshots"), actor=request.user)
     except StudyError as exc:
         form.add_error(None, exc.message)
         return _render_task(request, episode, status=400, setup_failed_form=form)
@@ -203,18 +204,38 @@ def setup_failed(request: HttpRequest, episode_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def log(request: HttpRequest, episode_id: int) -> HttpResponse:
-    """Save the shared-session link and notes without submitting."""
+    """Save the shared-session link and notes without submitting (the page autosaves here as the worker types).
+
+    ``next=review`` (the "Review and submit" button) saves what was typed first, then opens the review page, so
+    notes typed but not yet saved are never dropped on the way to submitting.
+    """
     episode = _episode(request, episode_id)
     form = LogForm(request.POST)
     if not form.is_valid():
+        if wants_json(request):
+            return JsonResponse({"ok": False, "errors": {k: [str(e) for e in v] for k, v in form.errors.items()}},
+                                status=400)
         return _render_task(request, episode, status=400, log_form=form)
+    share_url, notes = form.cleaned_data["share_url"], form.cleaned_data["notes"]
     try:
-        episode_log_save(episode=episode, share_url=form.cleaned_data["share_url"], notes=form.cleaned_data["notes"])
+        episode = episode_log_save(episode=episode, share_url=share_url, notes=notes)
     except InvalidShareUrl as exc:
+        if wants_json(request):
+            # The link is still being typed or is wrong: keep the notes anyway, answer the link's problem.
+            try:
+                episode_log_save(episode=episode, share_url=episode.share_url, notes=notes)
+            except StudyError as inner:
+                return error_response(request, inner, fallback_url=task_url(episode))
+            return JsonResponse({"ok": False, "errors": {"share_url": [exc.message]}, "notes_saved": True},
+                                status=400)
         form.add_error("share_url", exc.message)
         return _render_task(request, episode, status=400, log_form=form)
     except StudyError as exc:
         return error_response(request, exc, fallback_url=task_url(episode))
+    if wants_json(request):
+        return JsonResponse({"ok": True, "share_url_saved": bool(episode.share_url)})
+    if request.POST.get("next") == "review":
+        return redirect("worker:episode-submit", episode.pk)
     messages.success(request, "Collaboration log details saved.")
     return redirect(task_url(episode) + "#log")
 

@@ -66,3 +66,15 @@ def test_rate_bars_handle_missing_rates():
     svg = str(charts.rate_bars("w", "t", [charts.RateBar("Q1", 0.27, "30 pairs"), charts.RateBar("Q2", None)]))
     assert "27%" in svg and "n/a" in svg
     _parse(svg)
+
+
+def test_heatmap_leaves_room_for_the_last_rotated_column_label():
+    import re as _re
+
+    from studyapp.dashboard.charts import heatmap
+
+    labels = ["Claude Cowork", "Gemini CLI long name"]
+    svg = str(heatmap("hm", "P(row > column)", labels, [[0.5, 0.6], [0.4, 0.5]]))
+    width = float(_re.search(r'viewBox="0 0 ([0-9.]+) ', svg).group(1))
+    last_x = 150.0 + 58.0 * 1 + 29.0
+    assert width >= last_x + 0.77 * 7.0 * len("Gemini CLI long na…") - 1, "the rotated label is not clipped"

@@ -167,3 +167,14 @@ def test_an_older_result_stays_visible_while_new_data_is_analysed(staff_client, 
     assert "the data has changed since and they are being recomputed" in text
     assert "data-status-url" in text and "Spearman" in text
     assert BackgroundJob.objects.filter(study=populated.study, kind="surveys").count() == 2
+
+
+def test_the_overview_shows_the_invitation_link_and_on_the_demo_its_accounts(staff_client, empty_study):
+    page = staff_client.get(reverse("dashboard:overview", args=[empty_study.slug])).content.decode()
+    assert f"http://testserver/join/{empty_study.invite_code}/" in page
+    assert 'id="demo-accounts"' not in page, "only the demo study publishes accounts"
+    from django.core.management import call_command
+
+    call_command("demo", "--no-cohort")
+    demo = staff_client.get(reverse("dashboard:overview", args=["collabskill-demo"])).content.decode()
+    assert 'id="demo-accounts"' in demo and "demo-expert" in demo and "demo-password" in demo

@@ -99,3 +99,59 @@ def test_page_query_counts_do_not_grow_with_the_number_of_episodes(staff_client)
     Participant.objects.filter(pk=small.participants[0].pk).update(status="working")
     for page in ("overview", "leaderboard", "surveys", "collaboration", "exports"):
         assert _page_queries(staff_client, small.study, page) == _page_queries(staff_client, large.study, page), page
+
+
+@pytest.mark.django_db
+def test_a_worker_waiting_with_no_task_left_is_flagged_for_staff(client):
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    from studyapp.dashboard.selectors import stranded_workers
+    from studyapp.services.matching import episode_assign
+    from tests.studyapp.worker_factories import make_participant, make_world
+
+    world = make_world(tasks=1, capacity=1, slug="stranded")
+    first = make_participant(world)
+    episode = episode_assign(participant=first, position=1)
+    waiting = make_participant(world)
+    assert [row["pseudonym"] for row in stranded_workers(world.study)] == [waiting.pseudonym]
+    assert first.pseudonym not in [row["pseudonym"] for row in stranded_workers(world.study)], "has an open task"
+    staff = get_user_model().objects.create_superuser("boss", "boss@example.org", "pw-boss-123456")
+    client.force_login(staff)
+    page = client.get(reverse("dashboard:overview", args=[world.study.slug]))
+    assert b"Waiting with no task: 1 participant" in page.content and waiting.pseudonym.encode() in page.content
+    episode.status = "skipped"
+    episode.save()
+    # The skipped task is free again for the waiting worker; the one who skipped it cannot take it twice.
+    assert [row["pseudonym"] for row in stranded_workers(world.study)] == [first.pseudonym]
+
+
+@pytest.mark.django_db
+def test_the_grading_queue_says_why_submissions_wait():
+    from studyapp.dashboard.selectors import grading_queue
+    from studyapp.models import Episode as EpisodeModel
+    from tests.factories import EpisodeFactory, StudyFactory
+
+    study = StudyFactory(slug="waiting")
+    for note in ("No API key is configured for openai.", "No API key is configured for openai.", ""):
+        episode = EpisodeFactory(participant__study=study, status=EpisodeModel.Status.SUBMITTED)
+        EpisodeModel.objects.filter(pk=episode.pk).update(grading_note=note)
+    reasons = {row["reason"]: row["n"] for row in grading_queue(study)["waiting_reasons"]}
+    assert reasons["No API key is configured for openai."] == 2
+    assert any(reason.startswith("Not picked up yet") and n == 1 for reason, n in reasons.items())
+
+
+@pytest.mark.django_db
+def test_under_the_all_submitted_gate_a_skipped_task_does_not_count_as_done_for_the_alert():
+    from studyapp.dashboard.selectors import stranded_workers
+    from studyapp.models import Study as StudyModel
+    from studyapp.services.matching import episode_assign
+    from tests.studyapp.worker_factories import make_participant, make_world
+
+    world = make_world(tasks=1, capacity=5, slug="gate", tasks_per_session=1,
+                       post_survey_gate=StudyModel.PostSurveyGate.ALL_SUBMITTED)
+    worker = make_participant(world)
+    episode = episode_assign(participant=worker, position=1)
+    episode.status = "skipped"
+    episode.save()
+    assert [row["pseudonym"] for row in stranded_workers(world.study)] == [worker.pseudonym]

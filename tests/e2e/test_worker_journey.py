@@ -133,6 +133,7 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
             page.get_by_text("The setup did not work").click()
             page.get_by_label("What went wrong?").fill("The installer stops with a permissions error.")
             page.locator("#setup-failed-screenshots").set_input_files(str(files["error.png"]))
+            page.locator("#setup-failed-confirm").check()
             page.get_by_role("button", name="Report the problem and skip this task").click()
             continue
         page.get_by_label("Used a few times").check()
@@ -162,7 +163,7 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
         else:
             page.get_by_label("Shared-session link").fill("https://share.example.org/s/e2e")
             page.get_by_role("button", name="Save", exact=True).click()
-        page.get_by_role("link", name="Review and submit").click()
+        page.get_by_role("button", name="Review and submit").click()
         page.get_by_role("button", name=f"Submit task {position}").click()
 
     # Post-survey, framed after the tasks.

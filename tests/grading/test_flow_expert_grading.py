@@ -118,3 +118,34 @@ def test_a_task_without_a_rubric_shows_a_waiting_page(client):
     client.force_login(expert.user)
     response = client.get(reverse("expert:grade", args=[assignment.pk]))
     assert response.status_code == 200 and "no rubric yet" in response.content.decode()
+
+
+def test_acceptable_with_a_failed_critical_criterion_needs_a_confirmation(client):
+    expert = make_expert(username="cora")
+    episode = make_episode()
+    rubric = make_rubric(episode.task)
+    criteria = list(rubric.criteria.order_by("order"))
+    critical = next((c for c in criteria if c.label == "critical"), None)
+    if critical is None:
+        critical = criteria[0]
+        critical.label = "critical"
+        critical.save()
+    assignment = expert.assignments.create(episode=episode)
+    client.force_login(expert.user)
+    url = reverse("expert:grade", args=[assignment.pk])
+    client.get(url)
+    data = {"action": "submit", "overall": "accept"}
+    for criterion in criteria:
+        data[f"verdict_{criterion.pk}"] = "fail" if criterion.pk == critical.pk else "pass"
+        data[f"feedback_{criterion.pk}"] = "Total is wrong." if criterion.pk == critical.pk else ""
+    refused = client.post(url, data)
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    assert f"fails critical criteria ({critical.key})" in html and 'name="accept_despite_critical"' in html
+    assert ExpertGrade.objects.get(assignment=assignment).status == "draft", "nothing submitted, answers kept"
+    confirmed = client.post(url, {**data, "accept_despite_critical": "1"})
+    assert confirmed.status_code == 302
+    grade = ExpertGrade.objects.get(assignment=assignment)
+    assert (grade.status, grade.overall) == ("submitted", "accept")
+    page = client.get(url).content.decode()
+    assert "share of the criteria you evaluated that passed" in page

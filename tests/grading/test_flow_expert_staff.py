@@ -177,3 +177,40 @@ def test_staff_pause_an_expert(client, staff):
     expert.refresh_from_db()
     assert not expert.is_active and expert.sectors.count() == 0
     assert ExpertProfile.objects.get(pk=expert.pk).is_active is False
+
+
+def test_staff_send_a_submitted_episode_to_an_expert_by_name_without_automated_grading(client, staff):
+    sector, other_sector = SectorFactory(), SectorFactory()
+    chosen = make_expert(username="grace", sectors=[other_sector])
+    second = make_expert(username="linus", sectors=[sector])
+    episode = make_episode(sector=sector, status=Episode.Status.SUBMITTED)
+    page = client.get(reverse("expert:staff_episode", args=[episode.pk])).content.decode()
+    assert "Assign for grading" in page and f"grace ({other_sector.name})" in page
+
+    response = client.post(reverse("expert:staff_assign", args=[episode.pk]), {"expert": chosen.pk})
+    assert response.status_code == 302
+    assignment = episode.expert_assignments.get()
+    assert (assignment.expert, assignment.role, assignment.assigned_by) == (chosen, "primary", staff)
+    assert AuditEvent.objects.filter(action="episode.expert_assign", object_id=str(episode.pk)).exists()
+
+    client.post(reverse("expert:staff_assign", args=[episode.pk]), {"expert": second.pk})
+    assert episode.expert_assignments.get(expert=second).role == "second"
+    again = client.post(reverse("expert:staff_assign", args=[episode.pk]), {"expert": chosen.pk}, follow=True)
+    assert b"Choose an active expert" in again.content and episode.expert_assignments.count() == 2
+
+
+def test_simulated_or_unsubmitted_episodes_cannot_be_sent_to_an_expert(client, staff):
+    from grading.expert_exceptions import RoutingError
+    from grading.services.expert_routing import episode_assign_expert
+
+    expert = make_expert(sectors=[SectorFactory()])
+    simulated = make_episode(status=Episode.Status.GRADED)
+    Episode.objects.filter(pk=simulated.pk).update(is_simulated=True)
+    simulated.refresh_from_db()
+    with pytest.raises(RoutingError, match="Simulated episodes"):
+        episode_assign_expert(episode=simulated, expert=expert, actor=staff)
+    open_episode = make_episode(status=Episode.Status.IN_PROGRESS)
+    with pytest.raises(RoutingError, match="Only submitted episodes"):
+        episode_assign_expert(episode=open_episode, expert=expert, actor=staff)
+    assert b"Only submitted episodes can be sent" in client.get(
+        reverse("expert:staff_episode", args=[open_episode.pk])).content

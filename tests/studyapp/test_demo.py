@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.urls import reverse
+from django.utils.html import escape
 
 from grading.models import ExpertProfile
 from rating.models import Observation, RatingSnapshot
-from studyapp.models import Agent, Episode, Participant, Sector, Study, TaskFile, TaskInstance
+from studyapp.models import Agent, Episode, Occupation, Participant, Sector, Study, TaskFile, TaskInstance
 from studyapp.roles import EXPERT, STAFF, WORKER, has_role
 from surveys.models import Answer
 
@@ -35,6 +37,39 @@ def test_demo_runs_twice_and_leaves_the_same_counts(capsys):
     assert f"http://127.0.0.1:8000/join/{study.invite_code}/" in out
 
 
+def test_make_run_prints_the_link_and_accounts_on_every_start_not_only_the_first(capsys):
+    call_command("demo", "--no-cohort", "--if-empty")
+    capsys.readouterr()
+    TaskInstance.objects.filter(studies__slug="collabskill-demo", sector__code="soc-51").delete()
+    call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    study = Study.objects.get(slug="collabskill-demo")
+    assert f"http://127.0.0.1:8123/join/{study.invite_code}/" in out and "demo-expert" in out
+    assert study.tasks.filter(sector__code="soc-51").count() == 2, "an older demo is brought up to date"
+
+    Study.objects.create(name="Our real study", slug="real")
+    call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    assert "demo not loaded" in out and f"/join/{study.invite_code}/" in out
+
+
+def test_every_occupation_of_the_demo_reaches_a_full_session_through_the_real_matcher():
+    from studyapp.selectors import occupations_offered
+    from studyapp.services.matching import episode_assign
+    from tests.factories import ParticipantFactory
+
+    call_command("demo", "--no-cohort")
+    study = Study.objects.get(slug="collabskill-demo")
+    offered = set(occupations_offered(study))
+    assert offered == set(Occupation.objects.all()), "every occupation of the shipped list is selectable"
+    for occupation in Occupation.objects.filter(soc_code__in=["19-3011.00", "51-1011.00", "29-1141.00"]):
+        participant = ParticipantFactory(study=study, occupation=occupation, consent_version=study.current_consent())
+        for position in range(1, study.tasks_per_session + 1):
+            episode = episode_assign(participant=participant, position=position)
+            Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.SUBMITTED)
+        assert participant.episodes.count() == study.tasks_per_session
+
+
 def test_demo_prints_the_invitation_link_for_the_given_address(capsys):
     call_command("demo", "--no-cohort", "--base-url", "http://study.example.org:9000/")
     study = Study.objects.get(slug="collabskill-demo")
@@ -52,7 +87,28 @@ def test_demo_covers_eight_sectors_twenty_tasks_five_agents_and_a_simulated_coho
     assert 80 <= participants.count() <= 100
     episodes = study.episodes.filter(is_simulated=True, status=Episode.Status.GRADED)
     assert 340 <= episodes.count() <= 420
-    assert not study.episodes.filter(is_simulated=False).exists()
+    real = study.episodes.filter(is_simulated=False)
+    assert real.count() == 3 and set(real.values_list("status", flat=True)) == {Episode.Status.SUBMITTED}
+
+
+def test_the_demo_expert_has_real_submissions_with_files_to_grade_blind(client):
+    call_command("demo", "--no-cohort")
+    call_command("demo", "--no-cohort")
+    study = Study.objects.get(slug="collabskill-demo")
+    real = list(study.episodes.filter(is_simulated=False))
+    assert len(real) == 3, "created once"
+    expert = ExpertProfile.objects.get(user__username="demo-expert")
+    for episode in real:
+        kinds = set(episode.files.values_list("kind", flat=True))
+        assert kinds == {"deliverable", "log"}
+        assert episode.expert_assignments.get().expert == expert
+        assert episode.task.rubrics.filter(status="approved").exists()
+    client.login(username="demo-expert", password="demo-password")
+    assignment = real[0].expert_assignments.get()
+    page = client.get(reverse("expert:grade", args=[assignment.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200 and escape(real[0].task.title) in html and "reconciliation.xlsx" in html
+    assert real[0].participant.pseudonym not in html and real[0].agent.name not in html, "graded blind"
 
 
 def test_every_demo_task_has_reference_files_of_each_kind_and_hidden_evaluator_info():
@@ -75,7 +131,8 @@ def test_simulated_scores_go_through_the_rating_ledger_and_recover_the_true_agen
 
     call_command("demo")
     study = Study.objects.get(slug="collabskill-demo")
-    assert Observation.objects.filter(study=study, active=True).count() == study.episodes.count()
+    scored = study.episodes.filter(is_simulated=True).count()  # the real sample submissions wait for grading
+    assert Observation.objects.filter(study=study, active=True).count() == scored
     snapshot = RatingSnapshot.objects.filter(study=study).latest()
     ranked = list(snapshot.ratings.filter(entity_kind="agent").order_by("rank").values_list("label", flat=True))
     truth = sorted(Agent.objects.filter(studies=study), key=lambda a: -TRUE_AGENT_SKILL[a.slug])

@@ -92,3 +92,66 @@ def test_staff_members_can_work_in_the_admin_but_not_see_identities(client):
     assert b"Episodes" in response.content
     assert client.get(reverse("admin:studyapp_participant_changelist")).status_code == 200
     assert client.get(reverse("admin:studyapp_participantidentity_changelist")).status_code == 403
+
+
+def test_signing_out_says_so_on_the_next_page(client):
+    user = UserFactory(roles=["worker"])
+    client.force_login(user)
+    page = client.post(reverse("logout"), follow=True)
+    assert b"You are signed out" in page.content
+    assert "_auth_user_id" not in client.session
+
+
+def test_favicon_requests_are_answered_instead_of_404(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    assert b'rel="icon"' in client.get(reverse("login")).content
+
+
+def test_a_bad_invitation_or_resume_link_gets_a_friendly_page_not_a_bare_404(client):
+    page = client.get(reverse("worker:join", args=["no-such-code"]))
+    assert page.status_code == 404
+    html = page.content.decode()
+    assert "This invitation link does not work" in html and "reply to the message" in html
+    client.force_login(UserFactory(roles=["worker"]))
+    resume = client.get(reverse("worker:resume", args=["garbage-token"]))
+    assert resume.status_code == 404 and b"This resume link does not work" in resume.content
+
+
+@pytest.fixture
+def fresh_reset_budget():
+    from django.core.cache import cache
+
+    cache.delete("password-reset:127.0.0.1")
+    yield
+    cache.delete("password-reset:127.0.0.1")
+
+
+def test_a_worker_resets_a_forgotten_password_by_e_mail(client, mailoutbox, fresh_reset_budget):
+    import re
+
+    user = UserFactory(username="forgetful", email="forgetful@example.org", roles=["worker"])
+    assert b"Forgot your password?" in client.get(reverse("login")).content
+    sent = client.post(reverse("password_reset"), {"email": "forgetful@example.org"})
+    assert sent["Location"] == reverse("password_reset_done")
+    unknown = client.post(reverse("password_reset"), {"email": "nobody@example.org"})
+    assert unknown["Location"] == reverse("password_reset_done"), "does not reveal which addresses have accounts"
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["forgetful@example.org"]
+    link = re.search(r"http://testserver(/accounts/reset/\S+)", mailoutbox[0].body).group(1)
+    form_page = client.get(link, follow=True)
+    assert b"Choose a new password" in form_page.content
+    done = client.post(form_page.redirect_chain[-1][0], {"new_password1": "a-New-pass-9931",
+                                                         "new_password2": "a-New-pass-9931"})
+    assert done["Location"] == reverse("password_reset_complete")
+    user.refresh_from_db()
+    assert user.check_password("a-New-pass-9931")
+    assert b"does not work" in client.get(link, follow=True).content, "a link works once"
+
+
+def test_password_reset_requests_are_limited_per_address(client, mailoutbox, fresh_reset_budget):
+    UserFactory(username="target", email="target@example.org")
+    for _ in range(5):
+        assert client.post(reverse("password_reset"), {"email": "target@example.org"}).status_code == 302
+    refused = client.post(reverse("password_reset"), {"email": "target@example.org"})
+    assert refused.status_code == 200 and b"Too many reset requests" in refused.content
+    assert len(mailoutbox) == 5

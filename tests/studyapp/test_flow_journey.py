@@ -55,6 +55,19 @@ def test_the_consent_page_shows_the_current_version_and_names_the_llm_providers(
     assert participant.consent_version.version == 2
 
 
+def test_the_consent_page_states_pay_time_bonuses_ethics_approval_and_contact(client):
+    world = make_world(minutes_per_task_estimate=75, ethics_approval="Uni X IRB, protocol 2026-117",
+                       contact_name="Dr Ada Lovelace", contact_email="ada@uni.example.org",
+                       rank_bonuses=["100.00", "50.00", "25.00"])
+    participant = make_participant(world, status=m.Participant.Status.INVITED, consent_version=None,
+                                   consented_at=None, occupation=None)
+    client.force_login(participant.user)
+    html = client.get(reverse("worker:consent", args=["pilot"])).content.decode()
+    for fact in ("20.00 USD for each task you submit", "About 75 minutes per task", "Uni X IRB, protocol 2026-117",
+                 "1st place 100.00 USD; 2nd place 50.00 USD; 3rd place 25.00 USD", "ada@uni.example.org"):
+        assert fact in html, fact
+
+
 def test_consent_without_a_provider_list_names_the_configured_judges(client):
     world = make_world()
     world.consent.llm_providers = []
@@ -151,6 +164,25 @@ def test_personal_invitations_carry_a_signed_id_and_reject_tampering(client):
     tampered = path.rstrip("/")[:-3] + "xyz/"
     client.logout()
     assert client.get(tampered).status_code == 400
+
+
+def test_the_picker_offers_only_occupations_with_tasks_and_the_profile_refuses_the_others(client):
+    world = make_world(tasks=2)
+    nurses = OccupationFactory(soc_code="29-1141.00", title="Registered Nurses")
+    participant = make_participant(world, status=m.Participant.Status.CONSENTED, occupation=None)
+    client.force_login(participant.user)
+    lookup = client.get(reverse("worker:occupation-search"), {"q": "a", "study": "pilot"}).json()
+    titles = [r["title"] for r in lookup["results"]]
+    assert "Accountants and Auditors" in titles and "Registered Nurses" not in titles
+    accountants = next(r for r in lookup["results"] if r["title"] == "Accountants and Auditors")
+    assert accountants["reach"] == 2 and lookup["tasks_total"] == 5
+    page = client.get(reverse("worker:profile", args=["pilot"]), {"q": "account"})
+    assert b"Only 2 tasks available for this occupation" in page.content
+    refused = client.post(reverse("worker:profile", args=["pilot"]), {"occupation": nurses.pk, "years_experience": 3})
+    assert refused.status_code == 200 and b"This study has no task left for that occupation" in refused.content
+    assert b'value="3"' in refused.content, "the typed years are kept"
+    participant.refresh_from_db()
+    assert participant.occupation is None and participant.status == m.Participant.Status.CONSENTED
 
 
 def test_malformed_or_unknown_invitations_answer_clearly(client):

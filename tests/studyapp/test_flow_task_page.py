@@ -311,18 +311,25 @@ def test_a_task_time_limit_overrides_the_study_default(client, world):
     assert abs((episode.deadline_at - episode.started_at) - timedelta(minutes=90)) < timedelta(seconds=1)
 
 
-def test_setup_failure_needs_description_and_screenshot_then_skips_to_the_next_task(client, worker):
+def test_setup_failure_needs_description_screenshot_and_confirmation_then_skips_to_the_next_task(client, worker):
     episode = _start(client)
     url = reverse("worker:episode-setup-failed", args=[episode.pk])
-    no_shot = client.post(url, {"description": "The installer crashed with error 42."})
+    sure = {"confirm": "1"}
+    no_shot = client.post(url, {"description": "The installer crashed with error 42.", **sure})
     assert no_shot.status_code == 400 and b"at least one screenshot" in no_shot.content
     assert b"The installer crashed with error 42." in no_shot.content, "the typed description is kept"
-    wrong = client.post(url, {"description": "The installer crashed with error 42.",
+    wrong = client.post(url, {"description": "The installer crashed with error 42.", **sure,
                               "screenshots": [upload("shot.txt", b"text")]})
     assert wrong.status_code == 400 and b"not accepted" in wrong.content
-    short = client.post(url, {"description": "bad", "screenshots": [upload("s.png", PNG)]})
+    short = client.post(url, {"description": "bad", "screenshots": [upload("s.png", PNG)], **sure})
     assert short.status_code == 400
-    done = client.post(url, {"description": "The installer crashed with error 42.",
+    unconfirmed = client.post(url, {"description": "The installer crashed with error 42.",
+                                    "screenshots": [upload("s1.png", PNG)]})
+    assert unconfirmed.status_code == 400 and b"confirm that this task should be skipped" in unconfirmed.content
+    assert b"The installer crashed with error 42." in unconfirmed.content
+    episode.refresh_from_db()
+    assert episode.status != m.Episode.Status.SKIPPED
+    done = client.post(url, {"description": "The installer crashed with error 42.", **sure,
                              "screenshots": [upload("s1.png", PNG), upload("s2.png", PNG)]})
     assert done["Location"] == reverse("worker:task", args=["pilot", 2])
     episode.refresh_from_db()
@@ -391,3 +398,123 @@ def test_uploads_still_require_the_csrf_token(world):
     accepted = strict.post(reverse("worker:episode-upload", args=[episode.pk]),
                            {"kind": "deliverable", "file": upload("a.pdf", PDF)}, HTTP_X_CSRFTOKEN=token, **JSON)
     assert accepted.status_code == 200
+
+
+def test_notes_over_the_limit_are_refused_next_to_the_field_and_kept(client, worker):
+    episode = _start(client)
+    long_notes = "n" * 5001
+    page = client.post(reverse("worker:episode-log", args=[episode.pk]), {"share_url": "", "notes": long_notes})
+    html = page.content.decode()
+    assert page.status_code == 400
+    assert "Notes can be at most 5000 characters; yours have 5001" in html
+    assert 'id="notes-errors"' in html and long_notes in html, "the error sits by the field and the text stays"
+    reply = client.post(reverse("worker:episode-log", args=[episode.pk]), {"notes": long_notes}, **JSON)
+    assert reply.status_code == 400 and "at most 5000" in reply.json()["errors"]["notes"][0]
+
+
+def test_review_and_submit_saves_the_notes_typed_but_not_yet_saved(client, worker):
+    episode = _start(client)
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert 'form="log-form" name="next" value="review"' in page
+    response = client.post(reverse("worker:episode-log", args=[episode.pk]),
+                           {"share_url": "", "notes": "Typed, never saved.", "next": "review"})
+    assert response["Location"] == reverse("worker:episode-submit", args=[episode.pk])
+    episode.refresh_from_db()
+    assert episode.notes == "Typed, never saved."
+
+
+def test_autosave_keeps_the_notes_while_the_link_is_still_wrong(client, worker):
+    episode = _start(client)
+    reply = client.post(reverse("worker:episode-log", args=[episode.pk]),
+                        {"share_url": "https://elsewhere.example.com/x", "notes": "half-way notes"}, **JSON)
+    body = reply.json()
+    assert reply.status_code == 400 and body["notes_saved"] and "share_url" in body["errors"]
+    episode.refresh_from_db()
+    assert (episode.notes, episode.share_url) == ("half-way notes", "")
+    ok = client.post(reverse("worker:episode-log", args=[episode.pk]),
+                     {"share_url": "https://share.example.org/s/1", "notes": "done"}, **JSON)
+    assert ok.json() == {"ok": True, "share_url_saved": True}
+
+
+def test_a_missing_setup_answer_is_shown_next_to_the_question(client, worker):
+    episode = _start(client)
+    page = client.post(reverse("worker:episode-setup", args=[episode.pk]), {"ready": "1"})
+    assert page.status_code == 400
+    html = page.content.decode()
+    assert 'id="prior-errors"' in html and "Please say whether you have used this agent" in html
+
+
+def _submit(client, episode):
+    _ready(client, episode)
+    _upload(client, episode, "summary.xlsx", XLSX)
+    _upload(client, episode, "log.txt", b"log", kind="log")
+    return client.post(reverse("worker:episode-submit", args=[episode.pk]))
+
+
+def _skip(client, episode):
+    return client.post(reverse("worker:episode-setup-failed", args=[episode.pk]),
+                       {"description": "The installer crashed with error 42.", "screenshots": [upload("s.png", PNG)],
+                        "confirm": "1"})
+
+
+def test_with_the_all_submitted_gate_a_skipped_task_is_replaced_before_the_final_survey(client, world, sent):
+    world.study.tasks_per_session = 2
+    world.study.post_survey_gate = m.Study.PostSurveyGate.ALL_SUBMITTED
+    world.study.save()
+    participant = make_participant(world)
+    client.force_login(participant.user)
+    _submit(client, _start(client, 1))
+    skipped = _skip(client, _start(client, 2))
+    assert skipped["Location"] == reverse("worker:task", args=["pilot", 3]), "a replacement task comes next"
+    page = client.get(reverse("worker:task", args=["pilot", 3]))
+    assert b"Task 3 (in place of a skipped task)" in page.content
+    participant.refresh_from_db()
+    assert participant.status == m.Participant.Status.WORKING
+    response = _submit(client, _start(client, 3))
+    assert response["Location"] == reverse("worker:survey", args=["pilot", "post"])
+    overview = client.get(reverse("worker:study", args=["pilot"])).content.decode()
+    assert "2 submitted, 1 skipped of 2" in overview and "paid for 2" in overview
+
+
+def test_with_the_default_gate_a_skip_uses_up_its_position(client, world, sent):
+    world.study.tasks_per_session = 2
+    world.study.save()
+    participant = make_participant(world)
+    client.force_login(participant.user)
+    _submit(client, _start(client, 1))
+    assert _skip(client, _start(client, 2))["Location"] == reverse("worker:survey", args=["pilot", "post"])
+
+
+def test_with_the_all_submitted_gate_finishing_early_completes_without_the_final_survey(client, world, sent):
+    world.study.max_episodes_per_task = 1
+    world.study.post_survey_gate = m.Study.PostSurveyGate.ALL_SUBMITTED
+    world.study.save()
+    participant = make_participant(world)
+    for other in [make_participant(world) for _ in range(len(world.tasks) - 1)]:
+        episode_assign(participant=other, position=1)
+    client.force_login(participant.user)
+    _submit(client, _start(client))
+    page = client.post(reverse("worker:task-start", args=["pilot", 2]))
+    assert b"get my completion code" in page.content
+    finish = client.post(reverse("worker:finish-early", args=["pilot"]))
+    assert finish["Location"] == reverse("worker:complete", args=["pilot"])
+    participant.refresh_from_db()
+    assert participant.status == m.Participant.Status.COMPLETE and participant.completed_at is not None
+
+
+def test_workers_see_the_research_contact_and_new_users_the_agent_tutorial(client, world, worker):
+    world.study.contact_name, world.study.contact_email = "Dr Ada Lovelace", "ada@uni.example.org"
+    world.study.save()
+    episode = _start(client)
+    m.Agent.objects.filter(pk=episode.agent_id).update(tutorial_url="https://tutorials.example.org/agent")
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert 'id="research-contact"' in page and "ada@uni.example.org" in page
+    assert "before skipping; they may be able to help" in page, "named in the setup-failure panel"
+    assert "https://tutorials.example.org/agent" in page
+    client.post(reverse("worker:episode-setup", args=[episode.pk]), {"prior_experience": "never"})
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert "https://tutorials.example.org/agent" in page, "shown to someone who never used it"
+    client.post(reverse("worker:episode-setup", args=[episode.pk]), {"prior_experience": "regular"})
+    page = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+    assert "https://tutorials.example.org/agent" not in page, "not shown to regular users"
+    assert "ada@uni.example.org" in client.get(reverse("worker:study", args=["pilot"])).content.decode()

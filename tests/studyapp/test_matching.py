@@ -276,3 +276,29 @@ def test_workers_whose_fallbacks_point_at_each_other_start_together_without_dead
     people += [make_participant(world, occupation=other_occupation) for _ in range(4)]
     outcomes = _start_together(people)
     assert outcomes == ["full"] * len(people), outcomes
+
+
+def test_an_abandoned_episode_expires_after_the_study_limit_and_frees_its_place():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studyapp.services.episodes import episodes_expire_abandoned
+
+    world = make_world(tasks=1, capacity=1, slug="expiry", abandon_after_hours=24)
+    quiet = make_participant(world)
+    episode = episode_assign(participant=quiet, position=1)
+    other = make_participant(world)
+    with pytest.raises(NoTaskAvailable):
+        episode_assign(participant=other, position=1)
+
+    assert episodes_expire_abandoned(now=timezone.now() + timedelta(hours=23)) == 0, "not yet"
+    m.Participant.objects.filter(pk=quiet.pk).update(last_activity_at=timezone.now() + timedelta(hours=20))
+    assert episodes_expire_abandoned(now=timezone.now() + timedelta(hours=30)) == 0, "recent activity counts"
+    assert episodes_expire_abandoned(now=timezone.now() + timedelta(hours=50)) == 1
+    episode.refresh_from_db()
+    assert (episode.status, episode.skip_reason) == (m.Episode.Status.SKIPPED, m.Episode.SkipReason.ABANDONED)
+    assert m.AuditEvent.objects.filter(action="episode.expire_abandoned", object_id=str(episode.pk)).exists()
+    assert episode_assign(participant=other, position=1).task == world.tasks[0]
+    m.Participant.objects.filter(pk=other.pk).update(last_activity_at=timezone.now() + timedelta(hours=45))
+    assert episodes_expire_abandoned(now=timezone.now() + timedelta(hours=50)) == 0, "expired ones stay expired"
