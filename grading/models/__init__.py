@@ -1,10 +1,10 @@
 """Grading models: rubrics, judge runs, expert grades and log codings."""
 
 from .experts import ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile
-from .judging import CriterionScore, EpisodeGrading, Extraction, FluencyCoding, JudgeRun, LLMUsage
+from .judging import CriterionScore, EpisodeGrading, Extraction, FluencyCoding, GradingFollowUp, JudgeRun, LLMUsage
 from .rubrics import Criterion, Rubric
 
 __all__ = [
     "Criterion", "CriterionScore", "EpisodeGrading", "ExpertAssignment", "ExpertCriterionGrade", "ExpertGrade",
-    "ExpertProfile", "Extraction", "FluencyCoding", "JudgeRun", "LLMUsage", "Rubric",
+    "ExpertProfile", "Extraction", "FluencyCoding", "GradingFollowUp", "JudgeRun", "LLMUsage", "Rubric",
 ]

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,6 +25,7 @@ from grading.expert_exceptions import ExpertError, GradeIncomplete, GradeNotEdit
 from grading.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
 from grading.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
 from grading.selectors import rubric_for_grading
+from studyapp.celery import send_task_on_commit
 from studyapp.models import Episode
 from studyapp.services.audit import audit_record
 
@@ -163,7 +163,7 @@ def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float
                      before={"expert_score": before}, after={"expert_score": new})
         if not episode.is_gold:
             pk = episode.pk
-            transaction.on_commit(lambda: current_app.send_task("rating.tasks.record_observation", args=[pk]))
+            send_task_on_commit("rating.tasks.record_observation", [pk])
     return new
 
 

@@ -273,18 +273,22 @@ def test_a_new_judge_model_adds_runs_without_overwriting_earlier_ones(
     assert Episode.objects.get(pk=episode.pk).auto_score == 50
 
 
-def test_a_run_left_running_by_a_killed_worker_has_no_score_and_is_redone_once_stale(
+def test_a_run_left_running_by_a_killed_worker_has_no_score_and_is_redone_once_its_lease_lapses(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}]))
     rubric = approved_rubric(episode.task)
     run = JudgeRun.objects.create(episode=episode, rubric=rubric, provider="openai", model="gpt-4.1",
                                   prompt_version=JUDGE_PROMPT_VERSION, status=JudgeRun.Status.RUNNING,
-                                  started_at=timezone.now())
+                                  started_at=timezone.now(), lease_expires_at=timezone.now() + timedelta(seconds=60))
     Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.GRADING)
     # A live worker holds it: the rerun does not call the provider and scores nothing.
     assert grade(episode, django_capture_on_commit_callbacks).status == "pending"
     assert llm_server.requests == [] and not CriterionScore.objects.exists()
-    JudgeRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    # A non-final attempt is told to come back just after the lease would lapse, not acknowledged as done.
+    with pytest.raises(RetryLater) as caught:
+        pipeline.episode_grade(episode_id=episode.pk, final_attempt=False)
+    assert 55 < caught.value.countdown <= 61
+    JudgeRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert grade(episode, django_capture_on_commit_callbacks).status == "graded"
     run.refresh_from_db()
     assert run.status == "succeeded" and run.attempts == 1 and run.criterion_scores.count() == 8
