@@ -309,6 +309,8 @@ GRADING = {
     # Wall-time budget of one grading attempt (soft limit; the hard limit is a minute later). A slower attempt
     # frees its judge runs and retries later instead of holding a pool slot for the LLM client's worst case.
     "ATTEMPT_SECONDS": float(os.environ.get("GRADING_ATTEMPT_SECONDS", "600")),
+    "TASK_RETRIES": int(os.environ.get("GRADING_TASK_RETRIES", "3")),
+    "TASK_RETRY_DELAY": float(os.environ.get("GRADING_TASK_RETRY_DELAY", "30")),
     "REQUEUE_AFTER_SECONDS": float(os.environ.get("GRADING_REQUEUE_AFTER_SECONDS", "60")),
     "FOLLOW_UP_GRACE_SECONDS": float(os.environ.get("GRADING_FOLLOW_UP_GRACE_SECONDS", "30")),
 }

@@ -105,13 +105,14 @@ def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 class WorkerProcess:
     """A real `celery worker` subprocess; `stop()` terminates it and returns its log."""
 
-    def __init__(self, queues: str, env: dict[str, str], concurrency: int = 1, pool: str = "solo") -> None:
+    def __init__(self, queues: str, env: dict[str, str], concurrency: int = 1, pool: str = "solo",
+                 args: tuple[str, ...] = ()) -> None:
         self.log_path = ROOT / "var" / f"test-worker-{uuid.uuid4().hex[:8]}.log"
         self.log = open(self.log_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "studyapp", "worker", "-Q", queues, "-P", pool,
              "-c", str(concurrency), "--without-heartbeat", "--without-gossip", "--without-mingle",
-             "-n", f"test-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO"],
+             "-n", f"test-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO", *args],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
