@@ -75,6 +75,15 @@ def episodes_pending_grading(*, quiet_for: float = 0.0, waiting_quiet_for: float
             .order_by("submitted_at", "pk"))
 
 
+HELD_MARK = "Held out of the rating"
+
+
+def episodes_held(study: Study) -> QuerySet[Episode]:
+    """Episodes a partial judge panel holds out of the rating (study policy 'hold'); the note says why."""
+    return (Episode.objects.filter(study=study, grading_note__contains=HELD_MARK)
+            .filter(status__in=[Episode.Status.SUBMITTED, Episode.Status.GRADED]).order_by("submitted_at", "pk"))
+
+
 def episodes_pending_log_coding() -> QuerySet[Episode]:
     """Submitted or graded episodes without a current log coding."""
     coded = FluencyCoding.objects.filter(episode=OuterRef("pk"), is_current=True)

@@ -158,7 +158,9 @@ def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float
             return new
         before = episode.expert_score
         # update() touches only this column, so a concurrent judge writing auto_score is not overwritten.
-        Episode.objects.filter(pk=episode.pk).update(expert_score=new, updated_at=timezone.now())
+        # An expert score resolves the flag that asked for it (judge disagreement, a missing judge).
+        resolved = {"needs_expert_review": False} if new is not None else {}
+        Episode.objects.filter(pk=episode.pk).update(expert_score=new, updated_at=timezone.now(), **resolved)
         audit_record(actor=actor, action="episode.expert_score", obj=episode, study=episode.study,
                      before={"expert_score": before}, after={"expert_score": new})
         if not episode.is_gold:

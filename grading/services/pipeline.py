@@ -33,7 +33,7 @@ from grading.extract import Extraction
 from grading.models import GradingFollowUp, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.providers import JudgeSpec, grading_settings, not_configured_note, provider_configured, study_judges
-from grading.selectors import current_fluency_coding, rubric_for_grading
+from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
 from grading.services.budget import budget_ensure_available
 from grading.services.consent_check import ConsentDecision, judges_allowed
 from grading.services.extraction import episode_extract, solo_run_extract, task_hidden_text
@@ -184,6 +184,25 @@ def _reasons(runs: list[JudgeRun]) -> str:
     return "; ".join(f"{r.provider}/{r.model}: {r.error or r.get_status_display()}" for r in runs)
 
 
+HELD_PREFIX = HELD_MARK
+
+
+def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[JudgeRun]) -> GradingOutcome:
+    """A partial panel under the study's 'hold' policy: no score enters the rating, an expert is asked.
+
+    The episode waits (submitted with the reason; a graded one keeps its previous score) and the sweep retries
+    the missing judge at the waiting cadence; staff may accept single-judge scores for the study instead.
+    """
+    judges = ", ".join(f"{r.provider}/{r.model} {float(r.total):g}" for r in succeeded)
+    note = (f"{HELD_PREFIX}: only {len(succeeded)} of {len(succeeded) + len(failed)} judges scored it ({judges}); "
+            f"missing: {_reasons(failed)}. The missing judge is retried; an expert grade or the study's "
+            "'accept partial panels' policy releases it.")
+    if subject.is_episode and not obj.needs_expert_review:
+        subject.model().objects.filter(pk=obj.pk).update(needs_expert_review=True)
+    outcome = _wait(subject, note)
+    return GradingOutcome("held", note=outcome.note, judge_runs=[r.pk for r in succeeded])
+
+
 def _owe_observation_if_missing(episode: Episode) -> None:
     """A graded episode without its ledger row (a follow-up lost before the outbox existed) is owed one."""
     from rating.models import Observation  # grading feeds rating; import at use keeps apps loosely tied
@@ -210,6 +229,8 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         failed = [r for r in runs if r.status == JudgeRun.Status.FAILED]
         if not succeeded:
             return _fail(subject, "Every judge failed. " + _reasons(failed))
+        if failed and subject.study.partial_panel == subject.study.PartialPanel.HOLD:
+            return _hold(subject, obj, succeeded, failed)
         totals = [float(r.total) for r in succeeded]
         score = round(fmean(totals), 4)
         flags = []
@@ -437,12 +458,15 @@ def solo_run_grading_retry(*, solo_run: SoloRun, actor: Any) -> bool:
 
 
 def judge_run_retry(*, run: JudgeRun, actor: Any) -> bool:
-    """Redo one failed or waiting judge run by re-enqueueing its submission's grading.
+    """Redo one failed, waiting or abandoned (lease lapsed) judge run by re-enqueueing its submission's grading.
 
-    Return False when the run succeeded, or is no longer part of the current plan (an older rubric
-    version, judge or prompt), since re-grading would not redo it.
+    Return False when the run succeeded, is running under a live lease, or is no longer part of the current
+    plan (an older rubric version, judge or prompt), since re-grading would not redo it.
     """
-    if run.status not in (JudgeRun.Status.FAILED, JudgeRun.Status.WAITING) or not run_in_current_plan(run):
+    abandoned = (run.status == JudgeRun.Status.RUNNING
+                 and (run.lease_expires_at is None or run.lease_expires_at < timezone.now()))
+    if (run.status not in (JudgeRun.Status.FAILED, JudgeRun.Status.WAITING) and not abandoned) or (
+            not run_in_current_plan(run)):
         return False
     if run.episode_id:
         return episode_grading_retry(episode=run.episode, actor=actor)
