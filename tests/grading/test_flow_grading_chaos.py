@@ -93,13 +93,15 @@ def chaos(settings, tmp_path):
             return "\n".join([*(w.output()[-4000:] for w in workers), beat_text])
 
     yield Chaos()
-    beat.terminate()
-    beat.wait(timeout=20)
+    # Disposable processes this test started: killed outright (a graceful stop only costs time here).
+    _kill(beat.pid)
+    beat.wait()
     beat_log.close()
     for worker in workers:
         if worker.proc.poll() is None:
             for pid in child_pids(worker.proc.pid):
                 _kill(pid)
+            _kill(worker.proc.pid)
         worker.stop()
     server.stop()
     broker.stop()
@@ -242,3 +244,39 @@ def test_one_grading_message_delivered_three_times_grades_once(chaos):
     assert sorted(JudgeRun.objects.filter(episode=episode).values_list("attempts", flat=True)) == [1, 1]
     print(f"triple delivery: graded once in {recovery:.1f} s")
 
+
+
+def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charges_only_paid_replies(chaos):
+    chaos.script.failing = {"anthropic"}
+    study = _study()
+    episode = chaos.episode(study)
+    chaos.worker()
+
+    def held() -> bool:
+        return Episode.objects.filter(pk=episode.pk, grading_note__startswith="Held out of the rating").exists()
+
+    try:
+        wait_for(held, timeout=RECOVERY_BOUND, message="the episode to be held for its missing judge")
+    except BaseException:
+        print(chaos.logs())
+        raise
+    episode.refresh_from_db()
+    assert episode.status == Episode.Status.SUBMITTED and episode.needs_expert_review
+    assert episode.auto_score is None and not Observation.objects.filter(episode_id=episode.pk).exists()
+    assert "injected persistent failure" in episode.grading_note
+    failed = JudgeRun.objects.get(episode=episode, provider="anthropic")
+    assert failed.status == JudgeRun.Status.FAILED and "500" in failed.error
+    assert JudgeRun.objects.get(episode=episode, provider="openai").status == JudgeRun.Status.SUCCEEDED
+    # One openai reply was paid; the 500s cost nothing. Exactly that is recorded.
+    assert LLMUsage.objects.filter(study=study, purpose="judge").count() == chaos.script.paid() == 1
+
+    # The provider recovers; staff retry the run and the full panel's score enters the rating once.
+    chaos.script.failing = set()
+    from grading.services.pipeline import judge_run_retry
+    from tests.factories import UserFactory
+
+    began = time.monotonic()
+    assert judge_run_retry(run=failed, actor=UserFactory(is_staff=True))
+    recovery = _wait_settled(chaos, [episode.pk], began)
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    print(f"provider failing for good: held with its reason; after staff retry graded {recovery:.1f} s later")
