@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LINE = re.compile(r"^(?P<fault>[a-z ][^:]*):.*?(?P<seconds>\d+\.\d+) s later")
+LINE = re.compile(r"RECOVERY (?P<fault>[^:]+): (?P<seconds>\d+\.\d+) s")
 
 
 def main() -> int:
@@ -34,16 +34,16 @@ def main() -> int:
             [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
              "tests/grading/test_flow_grading_chaos.py"], cwd=ROOT, capture_output=True, text=True)
         for line in run.stdout.splitlines():
-            match = LINE.search(line.strip().lstrip("."))
+            match = LINE.search(line)
             if match:
                 times[match["fault"]].append(float(match["seconds"]))
-                print(line.strip().lstrip("."))
+                print(line[match.start():])
         if run.returncode != 0:
             print(run.stdout[-3000:], file=sys.stderr)
             return run.returncode
     print("\nrecovery (s), fault -> min / max over", args.repeat, "run(s)")
     for fault, values in times.items():
-        print(f"  {fault:45s} {min(values):6.1f} / {max(values):6.1f}")
+        print(f"  {fault:50s} {min(values):6.1f} / {max(values):6.1f}")
     return 0
 
 

@@ -41,6 +41,9 @@ def pytest_configure(config: pytest.Config) -> None:
         problems.append("REDIS_URL must point at Redis")
     elif not _reachable(redis_url, 6379):
         problems.append(f"Redis is not reachable at {redis_url}")
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if broker and not _reachable(broker, 5672 if broker.startswith("amqp") else 6379):
+        problems.append(f"the Celery broker is not reachable at {broker}")
     if problems:
         raise pytest.UsageError("REQUIRE_SERVICES=1 but: " + "; ".join(problems))
 

@@ -178,7 +178,7 @@ def test_a_killed_pool_child_is_recovered_by_the_redelivered_message(chaos):
     chaos.script.judge_delay = 0.5
     recovery = _wait_settled(chaos, [episode.pk], killed_at)
     _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
-    print(f"pool child killed mid-call: graded and observed {recovery:.1f} s later")
+    print(f"RECOVERY pool child killed mid-call: {recovery:.1f} s to graded, observed and coded")
 
 
 def test_a_killed_worker_main_process_is_recovered_by_the_sweep_on_a_new_worker(chaos):
@@ -195,7 +195,7 @@ def test_a_killed_worker_main_process_is_recovered_by_the_sweep_on_a_new_worker(
     chaos.worker()  # the supervisor's restart
     recovery = _wait_settled(chaos, [episode.pk], killed_at)
     _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
-    print(f"worker main process killed mid-call: graded and observed {recovery:.1f} s later")
+    print(f"RECOVERY worker main process killed mid-call: {recovery:.1f} s to graded, observed and coded")
 
 
 def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
@@ -226,8 +226,8 @@ def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
     chaos.script.judge_delay = 0.5
     recovery = _wait_settled(chaos, [first.pk, second.pk], stopped_at, timeout=RECOVERY_BOUND + 15)
     _assert_exactly_once([first.pk, second.pk], lost_replies=0, script=chaos.script)
-    print(f"broker outage: submit answered in {submit_seconds:.2f} s; both graded and observed "
-          f"{recovery:.1f} s after the broker stopped")
+    print(f"RECOVERY broker outage mid-grade and at submit: {recovery:.1f} s from the broker stopping to both "
+          f"graded, observed and coded (the submit answered in {submit_seconds:.2f} s)")
 
 
 def test_one_grading_message_delivered_three_times_grades_once(chaos):
@@ -242,7 +242,7 @@ def test_one_grading_message_delivered_three_times_grades_once(chaos):
     time.sleep(2.0)  # let the duplicates finish
     _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
     assert sorted(JudgeRun.objects.filter(episode=episode).values_list("attempts", flat=True)) == [1, 1]
-    print(f"triple delivery: graded once in {recovery:.1f} s")
+    print(f"RECOVERY one message delivered three times: {recovery:.1f} s to graded once, observed and coded")
 
 
 
@@ -279,4 +279,5 @@ def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charg
     assert judge_run_retry(run=failed, actor=UserFactory(is_staff=True))
     recovery = _wait_settled(chaos, [episode.pk], began)
     _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
-    print(f"provider failing for good: held with its reason; after staff retry graded {recovery:.1f} s later")
+    print(f"RECOVERY provider failing for good, then staff retry: {recovery:.1f} s from the retry to graded, "
+          "observed and coded")
