@@ -1,16 +1,13 @@
-"""Parts of the grading chaos test, shared with bench/grading_recovery.py: a broker we own, scripted providers.
+"""Parts of the grading chaos test: a broker the test owns and may kill, scripted providers, worker settings.
 
-No pytest import at module level: the bench drives the same pieces outside pytest.
+No pytest import: these are plain helpers the test module composes.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -61,44 +58,6 @@ class OwnRedis:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-        self.proc = None
-
-
-class OwnRabbit:
-    """A private RabbitMQ node (own name, ports and data directory); boots in about ten seconds."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="chaos-rabbit-"))
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
-
-    def start(self) -> OwnRabbit:
-        (self.dir / "plugins").write_text("[].\n")
-        (self.dir / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
-                                                "loopback_users = none\n")
-        env = {**os.environ, "HOME": str(self.dir), "RABBITMQ_NODENAME": f"chaos{self.port}@localhost",
-               "RABBITMQ_NODE_PORT": str(self.port), "RABBITMQ_DIST_PORT": str(free_port()),
-               "RABBITMQ_CONFIG_FILE": str(self.dir / "rabbitmq.conf"),
-               "RABBITMQ_MNESIA_BASE": str(self.dir / "mnesia"), "RABBITMQ_LOG_BASE": str(self.dir / "log"),
-               "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.dir / "plugins"),
-               "RABBITMQ_PID_FILE": str(self.dir / "pid")}
-        self.proc = subprocess.Popen(["/usr/lib/rabbitmq/bin/rabbitmq-server"], env=env, cwd=self.dir,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not port_open(self.port):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("rabbitmq-server did not start")
-            time.sleep(0.2)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the node's own process group, started above
             self.proc.wait()
         self.proc = None
 
@@ -170,7 +129,3 @@ def worker_chaos_env(broker_url: str, openai_base: str, anthropic_base: str, **e
         "GRADING_FOLLOW_UP_GRACE_SECONDS": "2", "RATING_REFRESH_DEBOUNCE_SECONDS": "0.5",
         **extra,
     }
-
-
-def dumps(report: dict[str, Any]) -> str:
-    return json.dumps(report, sort_keys=True)
