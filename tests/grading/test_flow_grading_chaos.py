@@ -111,9 +111,11 @@ def chaos(settings, tmp_path):
 
 
 def _repoint(app, url: str) -> None:
-    """Make this process publish to `url` (the Celery app caches its connection and producer pools)."""
-    if app._pool is not None:
-        app._pool.force_close_all()
+    """Make this process publish to `url` (the Celery app caches its connection and producer pools).
+
+    The old pools are only dropped, not closed: kombu keeps them in a global registry keyed by broker URL
+    and hands the same (then closed) pool back when the app is pointed at that URL again.
+    """
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
