@@ -175,8 +175,18 @@ class JudgeRunAdmin(ReadOnlyAdmin):
         if retried:
             self.message_user(request, f"Queued {retried} judge run(s) for another attempt.", messages.SUCCESS)
         if skipped:
-            self.message_user(request, f"Skipped {skipped} run(s): only failed or waiting runs of the current rubric "
-                                       "version, judge list and prompt can be retried.", messages.WARNING)
+            self.message_user(request, f"Skipped {skipped} run(s): only failed, waiting or abandoned runs of the "
+                                       "current rubric version, judge list and prompt can be retried; a run in "
+                                       "flight under a live lease finishes on its own.", messages.WARNING)
+
+
+@admin.register(m.GradingFollowUp)
+class GradingFollowUpAdmin(ReadOnlyAdmin):
+    """The grading outbox: open rows are work a grade still owes; the reconciliation sweep completes them."""
+
+    list_display = ("id", "episode", "kind", "created_at", "attempts", "done_at", "note")
+    list_filter = ("kind", ("done_at", admin.EmptyFieldListFilter))
+    list_select_related = ("episode",)
 
 
 @admin.register(m.CriterionScore)

@@ -40,8 +40,17 @@ _DEFAULTS: dict[str, Any] = {
     # Celery-level retries of a whole grading task after the client's own retries gave up (429/5xx/timeouts).
     "TASK_RETRIES": 3,
     "TASK_RETRY_DELAY": 30.0,
-    # A RUNNING judge run or GENERATING rubric older than this is taken to belong to a dead worker.
-    "STALE_AFTER_SECONDS": None,
+    # Leases: a claimed judge run or rubric generation is renewed every third of this while the call is in
+    # flight; when its worker dies the claim lapses after at most this long and the work is taken over.
+    "LEASE_SECONDS": 60.0,
+    "ATTEMPT_SECONDS": 600.0,
+    # The reconciliation sweep (beat, every GRADING_SWEEP_SECONDS): submissions untouched this long with no
+    # live lease are sent to grading again; waiting ones (no key, budget) are looked at less often.
+    "REQUEUE_AFTER_SECONDS": 60.0,
+    "WAITING_RECHECK_SECONDS": 900.0,
+    # Follow-ups a grade owes (observation, log coding) are done by the sweep once this old and still open.
+    "FOLLOW_UP_GRACE_SECONDS": 30.0,
+    "FOLLOW_UP_MAX_ATTEMPTS": 5,
     # Characters of hidden (gold) task files shown to rubric writers and judges.
     "HIDDEN_MAX_CHARS": 100_000,
 }
@@ -50,8 +59,6 @@ _DEFAULTS: dict[str, Any] = {
 def grading_settings() -> dict[str, Any]:
     """Return the GRADING settings with defaults filled in (the one accessor for these knobs)."""
     merged = {**_DEFAULTS, **getattr(settings, "GRADING", {})}
-    if merged["STALE_AFTER_SECONDS"] is None:
-        merged["STALE_AFTER_SECONDS"] = float(getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 25 * 60))
     if merged["FLUENCY_CODER"] is None:
         merged["FLUENCY_CODER"] = merged["RUBRIC_GENERATOR"]
     return merged

@@ -11,7 +11,6 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from grading.models import FluencyCoding, JudgeRun, LLMUsage, Rubric
-from grading.providers import grading_settings
 from studyapp.models import Episode, Participant, SoloRun, Study, TaskInstance
 
 
@@ -26,8 +25,7 @@ def rubric_for_grading(task: TaskInstance) -> Rubric | None:
 
 def rubric_generating(task: TaskInstance) -> Rubric | None:
     """Return a rubric version being generated right now (not yet stale), if any."""
-    fresh = timezone.now() - timedelta(seconds=grading_settings()["STALE_AFTER_SECONDS"])
-    return task.rubrics.filter(status=Rubric.Status.GENERATING, created_at__gte=fresh).first()
+    return task.rubrics.filter(status=Rubric.Status.GENERATING, lease_expires_at__gte=timezone.now()).first()
 
 
 def study_llm_spend(study: Study) -> Decimal:
@@ -55,13 +53,35 @@ def studies_over_budget() -> list[tuple[Study, Decimal]]:
     return over
 
 
-def episodes_pending_grading() -> QuerySet[Episode]:
-    """Episodes that should be (re)enqueued: submitted (incl. waiting) or stuck in grading past the stale age."""
-    stale = timezone.now() - timedelta(seconds=grading_settings()["STALE_AFTER_SECONDS"])
-    return (Episode.objects.filter(Q(status=Episode.Status.SUBMITTED)
-                                   | Q(status=Episode.Status.GRADING, updated_at__lt=stale))
+def _live_lease(subject: str) -> Exists:
+    return Exists(JudgeRun.objects.filter(**{subject: OuterRef("pk")}, status=JudgeRun.Status.RUNNING,
+                                          lease_expires_at__gte=timezone.now()))
+
+
+def episodes_pending_grading(*, quiet_for: float = 0.0, waiting_quiet_for: float = 0.0) -> QuerySet[Episode]:
+    """Episodes grading owes work: submitted (incl. waiting) or grading with no judge call under a live lease.
+
+    `quiet_for` skips episodes touched in the last so many seconds (a message for them is probably on its way);
+    waiting ones (a note says why: no key, budget) use the longer `waiting_quiet_for`.
+    """
+    now = timezone.now()
+    recent = now - timedelta(seconds=quiet_for)
+    waiting_recent = now - timedelta(seconds=waiting_quiet_for)
+    due = (Q(status=Episode.Status.SUBMITTED, grading_note="", updated_at__lte=recent)
+           | Q(status=Episode.Status.SUBMITTED, updated_at__lte=waiting_recent) & ~Q(grading_note="")
+           | Q(status=Episode.Status.GRADING, updated_at__lte=recent))
+    return (Episode.objects.filter(due).filter(~_live_lease("episode"))
             .exclude(participant__status=Participant.Status.WITHDRAWN)
             .order_by("submitted_at", "pk"))
+
+
+HELD_MARK = "Held out of the rating"
+
+
+def episodes_held(study: Study) -> QuerySet[Episode]:
+    """Episodes a partial judge panel holds out of the rating (study policy 'hold'); the note says why."""
+    return (Episode.objects.filter(study=study, grading_note__contains=HELD_MARK)
+            .filter(status__in=[Episode.Status.SUBMITTED, Episode.Status.GRADED]).order_by("submitted_at", "pk"))
 
 
 def episodes_pending_log_coding() -> QuerySet[Episode]:
@@ -74,9 +94,9 @@ def episodes_pending_log_coding() -> QuerySet[Episode]:
 
 
 def solo_runs_pending_grading() -> QuerySet[SoloRun]:
-    stale = timezone.now() - timedelta(seconds=grading_settings()["STALE_AFTER_SECONDS"])
-    return SoloRun.objects.filter(Q(status=Episode.Status.SUBMITTED)
-                                  | Q(status=Episode.Status.GRADING, created_at__lt=stale)).order_by("pk")
+    """Solo runs submitted, or grading with no judge call under a live lease."""
+    return SoloRun.objects.filter(Q(status=Episode.Status.SUBMITTED) | Q(status=Episode.Status.GRADING)).filter(
+        ~_live_lease("solo_run")).order_by("pk")
 
 
 def current_judge_runs(episode: Episode) -> QuerySet[JudgeRun]:

@@ -27,12 +27,19 @@ from studyapp.models import Episode, SoloRun, TaskInstance
 logger = logging.getLogger(__name__)
 
 _COMMON: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True, "max_retries": None}
+# Longest wait before a retry; with Redis it must stay below the broker's visibility timeout (settings).
+MAX_COUNTDOWN = 1800.0
+# One grading attempt's wall-time budget: past it the attempt frees its judge runs and retries later.
+ATTEMPT = float(grading_settings()["ATTEMPT_SECONDS"])
+_GRADING_LIMITS: dict[str, Any] = {"soft_time_limit": ATTEMPT, "time_limit": ATTEMPT + 60}
 
 
 def _countdown(retries: int, hint: float | None = None) -> float:
-    """Exponential backoff with full jitter (at least a quarter of the step, so retries never stampede)."""
+    """Exponential backoff with jitter (at least a quarter of the step, so retries never stampede)."""
+    if hint is not None:  # a provider's Retry-After (or a lease's end) is a floor, never shortened by jitter
+        return min(hint, MAX_COUNTDOWN) + random.uniform(0, min(hint, MAX_COUNTDOWN) / 4)  # noqa: S311 - jitter
     base = float(grading_settings()["TASK_RETRY_DELAY"])
-    step = min(hint if hint is not None else base * 2**retries, 3600.0)
+    step = min(base * 2**retries, MAX_COUNTDOWN)
     return random.uniform(step / 4, step)  # noqa: S311 - jitter, not security
 
 
@@ -62,7 +69,7 @@ def _run_grading(task: Any, run: Callable[[bool], pipeline.GradingOutcome],
         raise
 
 
-@shared_task(name="grading.tasks.grade_episode", soft_time_limit=25 * 60, time_limit=30 * 60, **_COMMON)
+@shared_task(name="grading.tasks.grade_episode", **_GRADING_LIMITS, **_COMMON)
 def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
     """Grade one submitted episode: extract, ensure the rubric, run the judges, combine, enqueue rating."""
     if not Episode.objects.filter(pk=episode_id).exists():
@@ -73,7 +80,7 @@ def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
         f"episode {episode_id}")
 
 
-@shared_task(name="grading.tasks.grade_solo_run", soft_time_limit=25 * 60, time_limit=30 * 60, **_COMMON)
+@shared_task(name="grading.tasks.grade_solo_run", **_GRADING_LIMITS, **_COMMON)
 def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
     """Grade one solo-agent baseline through the same pipeline."""
     if not SoloRun.objects.filter(pk=solo_run_id).exists():
@@ -84,7 +91,7 @@ def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
         f"solo run {solo_run_id}")
 
 
-@shared_task(name="grading.tasks.generate_rubric", soft_time_limit=25 * 60, time_limit=30 * 60, **_COMMON)
+@shared_task(name="grading.tasks.generate_rubric", **_GRADING_LIMITS, **_COMMON)
 def generate_rubric(self: Any, task_id: int) -> dict[str, Any]:
     """Generate a new rubric version for a task (staff action or command)."""
     task = TaskInstance.objects.filter(pk=task_id).first()
@@ -119,20 +126,18 @@ def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     return {"status": coding.status, "coding": coding.pk, "behaviours": coding.behaviour_count}
 
 
-@shared_task(name="grading.tasks.grade_pending", acks_late=True)
+@shared_task(name="grading.tasks.reconcile", acks_late=True, soft_time_limit=240, time_limit=300)
+def reconcile() -> dict[str, int]:
+    """Beat sweep (every minute): finish whatever a lost message, dead worker or broker outage left undone."""
+    from grading.services.reconcile import grading_reconcile
+
+    return asdict(grading_reconcile())
+
+
+@shared_task(name="grading.tasks.grade_pending", acks_late=True, soft_time_limit=240, time_limit=300)
 def grade_pending() -> dict[str, int]:
-    """Periodic sweep: re-enqueue waiting or stuck submissions (a key or budget may have arrived since)."""
-    from celery import current_app
-
-    from grading.selectors import episodes_pending_grading, solo_runs_pending_grading
-
-    episodes = list(episodes_pending_grading().values_list("pk", flat=True))
-    runs = list(solo_runs_pending_grading().values_list("pk", flat=True))
-    for pk in episodes:
-        current_app.send_task(pipeline.GRADE_EPISODE_TASK, args=[pk])
-    for pk in runs:
-        current_app.send_task(pipeline.GRADE_SOLO_RUN_TASK, args=[pk])
-    return {"episodes": len(episodes), "solo_runs": len(runs)}
+    """The former name of the sweep, kept so messages queued before an upgrade still run."""
+    return reconcile()
 
 
 @shared_task(name="grading.tasks.route_expert_reviews", acks_late=True)

@@ -9,6 +9,7 @@ equals a batch solve of the active ledger whatever the order, re-deliveries or r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -268,16 +269,20 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
     """
     debounce = float(settings.RATING["REFRESH_DEBOUNCE_SECONDS"])
     key = refresh_key(study_id)
-    # Redis expires keys in whole seconds and treats a zero timeout as "do not store".
-    if not cache.add(key, 1, timeout=max(1, math.ceil(debounce))):
-        return False
     from rating.tasks import refresh_posterior  # the tasks module imports this one
 
+    # A cache or broker outage must not fail the change that asked: the beat sweep refreshes every study
+    # whose ledger is newer than its latest snapshot, so a lost request only delays the refresh.
     try:
+        # Redis expires keys in whole seconds and treats a zero timeout as "do not store".
+        if not cache.add(key, 1, timeout=max(1, math.ceil(debounce))):
+            return False
         refresh_posterior.apply_async(args=[study_id], countdown=debounce)
     except Exception:
-        cache.delete(key)  # let the next change try again rather than wait for the key to expire
-        raise
+        logger.warning("could not schedule the refresh of study %s; the sweep will do it", study_id, exc_info=True)
+        with contextlib.suppress(Exception):  # the cache may be down too; the key then expires on its own
+            cache.delete(key)  # let the next change try again rather than wait for the key to expire
+        return False
     return True
 
 

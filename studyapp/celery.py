@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from celery import Celery
 from kombu import Queue
+
+logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studyapp.settings")
 
@@ -16,12 +21,13 @@ app.conf.task_queues = [Queue(name) for name in ("default", "grading", "rating")
 app.conf.beat_schedule = {
     "rating-refresh-sweep": {
         "task": "rating.tasks.refresh_all_posteriors",
-        "schedule": 15 * 60.0,
+        "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
     },
-    # Episodes waiting for a judge key or budget resume once it is there.
-    "grading-pending-sweep": {
-        "task": "grading.tasks.grade_pending",
-        "schedule": 15 * 60.0,
+    # Reconciliation: finish whatever a lost message, a dead worker or a broker outage left undone
+    # (grades whose lease lapsed, unsent grading messages, observations and log codings a grade owes).
+    "grading-reconcile-sweep": {
+        "task": "grading.tasks.reconcile",
+        "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
     },
     "expert-routing-sweep": {
         "task": "grading.tasks.route_expert_reviews",
@@ -36,3 +42,21 @@ app.conf.beat_schedule = {
 app.autodiscover_tasks()
 # Task modules that live below an app package rather than at its top.
 app.autodiscover_tasks(["studyapp.dashboard"])
+
+
+def send_task_on_commit(name: str, args: Sequence[Any], **options: Any) -> None:
+    """Send a task by name once the current transaction commits; a broker error is logged, never raised.
+
+    The database is the source of truth: whatever this message would have started, the reconciliation
+    sweep finds from the rows and does, so a broker outage delays work instead of failing the request.
+    """
+    from django.db import transaction
+
+    def send() -> None:
+        try:
+            app.send_task(name, args=list(args), **options)
+        except Exception:
+            logger.warning("could not enqueue %s%s; the reconciliation sweep will pick it up", name, tuple(args),
+                           exc_info=True)
+
+    transaction.on_commit(send)

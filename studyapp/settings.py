@@ -261,10 +261,23 @@ UPLOADS = {
 # --- Celery -----------------------------------------------------------------------------------------------
 # Test runs get their own queue folder so they never consume messages left by `make run`.
 CELERY_QUEUE_DIR = VAR_DIR / ("celery-test" if TESTING else "celery")
-if REDIS_URL:
-    CELERY_BROKER_URL = REDIS_URL
-    CELERY_RESULT_BACKEND = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# The broker: CELERY_BROKER_URL (amqp://… for RabbitMQ, redis://…), else Redis at REDIS_URL, else the embedded
+# filesystem transport. Whatever it is, the database stays the source of truth (docs/grading-reliability.md).
+BROKER_URL_SETTING = os.environ.get("CELERY_BROKER_URL", "").strip()
+if BROKER_URL_SETTING or REDIS_URL:
+    CELERY_BROKER_URL = BROKER_URL_SETTING or REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL or None
+    # Redis redelivers an unacknowledged message only after the visibility timeout: it must outlast the hard
+    # time limit and the longest retry countdown (grading.tasks caps it at 30 min), or work runs twice.
+    # Short socket timeouts keep a request from hanging on a dead broker (the publish is logged and dropped;
+    # the reconciliation sweep sends it later).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2,
+                                       "socket_timeout": 5, "max_retries": 1}
+    if CELERY_BROKER_URL.startswith("amqp"):
+        CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
+    CELERY_BROKER_CONNECTION_TIMEOUT = 2
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
+                                        "interval_max": 0.5}
 else:
     for _sub in ("queue", "processed", "results", "control"):
         (CELERY_QUEUE_DIR / _sub).mkdir(parents=True, exist_ok=True)
@@ -282,6 +295,7 @@ CELERY_TASK_ROUTES = {"grading.tasks.*": {"queue": "grading"}, "rating.tasks.*":
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# One attempt of any task is bounded by these; grading tasks state their own, shorter budget (GRADING).
 CELERY_TASK_TIME_LIMIT = 30 * 60
 CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
 CELERY_TASK_SERIALIZER = "json"
@@ -324,6 +338,15 @@ GRADING = {
     "DISAGREEMENT_THRESHOLD": float(os.environ.get("GRADING_DISAGREEMENT_THRESHOLD", "15")),
     "EXTRACT_MAX_CHARS": int(os.environ.get("GRADING_EXTRACT_MAX_CHARS", "400000")),
     "RUBRIC_REPAIR_ATTEMPTS": 2,
+    # Crash safety (docs/grading-reliability.md): claim leases and the reconciliation sweep's clocks.
+    "LEASE_SECONDS": float(os.environ.get("GRADING_LEASE_SECONDS", "60")),
+    # Wall-time budget of one grading attempt (soft limit; the hard limit is a minute later). A slower attempt
+    # frees its judge runs and retries later instead of holding a pool slot for the LLM client's worst case.
+    "ATTEMPT_SECONDS": float(os.environ.get("GRADING_ATTEMPT_SECONDS", "600")),
+    "TASK_RETRIES": int(os.environ.get("GRADING_TASK_RETRIES", "3")),
+    "TASK_RETRY_DELAY": float(os.environ.get("GRADING_TASK_RETRY_DELAY", "30")),
+    "REQUEUE_AFTER_SECONDS": float(os.environ.get("GRADING_REQUEUE_AFTER_SECONDS", "60")),
+    "FOLLOW_UP_GRACE_SECONDS": float(os.environ.get("GRADING_FOLLOW_UP_GRACE_SECONDS", "30")),
 }
 RATING = {
     "REFRESH_DEBOUNCE_SECONDS": float(os.environ.get("RATING_REFRESH_DEBOUNCE_SECONDS", "5")),

@@ -41,6 +41,9 @@ def pytest_configure(config: pytest.Config) -> None:
         problems.append("REDIS_URL must point at Redis")
     elif not _reachable(redis_url, 6379):
         problems.append(f"Redis is not reachable at {redis_url}")
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if broker and not _reachable(broker, 5672 if broker.startswith("amqp") else 6379):
+        problems.append(f"the Celery broker is not reachable at {broker}")
     if problems:
         raise pytest.UsageError("REQUIRE_SERVICES=1 but: " + "; ".join(problems))
 
@@ -105,13 +108,14 @@ def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 class WorkerProcess:
     """A real `celery worker` subprocess; `stop()` terminates it and returns its log."""
 
-    def __init__(self, queues: str, env: dict[str, str], concurrency: int = 1, pool: str = "solo") -> None:
+    def __init__(self, queues: str, env: dict[str, str], concurrency: int = 1, pool: str = "solo",
+                 args: tuple[str, ...] = ()) -> None:
         self.log_path = ROOT / "var" / f"test-worker-{uuid.uuid4().hex[:8]}.log"
         self.log = open(self.log_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "studyapp", "worker", "-Q", queues, "-P", pool,
              "-c", str(concurrency), "--without-heartbeat", "--without-gossip", "--without-mingle",
-             "-n", f"test-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO"],
+             "-n", f"test-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO", *args],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 

@@ -66,6 +66,8 @@ class JudgeRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="A RUNNING run whose lease has lapsed belongs to a dead worker.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -86,7 +88,8 @@ class JudgeRun(models.Model):
                 name="judge_run_has_one_subject",
             ),
         ]
-        indexes = [models.Index(fields=["episode", "is_current"])]
+        indexes = [models.Index(fields=["episode", "is_current"]),
+                   models.Index(fields=["status", "lease_expires_at"], name="judge_run_status_lease")]
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} on {self.episode_id or self.solo_run_id}"
@@ -160,3 +163,29 @@ class EpisodeGrading(Episode):
         proxy = True
         verbose_name = "episode grading"
         verbose_name_plural = "episode grading"
+
+
+class GradingFollowUp(models.Model):
+    """Outbox row: work a grade owes (written in the grade's transaction), done by message or by the sweep.
+
+    The message sent after commit is only the fast path; when it is lost (broker down, worker killed) the
+    reconciliation sweep finds the open row and does the work, so no grade can miss the rating ledger.
+    """
+
+    class Kind(models.TextChoices):
+        OBSERVATION = "observation", "Record the rating observation"
+        FLUENCY = "fluency", "Code the collaboration log"
+
+    episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="grading_follow_ups")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    done_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], condition=models.Q(done_at__isnull=True),
+                                name="grading_follow_up_open")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for episode {self.episode_id}"

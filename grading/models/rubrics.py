@@ -35,6 +35,8 @@ class Rubric(models.Model):
     generator_model = models.CharField(max_length=100, blank=True)
     prompt_version = models.CharField(max_length=32, blank=True)
     failure_reason = models.TextField(blank=True)
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="A GENERATING version whose lease has lapsed belongs to a dead worker.")
     reviewer_note = models.TextField(blank=True)
     approved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,6 +25,7 @@ from grading.expert_exceptions import ExpertError, GradeIncomplete, GradeNotEdit
 from grading.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
 from grading.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
 from grading.selectors import rubric_for_grading
+from studyapp.celery import send_task_on_commit
 from studyapp.models import Episode
 from studyapp.services.audit import audit_record
 
@@ -158,12 +158,14 @@ def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float
             return new
         before = episode.expert_score
         # update() touches only this column, so a concurrent judge writing auto_score is not overwritten.
-        Episode.objects.filter(pk=episode.pk).update(expert_score=new, updated_at=timezone.now())
+        # An expert score resolves the flag that asked for it (judge disagreement, a missing judge).
+        resolved = {"needs_expert_review": False} if new is not None else {}
+        Episode.objects.filter(pk=episode.pk).update(expert_score=new, updated_at=timezone.now(), **resolved)
         audit_record(actor=actor, action="episode.expert_score", obj=episode, study=episode.study,
                      before={"expert_score": before}, after={"expert_score": new})
         if not episode.is_gold:
             pk = episode.pk
-            transaction.on_commit(lambda: current_app.send_task("rating.tasks.record_observation", args=[pk]))
+            send_task_on_commit("rating.tasks.record_observation", [pk])
     return new
 
 

@@ -3,7 +3,8 @@
 The provider call (`judge_call`) touches no database, so the pipeline can run several judges in threads
 while every read and write stays on the task's own connection. A run is written in one transaction —
 criterion scores, recomputed totals, tokens, cost and status together — so a worker killed mid-call
-leaves a RUNNING run with no score, which a later attempt claims again once it is stale.
+leaves a RUNNING run with no score, whose lease (renewed while the call is in flight) lapses within a minute;
+the redelivered message or the reconciliation sweep then claims it again.
 """
 
 from __future__ import annotations
@@ -48,27 +49,46 @@ def rubric_context(rubric: Rubric) -> RubricContext:
     )
 
 
-def judge_runs_claim(runs: Sequence[JudgeRun]) -> tuple[list[JudgeRun], list[JudgeRun]]:
-    """Atomically mark runs RUNNING; return (claimed, busy). Busy runs are RUNNING under a live worker.
+def lease_seconds() -> float:
+    """How long a claim holds without renewal; a dead worker's claim lapses after this."""
+    return float(grading_settings()["LEASE_SECONDS"])
 
-    Any run that has not succeeded can be claimed, a RUNNING one only once older than the stale age
-    (its worker died mid-call).
+
+def judge_runs_claim(runs: Sequence[JudgeRun]) -> tuple[list[JudgeRun], list[JudgeRun]]:
+    """Atomically mark runs RUNNING under a fresh lease; return (claimed, busy).
+
+    Any run that has not succeeded can be claimed; a RUNNING one only once its lease has lapsed (its worker
+    died mid-call). Busy runs are RUNNING under a live lease, renewed by the worker calling the provider.
     """
-    stale = timezone.now() - timedelta(seconds=grading_settings()["STALE_AFTER_SECONDS"])
     claimable = Q(status__in=[JudgeRun.Status.QUEUED, JudgeRun.Status.FAILED, JudgeRun.Status.WAITING]) | Q(
-        status=JudgeRun.Status.RUNNING, started_at__lt=stale) | Q(status=JudgeRun.Status.RUNNING,
-                                                                   started_at__isnull=True)
+        status=JudgeRun.Status.RUNNING, lease_expires_at__lt=timezone.now()) | Q(
+        status=JudgeRun.Status.RUNNING, lease_expires_at__isnull=True)
     claimed, busy = [], []
     for run in runs:
         now = timezone.now()
         won = JudgeRun.objects.filter(claimable, pk=run.pk).update(
-            status=JudgeRun.Status.RUNNING, started_at=now, finished_at=None, attempts=F("attempts") + 1)
+            status=JudgeRun.Status.RUNNING, started_at=now, finished_at=None, attempts=F("attempts") + 1,
+            lease_expires_at=now + timedelta(seconds=lease_seconds()))
         if won:
             run.refresh_from_db()
             claimed.append(run)
         elif JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).exists():
+            run.refresh_from_db()
             busy.append(run)
     return claimed, busy
+
+
+def judge_runs_renew(run_ids: Sequence[int]) -> int:
+    """Extend the leases of runs this worker still holds; return how many it still holds."""
+    return JudgeRun.objects.filter(pk__in=run_ids, status=JudgeRun.Status.RUNNING).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()))
+
+
+def lease_wait_seconds(runs: Sequence[JudgeRun]) -> float:
+    """Seconds until the last of these busy runs' leases lapses (when a retry could claim them)."""
+    now = timezone.now()
+    left = [(r.lease_expires_at - now).total_seconds() for r in runs if r.lease_expires_at is not None]
+    return max([0.0, *left])
 
 
 def judge_runs_wait(runs: Sequence[JudgeRun], note: str) -> None:
@@ -142,13 +162,15 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
     job = outcome.job
     with transaction.atomic():
         run = JudgeRun.objects.select_for_update().get(pk=job.run_id)
-        if run.status == JudgeRun.Status.SUCCEEDED:  # a duplicate delivery got here first; keep its result
-            return run
         accepted = outcome.verdict is not None
+        # Every paid reply is spend, even one that lost a race with a duplicate delivery.
         llm_usage_record(study=study, purpose=LLMUsage.Purpose.JUDGE, prompt_version=run.prompt_version,
                          responses=outcome.responses, accepted_last=accepted)
         for name, value in _usage_fields(outcome.responses).items():
-            setattr(run, name, value)
+            setattr(run, name, getattr(run, name) + value)  # a run's totals add up all its attempts
+        if run.status == JudgeRun.Status.SUCCEEDED:  # a duplicate delivery got here first; keep its result
+            run.save(update_fields=["input_tokens", "output_tokens", "cost_usd", "latency_ms"])
+            return run
         run.raw_response = outcome.responses[-1].text if outcome.responses else ""
         run.finished_at = timezone.now()
         if accepted:
@@ -160,6 +182,7 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
                 CriterionScore(judge_run=run, criterion=criteria[item.key], earned=item.earned,
                                reason=item.reason) for item in verdict.criteria])
             run.status = JudgeRun.Status.SUCCEEDED
+            run.lease_expires_at = None
             run.total = totals.total
             run.category_totals = totals.category_totals
             run.summary = verdict.summary
@@ -172,6 +195,7 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
             run.status = JudgeRun.Status.QUEUED if retry else JudgeRun.Status.FAILED
             if isinstance(error, llm.LLMNotConfigured):
                 run.status = JudgeRun.Status.WAITING
+            run.lease_expires_at = None
             run.total = None
             run.category_totals = {}
             run.error = (f"{error.reason} (will retry)" if retry else error.reason)[:4000]

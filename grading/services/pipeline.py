@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,10 +30,10 @@ from grading.exceptions import (
     RubricGenerationFailed,
 )
 from grading.extract import Extraction
-from grading.models import JudgeRun, Rubric
+from grading.models import GradingFollowUp, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.providers import JudgeSpec, grading_settings, not_configured_note, provider_configured, study_judges
-from grading.selectors import current_fluency_coding, rubric_for_grading
+from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
 from grading.services.budget import budget_ensure_available
 from grading.services.consent_check import ConsentDecision, judges_allowed
 from grading.services.extraction import episode_extract, solo_run_extract, task_hidden_text
@@ -43,10 +42,15 @@ from grading.services.judging import (
     judge_job_build,
     judge_run_record,
     judge_runs_claim,
+    judge_runs_renew,
     judge_runs_wait,
+    lease_seconds,
+    lease_wait_seconds,
     rubric_context,
 )
+from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
+from studyapp.celery import send_task_on_commit as enqueue_on_commit
 from studyapp.models import Episode, Participant, SoloRun
 from studyapp.services.audit import audit_record
 
@@ -71,7 +75,7 @@ class GradingOutcome:
 
 def send_task_on_commit(name: str, pk: int) -> None:
     """Enqueue a task by name once the current transaction commits (never before the row is visible)."""
-    transaction.on_commit(lambda: current_app.send_task(name, args=[pk]))
+    enqueue_on_commit(name, [pk])
 
 
 # ------------------------------------------------------------------------------------------- subject
@@ -180,6 +184,36 @@ def _reasons(runs: list[JudgeRun]) -> str:
     return "; ".join(f"{r.provider}/{r.model}: {r.error or r.get_status_display()}" for r in runs)
 
 
+HELD_PREFIX = HELD_MARK
+
+
+def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[JudgeRun]) -> GradingOutcome:
+    """A partial panel under the study's 'hold' policy: no score enters the rating, an expert is asked.
+
+    The episode waits (submitted with the reason; a graded one keeps its previous score) and the sweep retries
+    the missing judge at the waiting cadence; staff may accept single-judge scores for the study instead.
+    """
+    judges = ", ".join(f"{r.provider}/{r.model} {float(r.total):g}" for r in succeeded)
+    note = (f"{HELD_PREFIX}: only {len(succeeded)} of {len(succeeded) + len(failed)} judges scored it ({judges}); "
+            f"missing: {_reasons(failed)}. The missing judge is retried; an expert grade or the study's "
+            "'accept partial panels' policy releases it.")
+    if subject.is_episode and not obj.needs_expert_review:
+        subject.model().objects.filter(pk=obj.pk).update(needs_expert_review=True)
+    outcome = _wait(subject, note)
+    return GradingOutcome("held", note=outcome.note, judge_runs=[r.pk for r in succeeded])
+
+
+def _owe_observation_if_missing(episode: Episode) -> None:
+    """A graded episode without its ledger row (a follow-up lost before the outbox existed) is owed one."""
+    from rating.models import Observation  # grading feeds rating; import at use keeps apps loosely tied
+
+    if Observation.objects.filter(episode_id=episode.pk).exists() or GradingFollowUp.objects.filter(
+            episode_id=episode.pk, kind=GradingFollowUp.Kind.OBSERVATION, done_at__isnull=True).exists():
+        return
+    GradingFollowUp.objects.create(episode_id=episode.pk, kind=GradingFollowUp.Kind.OBSERVATION)
+    send_task_on_commit(RECORD_OBSERVATION_TASK, episode.pk)
+
+
 def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -> GradingOutcome:
     """Turn the planned runs into the current score in one transaction (or report why not yet)."""
     with transaction.atomic():
@@ -195,6 +229,8 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         failed = [r for r in runs if r.status == JudgeRun.Status.FAILED]
         if not succeeded:
             return _fail(subject, "Every judge failed. " + _reasons(failed))
+        if failed and subject.study.partial_panel == subject.study.PartialPanel.HOLD:
+            return _hold(subject, obj, succeeded, failed)
         totals = [float(r.total) for r in succeeded]
         score = round(fmean(totals), 4)
         flags = []
@@ -211,6 +247,8 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         old_score = subject.score_of(obj)
         note = " ".join(n for n in [*notes, *flags] if n)
         if obj.status == Status.GRADED and old_ids == new_ids and old_score == score:
+            if subject.is_episode:
+                _owe_observation_if_missing(obj)
             return GradingOutcome("unchanged", note=obj.grading_note, score=score, judge_runs=sorted(new_ids))
         JudgeRun.objects.filter(**subject.run_filter, is_current=True).exclude(pk__in=new_ids).update(
             is_current=False)
@@ -232,8 +270,11 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
                    "flagged": bool(flags)},
             note=note[:2000])
         if subject.is_episode:
+            # The outbox rows commit with the grade; the messages are only the fast path (see reconcile.py).
+            GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.OBSERVATION)
             send_task_on_commit(RECORD_OBSERVATION_TASK, obj.pk)
             if current_fluency_coding(obj) is None:
+                GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.FLUENCY)
                 send_task_on_commit(CODE_LOG_TASK, obj.pk)
     return GradingOutcome("graded", note=note, score=score, judge_runs=sorted(new_ids))
 
@@ -253,12 +294,15 @@ def _plan_runs(subject: Subject, rubric: Rubric, judges: list[JudgeSpec]) -> lis
 
 def _release(run_ids: list[int], reason: str) -> None:
     JudgeRun.objects.filter(pk__in=run_ids, status=JudgeRun.Status.RUNNING).update(
-        status=JudgeRun.Status.QUEUED, error=reason, started_at=None)
+        status=JudgeRun.Status.QUEUED, error=reason, started_at=None, lease_expires_at=None)
 
 
 def _run_judges(subject: Subject, claimed: list[JudgeRun], specs: dict[tuple[str, str], JudgeSpec],
-                rubric: Rubric, *, final_attempt: bool) -> None:
-    """Extract once, call every claimed judge in parallel threads, then record each outcome."""
+                rubric: Rubric, *, final_attempt: bool) -> float | None:
+    """Extract once, call every claimed judge in parallel threads, then record each outcome.
+
+    Return the longest Retry-After a provider asked for, so the task's next attempt honours it.
+    """
     ids = [r.pk for r in claimed]
     try:
         submission = subject.extract()
@@ -271,7 +315,8 @@ def _run_judges(subject: Subject, claimed: list[JudgeRun], specs: dict[tuple[str
         raise
     pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="judge")
     try:
-        outcomes = list(pool.map(judge_call, jobs))
+        with LeaseKeeper(lambda: judge_runs_renew(ids), lease_seconds() / 3):
+            outcomes = list(pool.map(judge_call, jobs))
     except BaseException:  # soft time limit or shutdown: free the runs so a retry need not wait
         pool.shutdown(wait=False, cancel_futures=True)
         _release(ids, "Interrupted while waiting for the judge.")
@@ -279,6 +324,8 @@ def _run_judges(subject: Subject, claimed: list[JudgeRun], specs: dict[tuple[str
     pool.shutdown(wait=True)
     for outcome in outcomes:
         judge_run_record(outcome=outcome, study=subject.study, final_attempt=final_attempt)
+    hints = [o.error.retry_after for o in outcomes if o.error is not None and o.error.retry_after]
+    return max(hints) if hints else None
 
 
 def _judges_for(subject: Subject) -> tuple[ConsentDecision, list[str]]:
@@ -333,16 +380,21 @@ def subject_grade(subject: Subject, *, final_attempt: bool = True) -> GradingOut
         except BudgetExhausted as exc:
             judge_runs_wait(callable_runs, exc.reason)
             callable_runs = []
-    claimed, _busy = judge_runs_claim(callable_runs)
+    claimed, busy = judge_runs_claim(callable_runs)
+    retry_after = None
     if claimed:
         _mark_grading(subject)
         specs = {(s.provider, s.model): s for s in decision.allowed}
-        _run_judges(subject, claimed, specs, rubric, final_attempt=final_attempt)
+        retry_after = _run_judges(subject, claimed, specs, rubric, final_attempt=final_attempt)
     outcome = subject_combine(subject, run_ids=[r.pk for r in runs], notes=notes)
     retry = JudgeRun.objects.filter(pk__in=[r.pk for r in claimed], status=JudgeRun.Status.QUEUED)
     if outcome.status == "pending" and retry.exists():
         reasons = "; ".join(retry.values_list("error", flat=True))
-        raise RetryLater(f"{subject.label}: provider trouble, retrying: {reasons}")
+        raise RetryLater(f"{subject.label}: provider trouble, retrying: {reasons}", countdown=retry_after)
+    if outcome.status == "pending" and busy and not final_attempt:
+        # Another worker holds a live lease (or did, and died): look again just after it would lapse.
+        raise RetryLater(f"{subject.label}: a judge call is in flight elsewhere",
+                         countdown=lease_wait_seconds(busy) + 1.0)
     return outcome
 
 
@@ -406,12 +458,15 @@ def solo_run_grading_retry(*, solo_run: SoloRun, actor: Any) -> bool:
 
 
 def judge_run_retry(*, run: JudgeRun, actor: Any) -> bool:
-    """Redo one failed or waiting judge run by re-enqueueing its submission's grading.
+    """Redo one failed, waiting or abandoned (lease lapsed) judge run by re-enqueueing its submission's grading.
 
-    Return False when the run succeeded, or is no longer part of the current plan (an older rubric
-    version, judge or prompt), since re-grading would not redo it.
+    Return False when the run succeeded, is running under a live lease, or is no longer part of the current
+    plan (an older rubric version, judge or prompt), since re-grading would not redo it.
     """
-    if run.status not in (JudgeRun.Status.FAILED, JudgeRun.Status.WAITING) or not run_in_current_plan(run):
+    abandoned = (run.status == JudgeRun.Status.RUNNING
+                 and (run.lease_expires_at is None or run.lease_expires_at < timezone.now()))
+    if (run.status not in (JudgeRun.Status.FAILED, JudgeRun.Status.WAITING) and not abandoned) or (
+            not run_in_current_plan(run)):
         return False
     if run.episode_id:
         return episode_grading_retry(episode=run.episode, actor=actor)

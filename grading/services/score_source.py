@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 
 from grading.expert_exceptions import ExpertError
+from studyapp.celery import send_task_on_commit
 from studyapp.models import Study
 from studyapp.services.audit import audit_record
 
@@ -39,6 +39,6 @@ def study_set_score_source(*, study: Study, source: str, actor: Any, blend_exper
         audit_record(actor=actor, action="study.score_source", obj=locked, study=locked, before=before, after=after,
                      note="every observation is re-recorded from the new source")
         study_id = locked.pk
-        transaction.on_commit(lambda: current_app.send_task("rating.tasks.rerecord_study", args=[study_id]))
+        send_task_on_commit("rating.tasks.rerecord_study", [study_id])
     study.score_source, study.blend_expert_weight = source, weight
     return True

@@ -30,6 +30,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
+from grading.selectors import episodes_held
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
@@ -274,6 +275,9 @@ def grading_queue(
         counts["needs_review"] += row["review"]
         if row["oldest"] is not None and (oldest is None or row["oldest"] < oldest):
             oldest = row["oldest"]
+    held = episodes_held(study)
+    counts["held"] = held.count()
+    counts["held_episodes"] = list(held.values("pk", "participant__pseudonym", "grading_note")[:limit])
     runs = dict(
         JudgeRun.objects.filter(episode__study=study).values("status").annotate(n=Count("pk"))
         .values_list("status", "n").order_by()

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from celery import current_app
 from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
+from studyapp.celery import send_task_on_commit
 from studyapp.dashboard import selectors
 from studyapp.dashboard.collaboration import collaboration_analysis
 from studyapp.dashboard.exceptions import JobRefused
@@ -42,7 +42,7 @@ PROGRESS_INTERVAL_SECONDS = 0.2
 
 def _enqueue(task_name: str, job: BackgroundJob) -> None:
     job_id = job.pk
-    transaction.on_commit(lambda: current_app.send_task(task_name, args=[job_id]))
+    send_task_on_commit(task_name, [job_id])
 
 
 # -------------------------------------------------------------------------------------------- requests

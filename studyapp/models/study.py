@@ -123,6 +123,15 @@ class Study(models.Model):
         max_digits=10, decimal_places=2, null=True, blank=True,
         help_text="Grading stops starting new LLM calls once this study's spend reaches the cap.",
     )
+    class PartialPanel(models.TextChoices):
+        HOLD = "hold", "Hold the episode out of the rating until every judge scored it or an expert graded it"
+        ACCEPT = "accept", "Accept the judges that did score it (recorded with which judges)"
+
+    partial_panel = models.CharField(
+        max_length=8, choices=PartialPanel.choices, default=PartialPanel.HOLD,
+        help_text="When a judge family keeps failing: judge families differ systematically, so a one-judge score "
+                  "is a different measurement from the panel's.",
+    )
     double_grading_share = models.FloatField(
         default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share of episodes graded by two experts for agreement statistics.",

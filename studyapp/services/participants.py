@@ -12,13 +12,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from celery import current_app
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from studyapp.celery import send_task_on_commit
 from studyapp.exceptions import IdentityConflict, StepNotAvailable, StudyNotOpen
 from studyapp.invitations import PlatformClaim
 from studyapp.models import Episode, EpisodeFile, Occupation, Participant, ParticipantIdentity, StepVisit, Study
@@ -190,9 +190,7 @@ def participant_withdraw(*, participant: Participant, actor: Any, reason: str) -
                      note=reason)
         participant_id = locked.pk
         transaction.on_commit(lambda: _delete_files(paths))
-        transaction.on_commit(
-            lambda: current_app.send_task("rating.tasks.retract_participant", args=[participant_id, reason])
-        )
+        send_task_on_commit("rating.tasks.retract_participant", [participant_id, reason])
     return locked
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from studyapp.celery import send_task_on_commit
 from studyapp.models import Agent, Episode, Participant, ParticipantIdentity
 from studyapp.services.audit import audit_record
 
@@ -174,5 +174,5 @@ def episode_grading_retry(*, episode: Episode, actor: Any) -> Episode:
             before=before, after={"status": locked.status},
         )
         episode_id = locked.pk
-        transaction.on_commit(lambda: current_app.send_task("grading.tasks.grade_episode", args=[episode_id]))
+        send_task_on_commit("grading.tasks.grade_episode", [episode_id])
     return locked

@@ -251,7 +251,7 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
         except StudyError as exc:
             return error_response(request, exc, fallback_url=back + "#submit")
         note = " It arrived after the time limit; it is kept and marked as late." if episode.timed_out else ""
-        messages.success(request, f"Task {episode.position} submitted. Thank you!{note}")
+        messages.success(request, f"Task {episode.position} submitted. Thank you! Grading will start shortly.{note}")
         return redirect(journey_state(episode.participant).url)
     if episode.status not in EDITABLE_STATUSES:
         messages.info(request, "This task was already submitted.")

@@ -75,7 +75,7 @@ def test_an_unknown_skill_measure_is_a_field_error(world, staff_client):
 
 @pytest.mark.django_db(transaction=True)
 def test_requesting_an_export_queues_the_job_after_commit_and_audits_it(world, staff_client):
-    with mock.patch("studyapp.dashboard.services.current_app.send_task") as send_task:
+    with mock.patch("studyapp.celery.app.send_task") as send_task:
         response = staff_client.post("/api/studies/alpha/exports/", {"include_pii": False}, format="json")
     assert response.status_code == 202
     job = BackgroundJob.objects.get(pk=response.json()["id"])

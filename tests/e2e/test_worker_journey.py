@@ -75,7 +75,7 @@ def _wait_saved(page):
 @pytest.mark.django_db(transaction=True)
 def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monkeypatch):
     sent = []
-    monkeypatch.setattr("studyapp.services.episodes.current_app.send_task",
+    monkeypatch.setattr("studyapp.celery.app.send_task",
                         lambda name, args: sent.append((name, args)))
     study = _world()
     files = {}

@@ -11,6 +11,7 @@ from django.utils import timezone
 from grading.exceptions import NotGradable, RetryLater
 from grading.models import CriterionScore, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
+from grading.selectors import episodes_held
 from grading.services import judging, pipeline
 from grading.services.pipeline import episode_grade, episode_grading_retry, judge_run_retry
 from grading.services.rubric_generation import rubric_approve, rubric_copy
@@ -212,9 +213,30 @@ def test_on_a_non_final_attempt_provider_trouble_asks_for_a_retry_and_keeps_the_
     assert len(llm_server.requests_for("anthropic")) == 1
 
 
-def test_one_judge_failing_for_good_grades_from_the_other_and_flags_review(
+def test_one_judge_failing_for_good_holds_the_episode_out_of_the_rating_and_asks_an_expert(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
+    approved_rubric(episode.task)
+    llm_server.enqueue("anthropic", ErrorReply(400, "model not available"))
+    outcome = grade(episode, django_capture_on_commit_callbacks)
+    episode.refresh_from_db()
+    assert outcome.status == "held" and episode.status == Episode.Status.SUBMITTED
+    assert episode.auto_score is None and episode.needs_expert_review
+    assert episode.grading_note.startswith("Held out of the rating: only 1 of 2 judges scored it (openai/gpt-4.1 80)")
+    assert "model not available" in episode.grading_note
+    assert not [name for name, _args in sent_tasks if name == "rating.tasks.record_observation"]
+    assert list(episodes_held(episode.study)) == [episode]
+    # The missing judge succeeds on a later pass: the full panel's score goes in, the hold is gone.
+    outcome = grade(episode, django_capture_on_commit_callbacks)
+    episode.refresh_from_db()
+    assert outcome.status == "graded" and episode.auto_score == 80 and "Held" not in episode.grading_note
+    assert sorted(JudgeRun.objects.filter(is_current=True).values_list("provider", flat=True)) == [
+        "anthropic", "openai"]
+
+
+def test_a_study_that_accepts_partial_panels_grades_from_the_judges_that_scored(
+        llm_server, sent_tasks, django_capture_on_commit_callbacks):
+    episode = submitted_episode(study=StudyFactory(partial_panel="accept"))
     approved_rubric(episode.task)
     llm_server.enqueue("anthropic", ErrorReply(400, "model not available"))
     outcome = grade(episode, django_capture_on_commit_callbacks)
@@ -223,6 +245,7 @@ def test_one_judge_failing_for_good_grades_from_the_other_and_flags_review(
     assert episode.needs_expert_review
     assert "Only 1 of 2 judges produced a score" in episode.grading_note
     assert "model not available" in episode.grading_note
+    # Which judges produced the score is recorded: the current runs, and the audit of the scoring.
     assert list(JudgeRun.objects.filter(is_current=True).values_list("provider", flat=True)) == ["openai"]
 
 
@@ -273,18 +296,22 @@ def test_a_new_judge_model_adds_runs_without_overwriting_earlier_ones(
     assert Episode.objects.get(pk=episode.pk).auto_score == 50
 
 
-def test_a_run_left_running_by_a_killed_worker_has_no_score_and_is_redone_once_stale(
+def test_a_run_left_running_by_a_killed_worker_has_no_score_and_is_redone_once_its_lease_lapses(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}]))
     rubric = approved_rubric(episode.task)
     run = JudgeRun.objects.create(episode=episode, rubric=rubric, provider="openai", model="gpt-4.1",
                                   prompt_version=JUDGE_PROMPT_VERSION, status=JudgeRun.Status.RUNNING,
-                                  started_at=timezone.now())
+                                  started_at=timezone.now(), lease_expires_at=timezone.now() + timedelta(seconds=60))
     Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.GRADING)
     # A live worker holds it: the rerun does not call the provider and scores nothing.
     assert grade(episode, django_capture_on_commit_callbacks).status == "pending"
     assert llm_server.requests == [] and not CriterionScore.objects.exists()
-    JudgeRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    # A non-final attempt is told to come back just after the lease would lapse, not acknowledged as done.
+    with pytest.raises(RetryLater) as caught:
+        pipeline.episode_grade(episode_id=episode.pk, final_attempt=False)
+    assert 55 < caught.value.countdown <= 61
+    JudgeRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert grade(episode, django_capture_on_commit_callbacks).status == "graded"
     run.refresh_from_db()
     assert run.status == "succeeded" and run.attempts == 1 and run.criterion_scores.count() == 8

@@ -110,7 +110,8 @@ def test_without_a_generator_key_generation_waits_and_creates_nothing(no_llm_key
 
 def test_a_second_worker_is_told_to_retry_while_a_rubric_is_being_generated(llm_server):
     task = TaskFactory()
-    Rubric.objects.create(task=task, version=1, status=Rubric.Status.GENERATING)
+    Rubric.objects.create(task=task, version=1, status=Rubric.Status.GENERATING,
+                          lease_expires_at=timezone.now() + timedelta(seconds=60))
     with pytest.raises(RubricBusy):
         rubric_ensure(task=task)
     assert llm_server.requests == []
@@ -118,8 +119,8 @@ def test_a_second_worker_is_told_to_retry_while_a_rubric_is_being_generated(llm_
 
 def test_a_generation_left_behind_by_a_dead_worker_is_retired(llm_server):
     task = TaskFactory()
-    stuck = Rubric.objects.create(task=task, version=1, status=Rubric.Status.GENERATING)
-    Rubric.objects.filter(pk=stuck.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    stuck = Rubric.objects.create(task=task, version=1, status=Rubric.Status.GENERATING,
+                                  lease_expires_at=timezone.now() - timedelta(seconds=1))
     rubric = rubric_ensure(task=task)
     stuck.refresh_from_db()
     assert stuck.status == Rubric.Status.FAILED and "interrupted" in stuck.failure_reason

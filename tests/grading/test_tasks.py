@@ -120,16 +120,26 @@ def test_grade_solo_run_task(llm_server, sent_tasks):
     assert result["status"] == "graded" and run.score == 80
 
 
-def test_the_pending_sweep_requeues_waiting_and_stuck_submissions_only(sent_tasks):
+def test_the_sweep_resends_unsent_and_abandoned_submissions_but_not_live_or_waiting_ones(sent_tasks):
     from datetime import timedelta
 
     from django.utils import timezone
 
+    unsent = submitted_episode()  # its message never reached the broker
+    stuck = submitted_episode(status=Episode.Status.GRADING)  # its worker died; no live lease
     waiting = submitted_episode()
-    stuck = submitted_episode(status=Episode.Status.GRADING)
-    Episode.objects.filter(pk=stuck.pk).update(updated_at=timezone.now() - timedelta(hours=2))
-    submitted_episode(status=Episode.Status.GRADING)  # being graded right now
+    Episode.objects.filter(pk=waiting.pk).update(grading_note="No API key is configured for openai.")
+    held = submitted_episode(status=Episode.Status.GRADING)  # a worker holds a live lease on a judge call
+    JudgeRun.objects.create(episode=held, rubric=approved_rubric(held.task), provider="openai", model="gpt-4.1",
+                            prompt_version="v", status=JudgeRun.Status.RUNNING,
+                            lease_expires_at=timezone.now() + timedelta(seconds=60))
+    long_ago = timezone.now() - timedelta(minutes=5)
+    Episode.objects.filter(pk__in=[unsent.pk, stuck.pk, waiting.pk, held.pk]).update(updated_at=long_ago)
+    submitted_episode(status=Episode.Status.GRADING)  # touched just now: its message is on its way
     submitted_episode(status=Episode.Status.GRADED)
-    result = tasks.grade_pending.apply().get()
-    assert result == {"episodes": 2, "solo_runs": 0}
-    assert sorted(pk for _name, (pk,) in sent_tasks) == sorted([waiting.pk, stuck.pk])
+    result = tasks.reconcile.apply().get()
+    assert result["grading_sent"] == 2 and result["send_errors"] == 0
+    assert sorted(pk for _name, (pk,) in sent_tasks) == sorted([unsent.pk, stuck.pk])
+    # Sent work is touched, so the next sweep does not send it again while the message waits in a queue.
+    sent_tasks.clear()
+    assert tasks.reconcile.apply().get()["grading_sent"] == 0 and sent_tasks == []

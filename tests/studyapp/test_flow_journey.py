@@ -215,7 +215,7 @@ def test_pages_of_a_study_the_worker_is_not_in_answer_404(client):
 
 
 def test_withdrawal_needs_confirmation_and_then_closes_every_step(client, monkeypatch):
-    monkeypatch.setattr("studyapp.services.participants.current_app.send_task", lambda *a, **k: None)
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
     world = make_world()
     participant = make_participant(world)
     client.force_login(participant.user)

@@ -22,7 +22,7 @@ JSON = {"HTTP_ACCEPT": "application/json"}
 @pytest.fixture
 def sent(monkeypatch):
     calls = []
-    monkeypatch.setattr("studyapp.services.episodes.current_app.send_task",
+    monkeypatch.setattr("studyapp.celery.app.send_task",
                         lambda name, args: calls.append((name, args)))
     return calls
 

@@ -1,0 +1,139 @@
+"""The reconciliation sweep: the database says what must happen next, and this does whatever is left undone.
+
+Messages are the fast path; this is the guarantee. Run every minute by beat (`grading.tasks.reconcile`), it
+is cheap (indexed queries over open work only) and idempotent, and it finishes what a lost message, a dead
+worker or a broker outage left behind:
+
+- submissions owed a grading pass (submitted, or grading with no judge call under a live lease) are sent to
+  grading again — this re-sends a submission whose message never reached the broker, and takes over a
+  claim whose worker died once its lease lapsed;
+- open follow-up rows a grade wrote in its own transaction: the rating observation is recorded here directly
+  (the same idempotent service the message calls), the log coding is re-sent until it exists;
+- a withdrawn participant's still-active observations are retracted (a lost retraction message).
+
+Rating refreshes need no row of their own: the rating sweep refreshes every study whose ledger is newer than
+its latest snapshot. Expert routing is derived from the rows by its own sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from celery import current_app
+from django.db.models import F
+from django.utils import timezone
+
+from grading.models import GradingFollowUp
+from grading.providers import grading_settings
+from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
+from studyapp.models import Episode, Participant
+
+logger = logging.getLogger(__name__)
+
+GRADE_EPISODE_TASK = "grading.tasks.grade_episode"
+GRADE_SOLO_RUN_TASK = "grading.tasks.grade_solo_run"
+CODE_LOG_TASK = "grading.tasks.code_log"
+BATCH = 500
+
+
+@dataclass
+class ReconcileReport:
+    """What one sweep did; `send_errors` counts messages the broker refused (tried again next sweep)."""
+
+    grading_sent: int = 0
+    solo_runs_sent: int = 0
+    observations_recorded: int = 0
+    codings_sent: int = 0
+    follow_ups_closed: int = 0
+    retractions: int = 0
+    send_errors: int = 0
+
+
+def _send(name: str, args: list, report: ReconcileReport) -> bool:
+    try:
+        current_app.send_task(name, args=args)
+    except Exception:
+        report.send_errors += 1
+        logger.warning("reconcile: could not send %s%s", name, tuple(args), exc_info=True)
+        return False
+    return True
+
+
+def _resend_grading(report: ReconcileReport) -> None:
+    conf = grading_settings()
+    pending = episodes_pending_grading(quiet_for=float(conf["REQUEUE_AFTER_SECONDS"]),
+                                       waiting_quiet_for=float(conf["WAITING_RECHECK_SECONDS"]))
+    for pk in list(pending.values_list("pk", flat=True)[:BATCH]):
+        if not _send(GRADE_EPISODE_TASK, [pk], report):
+            return  # the broker is down: stop here, the next sweep tries again
+        # Touching the row keeps the next sweeps from sending it again while this message waits in a queue.
+        Episode.objects.filter(pk=pk).update(updated_at=timezone.now())
+        report.grading_sent += 1
+    recent = timezone.now() - timedelta(seconds=float(conf["REQUEUE_AFTER_SECONDS"]))
+    for pk in list(solo_runs_pending_grading().filter(created_at__lte=recent).values_list("pk", flat=True)[:BATCH]):
+        if not _send(GRADE_SOLO_RUN_TASK, [pk], report):
+            return
+        report.solo_runs_sent += 1
+
+
+def _close(follow_up: GradingFollowUp, note: str = "") -> None:
+    GradingFollowUp.objects.filter(pk=follow_up.pk).update(done_at=timezone.now(), note=note[:2000])
+
+
+def _finish_follow_ups(report: ReconcileReport) -> None:
+    from rating.services import observation_record  # grading feeds rating; import at use keeps apps loosely tied
+
+    conf = grading_settings()
+    grace = float(conf["FOLLOW_UP_GRACE_SECONDS"])
+    limit = int(conf["FOLLOW_UP_MAX_ATTEMPTS"])
+    now = timezone.now()
+    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True, created_at__lte=now - timedelta(seconds=grace))
+                 .select_related("episode").order_by("created_at")[:BATCH])
+    for row in open_rows:
+        if row.kind == GradingFollowUp.Kind.OBSERVATION:
+            try:
+                observation_record(episode_id=row.episode_id)
+            except Exception as exc:
+                logger.exception("reconcile: recording episode %s failed", row.episode_id)
+                GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, note=str(exc)[:2000])
+                continue
+            report.observations_recorded += 1
+            _close(row)
+            report.follow_ups_closed += 1
+            continue
+        if current_fluency_coding(row.episode) is not None:
+            _close(row)
+            report.follow_ups_closed += 1
+        elif row.attempts >= limit:
+            _close(row, f"gave up after {limit} sends; run `manage.py code_logs` once the coder works")
+            report.follow_ups_closed += 1
+        elif now >= row.created_at + timedelta(seconds=grace * 2 ** row.attempts):
+            if not _send(CODE_LOG_TASK, [row.episode_id], report):
+                return
+            GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1)
+            report.codings_sent += 1
+
+
+def _retract_withdrawn(report: ReconcileReport) -> None:
+    from rating.models import Observation
+    from rating.services import observations_retract_participant
+
+    ids = (Observation.objects.filter(active=True, participant__status=Participant.Status.WITHDRAWN)
+           .values_list("participant_id", flat=True).distinct()[:BATCH])
+    for participant_id in list(ids):
+        report.retractions += observations_retract_participant(
+            participant_id=participant_id, reason="participant withdrew (completed by the reconciliation sweep)")
+
+
+def grading_reconcile() -> ReconcileReport:
+    """Run one reconciliation sweep and report what it did."""
+    report = ReconcileReport()
+    _finish_follow_ups(report)
+    _retract_withdrawn(report)
+    _resend_grading(report)
+    if any(v for k, v in vars(report).items()):
+        logger.info("reconcile: %s", report)
+    return report
+

@@ -1,0 +1,285 @@
+"""Chaos: every grade reaches the rating exactly once, whatever fails.
+
+Real `celery worker` processes (with embedded beat running the reconciliation sweep), a broker this test
+owns and may kill, PostgreSQL, and the fake OpenAI/Anthropic server with injected faults. Leases and the
+sweep are shortened by settings (4 s lease, 2 s sweep) so the whole module stays well under three minutes.
+Each scenario asserts: every submitted episode ends graded exactly once (one `grading.scored` audit, one
+set of judge runs) with exactly one active rating observation equal to its score and its log coded; LLM
+usage rows equal the judge replies the workers received; recovery within a bound set by lease + sweep.
+`bench/grading_recovery.py` prints the same recovery times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from celery import current_app
+from django.urls import reverse
+from django.utils import timezone
+
+from grading.models import FluencyCoding, GradingFollowUp, JudgeRun, LLMUsage
+from rating.models import Observation
+from studyapp.models import AuditEvent, Episode
+from studyapp.services.episodes import episode_submit
+from tests.conftest import ROOT, WorkerProcess, requires_postgres, requires_redis, wait_for, worker_environment
+from tests.factories import StudyFactory
+from tests.grading.chaos import OwnRedis, ProviderScript, child_pids, worker_chaos_env
+from tests.grading.factories import REPORT, submitted_episode
+from tests.grading.test_fluency import TRANSCRIPT
+from tests.llm_server import FakeLLMServer
+
+pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres, requires_redis]
+
+JUDGES = [{"provider": "openai", "model": "gpt-4.1"}, {"provider": "anthropic", "model": "claude-sonnet-4-6"}]
+# Lease 4 s + sweep every 2 s + re-send after 3 s quiet + a worker start: a crash is recovered well within this.
+RECOVERY_BOUND = 45.0
+
+
+@pytest.fixture
+def chaos(settings, tmp_path):
+    """Own broker (the app publishes to it), scripted providers, shared media, and worker start/kill helpers."""
+    broker = OwnRedis().start()
+    script = ProviderScript()
+    server = FakeLLMServer(default_responder=script).start()
+    app = current_app
+    saved = app.conf.broker_url
+    _repoint(app, broker.url)
+    location = settings.VAR_DIR / "media"
+    storage = dict(settings.STORAGES)
+    storage["default"] = {**storage["default"], "OPTIONS": {**storage["default"]["OPTIONS"],
+                                                            "location": str(location)}}
+    settings.STORAGES = storage
+    settings.MEDIA_ROOT = location
+    workers: list[WorkerProcess] = []
+    episodes: list[int] = []
+    env = worker_environment(worker_chaos_env(broker.url, server.openai_base_url, server.anthropic_base_url))
+    # Beat runs apart from the workers, as in the compose stack, so killing a worker leaves the sweep running.
+    beat_log = open(tmp_path / "beat.log", "wb")  # noqa: SIM115
+    beat = subprocess.Popen([sys.executable, "-m", "celery", "-A", "studyapp", "beat", "-s",
+                             str(tmp_path / "beat-schedule"), "--loglevel", "INFO"],
+                            cwd=ROOT, env=env, stdout=beat_log, stderr=subprocess.STDOUT)
+
+    class Chaos:
+        def __init__(self) -> None:
+            self.broker, self.script, self.server = broker, script, server
+
+        def worker(self, pool: str = "solo", concurrency: int = 1) -> WorkerProcess:
+            worker = WorkerProcess("default,grading,rating", env, concurrency=concurrency, pool=pool)
+            workers.append(worker)
+            return worker
+
+        def episode(self, study, *, submit: bool = True) -> Episode:
+            episode = submitted_episode(study=study, status=Episode.Status.IN_PROGRESS, prior_experience="few",
+                                        ready_at=timezone.now(), files={"summary.txt": REPORT},
+                                        logs={"session.txt": TRANSCRIPT})
+            episodes.append(episode.pk)
+            if submit:
+                episode_submit(episode=episode, actor=episode.participant.user)
+            else:
+                Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.SUBMITTED,
+                                                             submitted_at=timezone.now())
+            return episode
+
+        def logs(self) -> str:
+            beat_log.flush()
+            beat_text = (tmp_path / "beat.log").read_text(errors="replace")[-2000:]
+            return "\n".join([*(w.output()[-4000:] for w in workers), beat_text])
+
+    yield Chaos()
+    # Disposable processes this test started: killed outright (a graceful stop only costs time here).
+    _kill(beat.pid)
+    beat.wait()
+    beat_log.close()
+    for worker in workers:
+        if worker.proc.poll() is None:
+            for pid in child_pids(worker.proc.pid):
+                _kill(pid)
+            _kill(worker.proc.pid)
+        worker.stop()
+    server.stop()
+    broker.stop()
+    _repoint(app, saved)
+    for pk in episodes:
+        shutil.rmtree(location / "episodes" / str(pk), ignore_errors=True)
+
+
+def _repoint(app, url: str) -> None:
+    """Make this process publish to `url` (the Celery app caches its connection and producer pools).
+
+    The old pools are only dropped, not closed: kombu keeps them in a global registry keyed by broker URL
+    and hands the same (then closed) pool back when the app is pointed at that URL again.
+    """
+    app._pool = None
+    app.amqp._producer_pool = None
+    app.conf.broker_url = url
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _study():
+    study = StudyFactory(judges=JUDGES)
+    return study
+
+
+def _settled(pk: int) -> bool:
+    return (Episode.objects.filter(pk=pk, status=Episode.Status.GRADED).exists()
+            and Observation.objects.filter(episode_id=pk, active=True).exists()
+            and FluencyCoding.objects.filter(episode_id=pk, is_current=True).exists()
+            and not GradingFollowUp.objects.filter(episode_id=pk, done_at__isnull=True).exists())
+
+
+def _wait_settled(chaos, pks: list[int], since: float, timeout: float = RECOVERY_BOUND) -> float:
+    try:
+        wait_for(lambda: all(_settled(pk) for pk in pks), timeout=timeout,
+                 message=f"episodes {pks} to be graded, observed and coded")
+    except BaseException:
+        print(chaos.logs())
+        raise
+    return time.monotonic() - since
+
+
+def _assert_exactly_once(pks: list[int], *, lost_replies: int, script: ProviderScript) -> None:
+    for pk in pks:
+        episode = Episode.objects.get(pk=pk)
+        runs = JudgeRun.objects.filter(episode_id=pk)
+        assert sorted((r.provider, r.status, r.is_current) for r in runs) == [
+            ("anthropic", "succeeded", True), ("openai", "succeeded", True)]
+        assert AuditEvent.objects.filter(action="grading.scored", object_id=str(pk)).count() == 1
+        observation = Observation.objects.get(episode_id=pk)
+        assert observation.active and observation.y == episode.score == episode.auto_score
+    usage = LLMUsage.objects.filter(purpose="judge", study__episodes__pk__in=pks).distinct().count()
+    assert usage == script.paid() - lost_replies, (usage, script.paid(), lost_replies)
+
+
+def _judges_in_flight(chaos, count: int) -> None:
+    wait_for(lambda: chaos.script.in_flight() >= count, timeout=60, message=f"{count} judge calls in flight")
+
+
+def test_a_killed_pool_child_is_recovered_by_the_redelivered_message(chaos):
+    chaos.script.judge_delay = 3.0
+    study = _study()
+    worker = chaos.worker(pool="prefork", concurrency=1)
+    episode = chaos.episode(study)
+    _judges_in_flight(chaos, 2)
+    children = child_pids(worker.proc.pid)
+    assert children, "the prefork worker has a pool process"
+    lost = chaos.script.in_flight()
+    killed_at = time.monotonic()
+    for pid in children:
+        _kill(pid)
+    chaos.script.judge_delay = 0.5
+    recovery = _wait_settled(chaos, [episode.pk], killed_at)
+    _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
+    print(f"RECOVERY pool child killed mid-call: {recovery:.1f} s to graded, observed and coded")
+
+
+def test_a_killed_worker_main_process_is_recovered_by_the_sweep_on_a_new_worker(chaos):
+    chaos.script.judge_delay = 3.0
+    study = _study()
+    episode = chaos.episode(study)
+    worker = chaos.worker()
+    _judges_in_flight(chaos, 2)
+    lost = chaos.script.in_flight()
+    killed_at = time.monotonic()
+    _kill(worker.proc.pid)
+    worker.proc.wait()
+    chaos.script.judge_delay = 0.5
+    chaos.worker()  # the supervisor's restart
+    recovery = _wait_settled(chaos, [episode.pk], killed_at)
+    _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
+    print(f"RECOVERY worker main process killed mid-call: {recovery:.1f} s to graded, observed and coded")
+
+
+def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
+    chaos.script.judge_delay = 3.0
+    study = _study()
+    first = chaos.episode(study)
+    worker = chaos.worker()
+    _judges_in_flight(chaos, 2)
+    chaos.broker.stop()
+    stopped_at = time.monotonic()
+    # A worker submits while the broker is down: saved, told grading starts shortly, no 500, no long hang.
+    second = chaos.episode(study, submit=False)
+    Episode.objects.filter(pk=second.pk).update(status=Episode.Status.IN_PROGRESS, submitted_at=None)
+    client.force_login(second.participant.user)
+    began = time.monotonic()
+    response = client.post(reverse("worker:episode-submit", args=[second.pk]), follow=True)
+    submit_seconds = time.monotonic() - began
+    assert response.status_code == 200
+    assert "Grading will start shortly" in response.content.decode()
+    assert Episode.objects.get(pk=second.pk).status == Episode.Status.SUBMITTED
+    # The first grade commits while the broker is away; its follow-up messages cannot be sent.
+    wait_for(lambda: Episode.objects.filter(pk=first.pk, status=Episode.Status.GRADED).exists(), timeout=30,
+             message="the grade to commit during the outage")
+    time.sleep(1.0)
+    chaos.broker.start()  # an empty broker: every message queued before the outage is gone
+    if worker.proc.poll() is not None:
+        chaos.worker()  # the supervisor's restart, if the outage took the worker down
+    chaos.script.judge_delay = 0.5
+    recovery = _wait_settled(chaos, [first.pk, second.pk], stopped_at, timeout=RECOVERY_BOUND + 15)
+    _assert_exactly_once([first.pk, second.pk], lost_replies=0, script=chaos.script)
+    print(f"RECOVERY broker outage mid-grade and at submit: {recovery:.1f} s from the broker stopping to both "
+          f"graded, observed and coded (the submit answered in {submit_seconds:.2f} s)")
+
+
+def test_one_grading_message_delivered_three_times_grades_once(chaos):
+    chaos.script.judge_delay = 1.0
+    study = _study()
+    episode = chaos.episode(study, submit=False)
+    chaos.worker(pool="prefork", concurrency=3)
+    began = time.monotonic()
+    for _ in range(3):
+        current_app.send_task("grading.tasks.grade_episode", args=[episode.pk])
+    recovery = _wait_settled(chaos, [episode.pk], began)
+    time.sleep(2.0)  # let the duplicates finish
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    assert sorted(JudgeRun.objects.filter(episode=episode).values_list("attempts", flat=True)) == [1, 1]
+    print(f"RECOVERY one message delivered three times: {recovery:.1f} s to graded once, observed and coded")
+
+
+
+def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charges_only_paid_replies(chaos):
+    chaos.script.failing = {"anthropic"}
+    study = _study()
+    episode = chaos.episode(study)
+    chaos.worker()
+
+    def held() -> bool:
+        return Episode.objects.filter(pk=episode.pk, grading_note__startswith="Held out of the rating").exists()
+
+    try:
+        wait_for(held, timeout=RECOVERY_BOUND, message="the episode to be held for its missing judge")
+    except BaseException:
+        print(chaos.logs())
+        raise
+    episode.refresh_from_db()
+    assert episode.status == Episode.Status.SUBMITTED and episode.needs_expert_review
+    assert episode.auto_score is None and not Observation.objects.filter(episode_id=episode.pk).exists()
+    assert "injected persistent failure" in episode.grading_note
+    failed = JudgeRun.objects.get(episode=episode, provider="anthropic")
+    assert failed.status == JudgeRun.Status.FAILED and "500" in failed.error
+    assert JudgeRun.objects.get(episode=episode, provider="openai").status == JudgeRun.Status.SUCCEEDED
+    # One openai reply was paid; the 500s cost nothing. Exactly that is recorded.
+    assert LLMUsage.objects.filter(study=study, purpose="judge").count() == chaos.script.paid() == 1
+
+    # The provider recovers; staff retry the run and the full panel's score enters the rating once.
+    chaos.script.failing = set()
+    from grading.services.pipeline import judge_run_retry
+    from tests.factories import UserFactory
+
+    began = time.monotonic()
+    assert judge_run_retry(run=failed, actor=UserFactory(is_staff=True))
+    recovery = _wait_settled(chaos, [episode.pk], began)
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    print(f"RECOVERY provider failing for good, then staff retry: {recovery:.1f} s from the retry to graded, "
+          "observed and coded")
