@@ -24,7 +24,7 @@ def _assert_clean(content: bytes, where: str) -> None:
 
 
 def test_worker_pages_show_nothing_of_the_design(client, monkeypatch):
-    monkeypatch.setattr("studyapp.services.episodes.current_app.send_task", lambda name, args: None)
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda name, args=None, **kwargs: None)
     world = make_world(tasks=6, agents=3, design_mode=m.Study.DesignMode.ADAPTIVE, design_floor=0.3)
     agent_ids = sorted(a.pk for a in world.agents)
     cache.set(posterior_cache_key(world.study.pk), {
