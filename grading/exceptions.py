@@ -31,6 +31,10 @@ class RetryLater(GradingError):
         self.countdown = countdown
 
 
+class BudgetBusy(RetryLater):
+    """The study's spend is under its cap, but the rest is reserved by calls in flight: try once they settle."""
+
+
 class RubricBusy(RetryLater):
     """Another worker is generating this task's rubric right now."""
 

@@ -6,8 +6,9 @@ timeouts and connection errors only, honour Retry-After, fail fast on every othe
 own message. All configuration arrives as a frozen `ProviderConfig`; the Django layer builds it from the
 `GRADING` settings dict, so this module imports nothing from Django.
 
-Concurrency: a process-wide semaphore per provider caps simultaneous requests from one process. Limits across
-processes come from the Celery side (grading queue concurrency and the task's `rate_limit`).
+Concurrency: a process-wide semaphore per provider caps simultaneous requests from one process. Rate: when a
+config carries `rate_limit`, every attempt first takes a slot in its provider's sliding window from
+`config.limiter` (shared by all worker processes through Redis; see grading.rate_limits).
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class ProviderConfig:
     backoff_cap: float = 60.0
     retry_after_cap: float = 120.0
     json_mode: bool = True  # OpenAI response_format=json_object; turn off for servers that lack it
+    rate_limit: int = 0  # requests per `rate_window` seconds for the provider, across processes; 0: none
+    rate_window: float = 60.0
+    limiter: Any = field(default=None, compare=False, hash=False, repr=False)  # a grading.rate_limits limiter
 
 
 @dataclass
@@ -139,6 +143,14 @@ def set_concurrency_limit(provider: str, size: int) -> None:
         raise ValueError("size must be at least 1")
     with _slots_lock:
         _slots[provider] = threading.BoundedSemaphore(size)
+
+
+def _throttle(config: ProviderConfig, sleep: Sleep) -> None:
+    """Wait for a slot in the provider's request window (no limit configured: return at once)."""
+    if config.rate_limit <= 0 or config.limiter is None:
+        return
+    while (wait := config.limiter.acquire(config.provider, config.rate_limit, config.rate_window)) > 0:
+        sleep(wait)
 
 
 def _slot(config: ProviderConfig) -> threading.BoundedSemaphore:
@@ -347,6 +359,7 @@ def _call(
     attempts = 0
     while True:
         attempts += 1
+        _throttle(config, sleep)
         started = time.monotonic()
         try:
             with _slot(config):

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from grading.llm import ProviderConfig
+from grading.rate_limits import LocalWindow, RateLimiter, RedisWindow
 
 PROVIDERS = ("openai", "anthropic")
 
@@ -30,6 +31,9 @@ _DEFAULTS: dict[str, Any] = {
     "MAX_RETRIES": 4,
     "RETRY_BASE_DELAY": 2.0,
     "PROVIDER_CONCURRENCY": {"openai": 4, "anthropic": 4},
+    # Requests per window per provider, shared by every worker process when Redis is configured; 0: no limit.
+    "PROVIDER_RATE_LIMITS": {},
+    "PROVIDER_RATE_WINDOW_SECONDS": 60.0,
     "PRICES": {},
     "DISAGREEMENT_THRESHOLD": 15.0,
     "EXTRACT_MAX_CHARS": 400_000,
@@ -129,6 +133,20 @@ def price_of(model: str) -> tuple[float, float] | None:
     return float(price[0]), float(price[1])
 
 
+_local_window = LocalWindow()
+_redis_windows: dict[str, RedisWindow] = {}
+
+
+def rate_limiter() -> RateLimiter:
+    """The provider request window: shared through Redis when REDIS_URL is set, else kept per process."""
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return _local_window
+    if url not in _redis_windows:
+        _redis_windows[url] = RedisWindow(url)
+    return _redis_windows[url]
+
+
 def provider_config(spec: JudgeSpec) -> ProviderConfig:
     """Return the client configuration for one judge (or generator) spec."""
     conf = grading_settings()
@@ -150,4 +168,7 @@ def provider_config(spec: JudgeSpec) -> ProviderConfig:
         price_out_per_mtok=price_out,
         max_concurrency=int(conf["PROVIDER_CONCURRENCY"].get(spec.provider, 4)),
         backoff_base=float(conf["RETRY_BASE_DELAY"]),
+        rate_limit=max(0, int(conf["PROVIDER_RATE_LIMITS"].get(spec.provider) or 0)),
+        rate_window=float(conf["PROVIDER_RATE_WINDOW_SECONDS"]),
+        limiter=rate_limiter(),
     )

@@ -68,6 +68,10 @@ class RatingSnapshot(models.Model):
     )
     timings = models.JSONField(default=dict, blank=True)
     connectivity = models.JSONField(default=dict, blank=True)
+    ledger_digest = models.CharField(
+        max_length=64, blank=True, default="",
+        help_text="Hash of the active ledger and model settings it was computed from; an unchanged one is not "
+                  "computed again by a refresh request.")
     computed_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,14 @@ class ObservationArrays(NamedTuple):
     def any_task(self) -> bool:
         """Return whether at least one observation names its task."""
         return self.n > 0 and bool(np.any(self.task_ids != ""))
+
+    def digest(self, config: dict[str, Any]) -> str:
+        """A hash of these observations and the model settings: equal digests give the same posterior."""
+        h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+        for array in (self.agent_ids, self.participant_ids, self.y, self.w):
+            h.update(np.ascontiguousarray(array).tobytes())
+        h.update("\x1f".join(str(t) for t in self.task_ids.tolist()).encode())
+        return h.hexdigest()
 
     def task_groups(self) -> np.ndarray | None:
         """Return task ids for the rating maths: ``None`` for task-less observations, ``None`` if none has one."""

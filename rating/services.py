@@ -116,7 +116,7 @@ def _episode_score_set(episode: Episode, y: float | None, source: str) -> bool:
     return True
 
 
-def observation_record(*, episode_id: int) -> Observation | None:
+def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Observation | None:
     """Bring the episode's score and its ledger observation up to date; return the observation.
 
     Locks the episode row, so concurrent deliveries for one episode run one after the other and the
@@ -125,7 +125,7 @@ def observation_record(*, episode_id: int) -> Observation | None:
     copy, no score) has its observation deactivated with the reason. Other statuses do not matter: while
     a regrade is in progress the previous score keeps counting until the new one is recorded. Returns
     ``None`` when the episode does not exist or never had a counted observation. A changed ledger
-    schedules a debounced refresh.
+    schedules a debounced refresh (unless the caller schedules one for a whole batch).
     """
     with transaction.atomic():
         episode = (
@@ -186,7 +186,7 @@ def observation_record(*, episode_id: int) -> Observation | None:
                             actor=None, action="observation.reactivate", obj=observation, study=study,
                             before={"active": False}, after={"active": True, "y": y},
                         )
-        if ledger_changed:
+        if ledger_changed and schedule_refresh:
             study_id = study.pk
             transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
     return observation
@@ -248,7 +248,9 @@ def study_rerecord(*, study_id: int) -> int:
         .distinct()
     )
     for episode_id in episode_ids:
-        observation_record(episode_id=episode_id)
+        observation_record(episode_id=episode_id, schedule_refresh=False)
+    if episode_ids:  # one refresh request for the whole pass, not one per debounce window it spans
+        transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
     return len(episode_ids)
 
 
@@ -361,12 +363,14 @@ def _entity_ratings_write(
     )
 
 
-def posterior_refresh(*, study_id: int) -> RatingSnapshot:
+def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> RatingSnapshot:
     """Solve the study's active ledger and store it as the next snapshot, atomically.
 
     The study row is locked for the duration, so concurrent refreshes of one study write consecutive
     versions. The ledger is read in one query; agents are labelled by name and humans by pseudonym, and
     each kind is ranked by the conservative score. ``computed_at`` is the moment the ledger was read.
+    With ``only_if_changed`` (refresh requests: the debounced task, the demo) a ledger and model settings
+    identical to the latest snapshot's return that snapshot instead of writing a copy of it.
     """
     started = time.perf_counter()
     with transaction.atomic():
@@ -379,11 +383,16 @@ def posterior_refresh(*, study_id: int) -> RatingSnapshot:
         t0 = time.perf_counter()
         arrays = selectors.observations_arrays(study)
         t_read = time.perf_counter()
+        digest = arrays.digest(selectors.study_model_spec(study).to_dict())
+        if only_if_changed:
+            latest = RatingSnapshot.objects.filter(study=study).order_by("-version").first()
+            if latest is not None and latest.ledger_digest == digest:
+                return latest
         if arrays.n == 0:  # an emptied ledger is an empty snapshot, not an error
             spec = selectors.study_model_spec(study)
             version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
             snapshot = RatingSnapshot.objects.create(
-                study=study, version=version, n_observations=0, config=spec.to_dict(), fit={},
+                study=study, version=version, n_observations=0, config=spec.to_dict(), fit={}, ledger_digest=digest,
                 connectivity=_connectivity_summary(
                     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
                 ),
@@ -407,7 +416,7 @@ def posterior_refresh(*, study_id: int) -> RatingSnapshot:
         version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
         snapshot = RatingSnapshot.objects.create(
             study=study, version=version, n_observations=arrays.n, config=fit.spec.to_dict(),
-            fit=fit.to_dict(), connectivity=links,
+            fit=fit.to_dict(), connectivity=links, ledger_digest=digest,
         )
         k = fit.spec.k
         agent_sigma = fit.agent_sigma()

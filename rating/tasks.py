@@ -43,9 +43,9 @@ def retract_participant(participant_id: int, reason: str) -> int:
 
 @shared_task(name="rating.tasks.refresh_posterior", **RETRY)
 def refresh_posterior(study_id: int) -> dict[str, Any] | None:
-    """Write the study's next posterior snapshot."""
+    """Write the study's next posterior snapshot, unless the ledger is unchanged since the latest one."""
     try:
-        snapshot = services.posterior_refresh(study_id=study_id)
+        snapshot = services.posterior_refresh(study_id=study_id, only_if_changed=True)
     except Study.DoesNotExist:
         logger.info("rating refresh skipped: study %s no longer exists", study_id)
         return None

@@ -390,7 +390,7 @@ def _after_cohort(study: Study) -> list[str]:
     from rating.services import posterior_refresh, study_rerecord
 
     recorded = study_rerecord(study_id=study.pk)
-    snapshot = posterior_refresh(study_id=study.pk)
+    snapshot = posterior_refresh(study_id=study.pk, only_if_changed=True)
     return [f"rating: {recorded} observations recorded, posterior v{snapshot.version} computed"]
 
 

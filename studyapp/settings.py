@@ -326,6 +326,10 @@ GRADING = {
     "MAX_RETRIES": int(os.environ.get("GRADING_MAX_RETRIES", "4")),
     "RETRY_BASE_DELAY": float(os.environ.get("GRADING_RETRY_BASE_DELAY", "2.0")),
     "PROVIDER_CONCURRENCY": {"openai": 4, "anthropic": 4},
+    # Requests per window per provider, shared by all worker processes through Redis (per process without it).
+    "PROVIDER_RATE_LIMITS": {"openai": int(os.environ.get("GRADING_OPENAI_RATE_LIMIT", "0")),
+                             "anthropic": int(os.environ.get("GRADING_ANTHROPIC_RATE_LIMIT", "0"))},
+    "PROVIDER_RATE_WINDOW_SECONDS": float(os.environ.get("GRADING_RATE_WINDOW_SECONDS", "60")),
     # USD per million tokens (input, output); unknown models cost 0 and say so in the run record.
     "PRICES": {
         "gpt-4.1": [2.0, 8.0],

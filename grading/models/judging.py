@@ -68,6 +68,10 @@ class JudgeRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(
         null=True, blank=True, help_text="A RUNNING run whose lease has lapsed belongs to a dead worker.")
+    reserved_usd = models.DecimalField(
+        max_digits=10, decimal_places=6, null=True, blank=True,
+        help_text="Budget held for the call in flight (an upper bound of its cost); cleared when its cost is "
+                  "recorded or the run is released. Counts against the cap only while the lease is live.")
 
     class Meta:
         ordering = ["-created_at"]

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -25,7 +26,7 @@ from grading.models import Criterion, CriterionScore, JudgeRun, LLMUsage, Rubric
 from grading.prompts import JudgeCriterion, RenderedPrompt, RubricContext, render_judge_prompt
 from grading.providers import JudgeSpec, grading_settings, price_of, provider_config
 from grading.schemas import CriterionSpec, JudgeOut, judge_problems, judge_totals
-from grading.services.budget import llm_usage_record, usd
+from grading.services.budget import call_cost_estimate, llm_usage_record, usd
 from studyapp.models import Study, TaskInstance
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def judge_runs_claim(runs: Sequence[JudgeRun]) -> tuple[list[JudgeRun], list[Jud
         now = timezone.now()
         won = JudgeRun.objects.filter(claimable, pk=run.pk).update(
             status=JudgeRun.Status.RUNNING, started_at=now, finished_at=None, attempts=F("attempts") + 1,
-            lease_expires_at=now + timedelta(seconds=lease_seconds()))
+            lease_expires_at=now + timedelta(seconds=lease_seconds()), reserved_usd=None)
         if won:
             run.refresh_from_db()
             claimed.append(run)
@@ -94,7 +95,7 @@ def lease_wait_seconds(runs: Sequence[JudgeRun]) -> float:
 def judge_runs_wait(runs: Sequence[JudgeRun], note: str) -> None:
     """Park runs that cannot be called now (no key, budget) with the reason staff will see."""
     JudgeRun.objects.filter(pk__in=[r.pk for r in runs]).exclude(status=JudgeRun.Status.SUCCEEDED).update(
-        status=JudgeRun.Status.WAITING, error=note, finished_at=timezone.now())
+        status=JudgeRun.Status.WAITING, error=note, finished_at=timezone.now(), reserved_usd=None)
 
 
 @dataclass
@@ -131,6 +132,13 @@ def judge_job_build(*, run: JudgeRun, spec: JudgeSpec, task: TaskInstance, conte
     return JudgeJob(run_id=run.pk, config=config, prompt=prompt, images=images,
                     criteria=[CriterionSpec(c.key, c.category, c.points) for c in context.criteria],
                     repair_attempts=int(conf["JUDGE_REPAIR_ATTEMPTS"]), max_tokens=int(conf["JUDGE_MAX_TOKENS"]))
+
+
+def judge_job_estimate(job: JudgeJob) -> Decimal:
+    """An upper bound of the job's cost (every repair round at full length), reserved before the call."""
+    return call_cost_estimate(config=job.config, system=job.prompt.system, user_text=job.prompt.user,
+                              images=len(job.images), max_tokens=job.max_tokens,
+                              repair_attempts=job.repair_attempts, schema=JudgeOut.model_json_schema())
 
 
 def judge_call(job: JudgeJob) -> JudgeOutcome:
@@ -171,6 +179,7 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
         if run.status == JudgeRun.Status.SUCCEEDED:  # a duplicate delivery got here first; keep its result
             run.save(update_fields=["input_tokens", "output_tokens", "cost_usd", "latency_ms"])
             return run
+        run.reserved_usd = None  # settled: the usage rows above now count instead, in the same commit
         run.raw_response = outcome.responses[-1].text if outcome.responses else ""
         run.finished_at = timezone.now()
         if accepted:

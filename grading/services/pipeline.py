@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from grading.exceptions import (
+    BudgetBusy,
     BudgetExhausted,
     GradingWaiting,
     NotGradable,
@@ -34,12 +35,14 @@ from grading.models import GradingFollowUp, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.providers import JudgeSpec, grading_settings, not_configured_note, provider_configured, study_judges
 from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
-from grading.services.budget import budget_ensure_available
+from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.consent_check import ConsentDecision, judges_allowed
 from grading.services.extraction import episode_extract, solo_run_extract, task_hidden_text
 from grading.services.judging import (
+    JudgeJob,
     judge_call,
     judge_job_build,
+    judge_job_estimate,
     judge_run_record,
     judge_runs_claim,
     judge_runs_renew,
@@ -294,7 +297,29 @@ def _plan_runs(subject: Subject, rubric: Rubric, judges: list[JudgeSpec]) -> lis
 
 def _release(run_ids: list[int], reason: str) -> None:
     JudgeRun.objects.filter(pk__in=run_ids, status=JudgeRun.Status.RUNNING).update(
-        status=JudgeRun.Status.QUEUED, error=reason, started_at=None, lease_expires_at=None)
+        status=JudgeRun.Status.QUEUED, error=reason, started_at=None, lease_expires_at=None, reserved_usd=None)
+
+
+def _reserve(subject: Subject, jobs: list[JudgeJob], *, final_attempt: bool) -> list[JudgeJob]:
+    """Reserve the round's cost estimates on the study budget; return the jobs that may call their judge.
+
+    Refused because the cap is reached, the runs wait with the budget note; refused because the rest of the cap
+    is held by calls in flight, they go back to the queue (the task retries) or, on the last attempt, wait for
+    the sweep's next look.
+    """
+    ids = [job.run_id for job in jobs]
+    try:
+        budget_reserve(study=subject.study, amounts={job.run_id: judge_job_estimate(job) for job in jobs})
+    except BudgetExhausted as exc:
+        judge_runs_wait([JudgeRun(pk=pk) for pk in ids], exc.reason)
+        return []
+    except BudgetBusy as exc:
+        if final_attempt:
+            judge_runs_wait([JudgeRun(pk=pk) for pk in ids], exc.reason)
+        else:
+            _release(ids, exc.reason)
+        return []
+    return jobs
 
 
 def _run_judges(subject: Subject, claimed: list[JudgeRun], specs: dict[tuple[str, str], JudgeSpec],
@@ -310,9 +335,13 @@ def _run_judges(subject: Subject, claimed: list[JudgeRun], specs: dict[tuple[str
         context = rubric_context(rubric)
         jobs = [judge_job_build(run=run, spec=specs[(run.provider, run.model)], task=subject.task,
                                 context=context, hidden=hidden, submission=submission) for run in claimed]
+        jobs = _reserve(subject, jobs, final_attempt=final_attempt)
     except BaseException:
         _release(ids, "Interrupted while preparing the judge request.")
         raise
+    if not jobs:
+        return None
+    ids = [job.run_id for job in jobs]
     pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="judge")
     try:
         with LeaseKeeper(lambda: judge_runs_renew(ids), lease_seconds() / 3):
@@ -406,7 +435,8 @@ def episode_grade(*, episode_id: int, final_attempt: bool = True) -> GradingOutc
 def subject_grading_fail(subject: Subject, *, reason: str) -> GradingOutcome:
     """Mark a submission failed for a reason found outside the normal path (crash, retries exhausted)."""
     JudgeRun.objects.filter(**subject.run_filter, status__in=[JudgeRun.Status.QUEUED, JudgeRun.Status.RUNNING]
-                            ).update(status=JudgeRun.Status.FAILED, error=reason[:4000], finished_at=timezone.now())
+                            ).update(status=JudgeRun.Status.FAILED, error=reason[:4000], finished_at=timezone.now(),
+                                     reserved_usd=None)
     return _fail(subject, reason)
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
-from grading.exceptions import BudgetExhausted
+from grading.exceptions import BudgetBusy, BudgetExhausted
 from grading.models import JudgeRun, LLMUsage
 from grading.selectors import budget_exhausted, studies_over_budget, study_llm_spend
-from grading.services.budget import budget_ensure_available
+from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.pipeline import episode_grade
 from studyapp.models import Episode
 from tests.factories import StudyFactory, TaskFactory, UserFactory
@@ -98,3 +100,23 @@ def test_the_grading_admin_warns_about_studies_over_budget(client):
     text = response.content.decode()
     assert response.status_code == 200
     assert "LLM budget reached for “Pilot study”: $1.50 of $1.00" in text
+
+
+def test_a_reservation_holds_the_budget_until_settled_and_lapses_with_its_workers_lease():
+    study = StudyFactory(llm_budget_usd=Decimal("1.00"))
+    episode = submitted_episode(study=study)
+    rubric = approved_rubric(episode.task)
+    live = timezone.now() + timedelta(seconds=60)
+    first, second = (JudgeRun.objects.create(episode=episode, rubric=rubric, provider="openai", model=model,
+                                             prompt_version="v1", status=JudgeRun.Status.RUNNING,
+                                             lease_expires_at=live) for model in ("m1", "m2"))
+    assert budget_reserve(study=study, amounts={first.pk: Decimal("2.00")}) == [first.pk]
+    with pytest.raises(BudgetBusy, match=r"reserved by judge calls in flight"):
+        budget_reserve(study=study, amounts={second.pk: Decimal("0.01")})
+    second.refresh_from_db()
+    assert second.reserved_usd is None  # a refused reservation leaves nothing behind
+    JudgeRun.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))  # died
+    assert budget_reserve(study=study, amounts={second.pk: Decimal("0.01")}) == [second.pk]
+    spend(study, "1.00")
+    with pytest.raises(BudgetExhausted):
+        budget_reserve(study=study, amounts={first.pk: Decimal("0.01")})

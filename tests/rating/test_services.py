@@ -282,6 +282,25 @@ def test_the_beat_sweep_refreshes_only_studies_whose_ledger_changed():
     assert RatingSnapshot.objects.filter(study=quiet).count() == 1
 
 
+def test_repeated_refresh_requests_write_one_snapshot_per_ledger_change():
+    from rating.tasks import refresh_posterior
+
+    study, _, _, episodes = ledger_study(seed=8)
+    _record_all(episodes)
+    for _ in range(3):
+        refresh_posterior(study.pk)
+    assert RatingSnapshot.objects.filter(study=study).count() == 1
+    Episode.objects.filter(pk=episodes[0].pk).update(auto_score=3.0)
+    services.observation_record(episode_id=episodes[0].pk)
+    for _ in range(3):
+        refresh_posterior(study.pk)
+    assert list(RatingSnapshot.objects.filter(study=study).values_list("version", flat=True)) == [2, 1]
+    study.rating_k = 1.5  # a settings change is a change too
+    study.save()
+    refresh_posterior(study.pk)
+    assert RatingSnapshot.objects.filter(study=study).count() == 3
+
+
 # ---- debounce -----------------------------------------------------------------------------------------
 
 

@@ -147,3 +147,15 @@ def test_demo_accounts_sign_in_with_their_roles():
         assert user is not None, username
         assert has_role(user, role)
     assert ExpertProfile.objects.get(user__username="demo-expert").sectors.exists()
+
+
+def test_the_demo_writes_one_snapshot_and_the_refreshes_it_queued_add_none():
+    from rating.tasks import refresh_posterior
+
+    call_command("demo")
+    study = Study.objects.get(slug="collabskill-demo")
+    assert RatingSnapshot.objects.filter(study=study).count() == 1
+    for _ in range(5):  # what the refresh requests the demo's recordings queued do when they run
+        refresh_posterior(study.pk)
+    call_command("demo")  # loading again changes nothing, so no new snapshot either
+    assert RatingSnapshot.objects.filter(study=study).count() == 1

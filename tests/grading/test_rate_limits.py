@@ -1,0 +1,83 @@
+"""Provider rate limits hold across worker processes (Redis), and grading survives a Redis outage."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import socket
+
+import pytest
+
+from grading.providers import JudgeSpec, provider_config
+from tests.conftest import requires_redis
+from tests.grading.rate_limit_child import call_provider
+
+PROCESSES, CALLS, LIMIT, WINDOW = 3, 5, 4, 2.0
+SLACK = 0.5  # transit time from the limiter's grant to the server's receipt varies by less than this
+
+
+def _busiest_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    return max(sum(1 for t in times if start <= t < start + window) for start in times)
+
+
+@requires_redis
+def test_the_provider_rate_limit_holds_across_worker_processes(llm_server, settings):
+    settings.GRADING = {**settings.GRADING, "PROVIDER_RATE_LIMITS": {"openai": LIMIT},
+                        "PROVIDER_RATE_WINDOW_SECONDS": WINDOW}
+    config = provider_config(JudgeSpec("openai", "gpt-4.1"))
+    config.limiter.clear("openai")  # an earlier run's window must not slow this one
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    children = [context.Process(target=call_provider, args=(config, CALLS, start)) for _ in range(PROCESSES)]
+    for child in children:
+        child.start()
+    start.set()
+    for child in children:
+        child.join(120)
+        assert child.exitcode == 0
+    received = [r.received_at for r in llm_server.requests_for("openai")]
+    assert len(received) == PROCESSES * CALLS
+    # Without a shared limit every process would send its own LIMIT per window (all 15 within a second).
+    assert _busiest_window(received, WINDOW - SLACK) <= LIMIT
+    assert max(received) - min(received) >= (PROCESSES * CALLS // LIMIT - 1) * WINDOW - SLACK
+
+
+def test_the_process_local_limit_spaces_calls_when_no_redis_is_configured(llm_server, settings):
+    settings.REDIS_URL = ""
+    settings.GRADING = {**settings.GRADING, "PROVIDER_RATE_LIMITS": {"anthropic": 2},
+                        "PROVIDER_RATE_WINDOW_SECONDS": 1.0}
+    config = provider_config(JudgeSpec("anthropic", "claude-sonnet-4-6"))
+    from grading import llm
+
+    for index in range(5):
+        llm.complete(config, system="s", user_text=f"r{index}", max_tokens=16)
+    received = [r.received_at for r in llm_server.requests_for("anthropic")]
+    assert _busiest_window(received, 1.0 - 0.2) <= 2
+    assert max(received) - min(received) >= 1.8
+
+
+def test_an_unreachable_redis_falls_back_to_the_local_limit_and_says_so(llm_server, settings, caplog):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    settings.GRADING = {**settings.GRADING, "PROVIDER_RATE_LIMITS": {"openai": 100}}
+    config = provider_config(JudgeSpec("openai", "gpt-4.1"))
+    from grading import llm
+
+    with caplog.at_level(logging.WARNING, logger="grading.rate_limits"):
+        reply = llm.complete(config, system="s", user_text="still graded", max_tokens=16)
+    assert reply.text
+    assert "Redis is unreachable" in caplog.text and "per-process" in caplog.text
+
+
+def test_no_limit_configured_means_no_limiter_call(llm_server, settings):
+    settings.GRADING = {**settings.GRADING, "PROVIDER_RATE_LIMITS": {}}
+    assert provider_config(JudgeSpec("openai", "gpt-4.1")).rate_limit == 0
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_non_positive_limit_is_no_limit(settings, limit):
+    settings.GRADING = {**settings.GRADING, "PROVIDER_RATE_LIMITS": {"openai": limit}}
+    assert provider_config(JudgeSpec("openai", "gpt-4.1")).rate_limit == 0
