@@ -544,3 +544,20 @@ def test_task_model_stability_ranks_are_those_of_dense_solves(cluster) -> None:
     boot = np.array([ranks(everything, mult[r]) for r in range(40)])
     np.testing.assert_allclose(column(report["bootstrap"]["agents"], "p_rank1"), (boot == 1).mean(axis=0), atol=1e-12)
     np.testing.assert_allclose(column(report["bootstrap"]["agents"], "mean_rank"), boot.mean(axis=0), atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", RATING_MODELS)
+def test_public_outputs_are_strict_json_with_non_finite_values_as_null(kind) -> None:
+    data = simulate(np.random.default_rng(24), n_agents=1, n_humans=20, n_obs=80, n_tasks=5)
+    args = (data["agent"], data["human"], data["task"].astype(str), data["y"])
+    spec = ModelSpec(kind=kind)
+    report = stability(*args, spec=spec, rounds=20, seed=1)
+    json.dumps(report, allow_nan=False)
+    # One agent: no ranking to correlate (Kendall tau undefined); the paper model has no standard errors.
+    assert report["bootstrap"]["mean_kendall_tau"] is None
+    if kind == "paper":
+        assert report["hyper"]["beta"]["se"] is None
+    fit = fit_model(args[0], args[1], args[3], args[2], spec=spec)
+    json.dumps(fit.to_dict(), allow_nan=False)
+    json.dumps(heldout_coverage(args[0], args[1], args[3], args[2], spec=spec, folds=2), allow_nan=False)
+    json.dumps(compare_models(args[0], args[1], args[3], args[2]), allow_nan=False)
