@@ -683,6 +683,10 @@ def _reml(st: _Structure) -> _Reml:
         except np.linalg.LinAlgError:
             step = grad[idx]
         largest = float(np.max(np.abs(step)))
+        if largest < 1e-10 and np.all((theta[idx] > lo + _BOUNDARY_TOL) | (step > 0)):
+            # The next point is within the tolerance of this one: converged without another solve.
+            converged = True
+            break
         if largest > 2.0:
             step *= 2.0 / largest
         accepted = False
