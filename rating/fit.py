@@ -41,7 +41,9 @@ from rating.engine import (
     RatingConfig,
     _eliminated_block,
     _finite_array,
+    _first_appearance,
     _id_array,
+    _id_words,
     _row_quadratic_forms,
     _weight_array,
     prob_greater_matrix,
@@ -72,6 +74,8 @@ _GH_NODES = np.array([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
 _GH_WEIGHTS = np.array([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
 # Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
 _DENSE_CORE = 256
+# Largest dense (humans x core) product S^{-1} b_h held at once (floats): 10^6 participants x 100 agents.
+_DENSE_PRODUCT_LIMIT = 1 << 27
 # Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
 _GROUPED_LIMIT = 1 << 24
 
@@ -178,15 +182,13 @@ def _codes(values: Any, name: str, n: int | None, *, optional: bool = False) -> 
                     raise ValueError(f"{name} contains an empty id at index {int(np.flatnonzero(blank)[0])}")
                 present &= ~blank
     codes = np.full(arr.shape[0], -1, dtype=np.int64)
-    kept = arr[present]
+    kept = arr if present.all() else arr[present]
     if kept.size == 0:
         return codes, np.zeros(0, dtype=str)
-    uniq, first, inverse = np.unique(kept, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    code_of_sorted = np.empty(uniq.size, dtype=np.int64)
-    code_of_sorted[order] = np.arange(uniq.size)
-    codes[present] = code_of_sorted[inverse.reshape(-1)]
-    return codes, uniq[order].astype(str)
+    # Coded by a vectorised hash table (rating.engine), not a sort of every id.
+    kept_codes, first = _first_appearance(_id_words(kept))
+    codes[present] = kept_codes
+    return codes, kept[first].astype(str)
 
 
 @dataclass(frozen=True, eq=False)
@@ -1079,6 +1081,7 @@ def _obs_quadratic(
     core_cols: tuple[np.ndarray, ...],
     human: np.ndarray,
     b_s_b: np.ndarray | None = None,
+    s_inv_b: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
 
@@ -1087,8 +1090,10 @@ def _obs_quadratic(
     """
     n_h = couplings.shape[0]
     n = human.shape[0]
-    # S^{-1} b_h for every human, read only at the core columns the observation loads on.
-    s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
+    # S^{-1} b_h for every human (given, or computed when small), read only at the observation's core columns.
+    given = s_inv_b is not None
+    if not given:
+        s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
     out = 1.0 / d[human]
     x_s_x = np.zeros(n)
     for i, ci in enumerate(core_cols):
@@ -1100,7 +1105,11 @@ def _obs_quadratic(
     if b_s_b is None:
         b_s_b = _row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if _gather_rows(couplings):
+    if given:
+        for ci in core_cols:
+            has = ci >= 0
+            cross[has] += s_inv_b[human[has], ci[has]]
+    elif _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
         sizes = np.diff(indptr)[human]
@@ -1147,14 +1156,28 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
 
     s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
+    s_inv_b = None
+    if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
+        # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
+        # variances (b_h^T S^{-1} b_h, over each row's entries) and the leverages.
+        coo = st.couplings.tocoo()
+        s_inv_b = np.asarray(st.couplings @ s_inv)
+        b_s_b = np.bincount(
+            coo.row, weights=coo.data * s_inv_b[coo.row, coo.col], minlength=st.couplings.shape[0]
+        )
+        del coo
+    else:
+        b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
     fitted = u_h[st.human].copy()
     for ci in st.core_cols:
         has = ci >= 0
         fitted[has] += ev.core_mu[ci[has]]
     residuals = obs.y - fitted
-    leverage = obs.omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b)
+    leverage = obs.omega * _obs_quadratic(
+        st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
+    )
+    del s_inv_b
     diagnostics, standardized = _diagnostics(residuals, beta, obs.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"

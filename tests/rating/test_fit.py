@@ -561,3 +561,15 @@ def test_public_outputs_are_strict_json_with_non_finite_values_as_null(kind) -> 
     json.dumps(fit.to_dict(), allow_nan=False)
     json.dumps(heldout_coverage(args[0], args[1], args[3], args[2], spec=spec, folds=2), allow_nan=False)
     json.dumps(compare_models(args[0], args[1], args[3], args[2]), allow_nan=False)
+
+
+def test_dense_products_equal_sparse_gathers_for_participant_variances_and_leverages(monkeypatch) -> None:
+    import rating.fit as fit_module
+
+    data = simulate(np.random.default_rng(25), n_humans=60, n_obs=400)
+    spec = ModelSpec(integrate_hyper=False)
+    dense = fit_model(data["agent"], data["human"], data["y"], spec=spec)
+    monkeypatch.setattr(fit_module, "_DENSE_PRODUCT_LIMIT", 0)  # per-row gathers instead
+    gathered = fit_model(data["agent"], data["human"], data["y"], spec=spec)
+    np.testing.assert_allclose(dense.human_sigma, gathered.human_sigma, rtol=1e-10)
+    np.testing.assert_allclose(dense.standardized_residuals, gathered.standardized_residuals, rtol=1e-9, atol=1e-12)
