@@ -45,6 +45,7 @@ TARGET_POSTERIOR_S = 2.0
 TARGET_POSTERIOR_BYTES = 2 * 1024**3
 TARGET_SPEEDUP = 1000.0
 TARGET_BOOTSTRAP_S = 1.0
+TARGET_INGEST_S = 3.0  # add_observations and leaderboard() each, 10^6 humans x 10^7 observations
 REPEATS = 3  # timings are the best of this many runs; the machine may be shared
 
 
@@ -134,6 +135,50 @@ def run_scale(name: str, dense: bool) -> dict[str, Any]:
     return result
 
 
+def run_ingest(ids: str) -> dict[str, Any]:
+    """Time ``add_observations`` with integer or string ids and ``leaderboard()`` at 10^6 humans x 10^7 obs.
+
+    The ids are built before the clock starts; ``leaderboard()`` includes the posterior it ranks. Memory is
+    the tracemalloc peak of ingest + leaderboard (a second run) and the max RSS of the whole subprocess.
+    """
+    from rating.engine import SkillModel
+
+    agent_idx, human_idx, scores = synthetic(*SCALES["100x1M"])
+    if ids == "int":
+        agents, humans = agent_idx.astype(np.int64), human_idx.astype(np.int64)
+    else:
+        # Ids as a caller holds them: str arrays as wide as the longest id ("agent-99", "h999999").
+        agents = np.char.add("agent-", agent_idx.astype(str)).astype("U8")
+        humans = np.char.add("h", human_idx.astype(str)).astype("U7")
+    del agent_idx, human_idx
+    gc.collect()
+    SkillModel().add_observations(agents[:10], humans[:10], scores[:10])  # warm the code path
+    t0 = time.perf_counter()
+    model = SkillModel()
+    model.add_observations(agents, humans, scores)
+    t1 = time.perf_counter()
+    board = model.leaderboard()
+    t2 = time.perf_counter()
+    rows = len(board)
+    del model, board
+    gc.collect()
+    tracemalloc.start()
+    model = SkillModel()
+    model.add_observations(agents, humans, scores)
+    model.leaderboard()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "ids": ids,
+        "ingest_s": t1 - t0,
+        "leaderboard_s": t2 - t1,
+        "rows": rows,
+        "tracemalloc_peak_bytes": peak,
+        "max_rss_bytes": _max_rss_bytes(),
+        "load_average": os.getloadavg()[0],
+    }
+
+
 def run_bootstrap() -> dict[str, Any]:
     """Time 10 000 bootstrap rounds at paper scale, first (cold) and second call."""
     from rating.analysis import bootstrap_rankings
@@ -179,15 +224,34 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="skip the 10^7 scale and the 10 000-human dense solve")
     parser.add_argument("--no-dense", action="store_true", help="skip every dense comparison")
     parser.add_argument("--only", choices=list(SCALES), action="append", help="run only these scales (repeatable)")
-    parser.add_argument("--case", choices=[*SCALES, "bootstrap"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ingest", action="store_true", help="only time add_observations + leaderboard at 10^6 humans x 10^7 obs"
+    )
+    parser.add_argument("--case", choices=[*SCALES, "bootstrap", "ingest-int", "ingest-str"], help=argparse.SUPPRESS)
     parser.add_argument("--dense", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.case == "bootstrap":
         print(json.dumps(run_bootstrap()))
         return
+    if args.case in ("ingest-int", "ingest-str"):
+        print(json.dumps(run_ingest(args.case.split("-")[1])))
+        return
     if args.case:
         print(json.dumps(run_scale(args.case, dense=args.dense)))
+        return
+    if args.ingest:
+        print("SkillModel.add_observations + leaderboard(), 100 agents x 10^6 humans x 10^7 observations")
+        for ids in ("int", "str"):
+            fig = _child(["--case", f"ingest-{ids}"])
+            print(
+                f"  {ids:>3} ids: add_observations {fig['ingest_s']:.2f} s "
+                f"{_mark(fig['ingest_s'] <= TARGET_INGEST_S)}, leaderboard {fig['leaderboard_s']:.2f} s "
+                f"({fig['rows']:,} rows) {_mark(fig['leaderboard_s'] <= TARGET_INGEST_S)}; traced "
+                f"{_mib(fig['tracemalloc_peak_bytes'])} "
+                f"{_mark(fig['tracemalloc_peak_bytes'] <= TARGET_POSTERIOR_BYTES)}, rss {_mib(fig['max_rss_bytes'])}; "
+                f"load average {fig['load_average']:.1f}"
+            )
         return
 
     import scipy

@@ -223,6 +223,160 @@ def _index_array(values: Any, name: str, n: int, size: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------------
+# Coding ids by first appearance (bulk loads)
+# --------------------------------------------------------------------------------------------------------
+
+_HASH_MULT = np.uint64(0xBF58476D1CE4E5B9)
+_HASH_SEED = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _id_words(arr: np.ndarray) -> np.ndarray:
+    """Return the ids of a 1-D integer or ``str`` array as rows of ``uint64`` words, equal iff the ids are."""
+    n = arr.shape[0]
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False).view(np.uint64).reshape(n, 1)
+    width = arr.dtype.itemsize // 4
+    chars = np.ascontiguousarray(arr).view(np.uint32).reshape(n, width)
+    # The dtype's width is the longest id's; trailing columns that are NUL everywhere carry nothing.
+    column_max = chars.max(axis=0) if width and n else np.zeros(0, dtype=np.uint32)
+    filled = np.flatnonzero(column_max)
+    width = int(filled[-1]) + 1 if filled.size else 0
+    chars = chars[:, :width]
+    # numpy pads str with NUL and no id ends in NUL, so padded code points are canonical. Latin-1 ids pack
+    # eight characters per word, others two.
+    if width and int(column_max.max()) < 256:
+        packed = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
+        packed[:, :width] = chars
+    else:
+        packed = np.zeros((n, -(-width // 2) * 2), dtype=np.uint32)
+        packed[:, :width] = chars
+    if packed.shape[1] == 0:
+        return np.zeros((n, 1), dtype=np.uint64)
+    return packed.view(np.uint64)
+
+
+def _coded_ids(values: Any, name: str, n: int | None) -> tuple[np.ndarray, list[str]]:
+    """Return ``(codes, keys)``: ids coded by first appearance and the distinct ids as ``str`` in that order.
+
+    Integer and ``str`` arrays are coded without converting every row to a Python string (only the distinct
+    ids are); other inputs go through :func:`_id_array`. Rejects None, booleans and empty ids, naming the
+    first offending row.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but agent_ids has {n}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64), []
+    if arr.dtype.kind not in "iuU":
+        arr = _id_array(arr, name)
+    codes, first = _first_appearance(_id_words(arr))
+    distinct = arr[first]
+    keys = [str(v) for v in distinct.tolist()] if arr.dtype.kind in "iu" else distinct.tolist()
+    blank = [i for i, key in enumerate(keys) if not key.strip()]
+    if blank:
+        raise ValueError(f"{name} contains an empty id at index {int(first[blank[0]])}")
+    return codes, keys
+
+
+def _hash_rows(words: np.ndarray) -> np.ndarray:
+    h = np.full(words.shape[0], _HASH_SEED, dtype=np.uint64)
+    for j in range(words.shape[1]):
+        h ^= words[:, j]
+        h *= _HASH_MULT
+        h ^= h >> np.uint64(29)
+        h *= _HASH_MULT
+    return h
+
+
+def _first_appearance(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(codes, first)``: each row's code, numbered by first appearance, and each code's first row.
+
+    A vectorised open-addressing hash table over 64-bit row hashes: every row probes its slot; an empty
+    slot is claimed by the lowest row index probing it (``np.minimum.at``), rows whose hash equals the
+    owner's are resolved there and the others probe the next slot. Equal rows probe together, so each
+    distinct id's owner is its first row. No sort of the n rows. Exact: every row is then compared in full
+    with its code's first row, and a (never yet seen) 64-bit collision falls back to a sort.
+    """
+    n = words.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if words.shape[1] == 1:
+        values = words[:, 0].view(np.int64)
+        low, high = int(values.min()), int(values.max())
+        if high - low < max(4 * n, 1 << 16):
+            # Compact integers: the value itself is the slot.
+            offset = values - low
+            first_of = np.full(high - low + 1, n, dtype=np.int64)
+            np.minimum.at(first_of, offset, np.arange(n))
+            used = np.flatnonzero(first_of < n)
+            return _number_by_first(offset, used, first_of[used], high - low + 1)
+    # One word (integers, or ids of up to eight Latin-1 characters): the word is the id, compared exactly.
+    exact = words.shape[1] == 1
+    hashes = words[:, 0] * _HASH_MULT if exact else _hash_rows(words)
+    keys = words[:, 0] if exact else hashes
+    # Table size from a linear-counting estimate of the distinct ids (one pass into a 1 MiB bitmap), so the
+    # table stays small enough for cache-friendly probes; it grows if the estimate was short.
+    marks = np.zeros(1 << 20, dtype=bool)
+    marks[(hashes >> np.uint64(44)).astype(np.int64)] = True
+    vacant = (1 << 20) - int(np.count_nonzero(marks))
+    estimate = n if vacant == 0 else min(n, (1 << 20) * math.log((1 << 20) / vacant) + 1.0)
+    bits = max(10, math.ceil(math.log2(2.5 * estimate + 1.0)))
+    while True:
+        size = 1 << bits
+        owner = np.full(size, n, dtype=np.int64)
+        owner_key = np.zeros(size, dtype=np.uint64)
+        slot = (hashes >> np.uint64(64 - bits)).astype(np.int64)
+        # First round: the table is empty, so every row's slot goes to the lowest row probing it.
+        np.minimum.at(owner, slot, np.arange(n))
+        taken = np.flatnonzero(owner < n)
+        if 2 * taken.shape[0] > size:
+            bits += 2
+            continue
+        owner_key[taken] = keys[owner[taken]]
+        same = owner_key[slot] == keys
+        resolved = np.where(same, slot, -1)
+        todo = np.flatnonzero(~same)
+        full = False
+        while todo.size:
+            probe = (slot[todo] + 1) & (size - 1)
+            slot[todo] = probe
+            empty = owner[probe] == n
+            if empty.any():
+                claimed = probe[empty]
+                np.minimum.at(owner, claimed, todo[empty])
+                owner_key[claimed] = keys[owner[claimed]]
+                if 2 * int(np.count_nonzero(owner < n)) > size:
+                    full = True
+                    break
+            same = owner_key[probe] == keys[todo]
+            resolved[todo[same]] = probe[same]
+            todo = todo[~same]
+        if not full:
+            break
+        bits += 2
+    used = np.flatnonzero(owner < n)
+    codes, first = _number_by_first(resolved, used, owner[used], size)
+    if not exact and not np.array_equal(words[first[codes]], words):
+        # Two different ids with one 64-bit hash: number them by a sort instead.
+        _, inverse = np.unique(words, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        first_of = np.full(n, n, dtype=np.int64)
+        np.minimum.at(first_of, inverse, np.arange(n))
+        used = np.flatnonzero(first_of < n)
+        return _number_by_first(inverse, used, first_of[used], n)
+    return codes, first
+
+
+def _number_by_first(key: np.ndarray, used: np.ndarray, first: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(first, kind="stable")
+    code_of = np.full(size, -1, dtype=np.int64)
+    code_of[used[order]] = np.arange(used.shape[0])
+    return code_of[key], first[order]
+
+
+# --------------------------------------------------------------------------------------------------------
 # Exact bipartite solve (Schur complement on the agent block)
 # --------------------------------------------------------------------------------------------------------
 
@@ -732,15 +886,25 @@ class SkillModel:
         self._cache.clear()
         self._solution = None
 
-    def _register_batch(self, entity_type: str, ids: np.ndarray) -> np.ndarray:
-        """Map an id array to indices, registering new ids in order of first appearance."""
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        codes = np.empty(uniq.size, dtype=np.int64)
-        for position in np.argsort(first, kind="stable"):
-            codes[position] = self._register(entity_type, str(uniq[position]))
-        return codes[inverse.reshape(-1)]
+    def _register_batch(self, entity_type: str, keys: list[str], codes: np.ndarray) -> np.ndarray:
+        """Map coded ids (``keys[code]``, in order of first appearance) to model positions.
+
+        Only ids new to the model go into the index; known ones are looked up once per distinct id.
+        """
+        index, ids = self._index[entity_type], self._ids[entity_type]
+        if index:
+            get = index.get
+            position = np.fromiter((get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+        else:
+            position = np.full(len(keys), -1, dtype=np.int64)
+        new = np.flatnonzero(position < 0)
+        if new.size:
+            start = len(ids)
+            new_keys = keys if new.size == len(keys) else [keys[i] for i in new.tolist()]
+            position[new] = np.arange(start, start + new.size)
+            index.update(zip(new_keys, range(start, start + new.size), strict=True))
+            ids.extend(new_keys)
+        return position[codes]
 
     # ---- adding and retracting observations ----------------------------------------------------------
 
@@ -764,21 +928,15 @@ class SkillModel:
 
         Nothing is recorded if any row is invalid.
         """
-        agents = _id_array(agent_ids, "agent_ids")
-        n = agents.shape[0]
-        humans = _id_array(human_ids, "human_ids")
-        if humans.shape[0] != n:
-            raise ValueError(f"human_ids has {humans.shape[0]} entries but agent_ids has {n}")
+        agent_codes, agent_keys = _coded_ids(agent_ids, "agent_ids", None)
+        n = agent_codes.shape[0]
+        human_codes, human_keys = _coded_ids(human_ids, "human_ids", n)
         y = _finite_array(scores, "scores", n)
         omega = _weight_array(weights, "weights", n)
-        for name, ids in (("agent_ids", agents), ("human_ids", humans)):
-            blank = np.flatnonzero(np.char.str_len(np.char.strip(ids)) == 0) if n else np.zeros(0, int)
-            if blank.size:
-                raise ValueError(f"{name} contains an empty id at index {int(blank[0])}")
         if n == 0:
             return
-        a = self._register_batch("agent", agents)
-        h = self._register_batch("human", humans)
+        a = self._register_batch("agent", agent_keys, agent_codes)
+        h = self._register_batch("human", human_keys, human_codes)
         self._pending_batches.append((a, h, omega, omega * y))
         self._invalidate()
 
@@ -859,15 +1017,19 @@ class SkillModel:
             cols.append(a)
             wsum.append(w)
             wysum.append(wy)
-            count.append(np.ones(a.shape[0], dtype=np.int64))
+        # Unit weights everywhere (the common case): each pair's weight sum is its count, exactly (sums of
+        # ones are exact below 2^53), which spares the counting pass over every observation.
+        unit = np.array_equal(self._wsum, self._count) and all(bool(np.all(w == 1.0)) for w in wsum[1:])
+        if not unit:
+            count.extend(np.ones(w.shape[0], dtype=np.int64) for w in wsum[1:])
         self._indptr, self._pair_agent, self._wsum, self._wysum, self._count = _aggregate_pairs(
             np.concatenate(rows),
             np.concatenate(cols),
-            np.concatenate(wsum),
+            None if unit else np.concatenate(wsum),
             np.concatenate(wysum),
             n_humans,
             n_agents,
-            count=np.concatenate(count),
+            count=None if unit else np.concatenate(count),
         )
         self._pending_rows.clear()
         self._pending_batches.clear()
@@ -1086,18 +1248,37 @@ class SkillModel:
         if ids.size == 0:
             return []
         cons = conservative_score(mu, sigma, self._config.k)
-        order = np.lexsort((ids.astype(str), types.astype(str), -mu, -cons))
+        order = np.lexsort((-mu, -cons))
+        # Exact ties in (conservative, mu) fall back to type and id: sort just those runs by text.
+        c_sorted, m_sorted = cons[order], mu[order]
+        tied = np.flatnonzero((c_sorted[1:] == c_sorted[:-1]) & (m_sorted[1:] == m_sorted[:-1]))
+        if tied.size:
+            starts = tied[np.concatenate([[True], np.diff(tied) > 1])]
+            ends = tied[np.concatenate([np.diff(tied) > 1, [True]])] + 2
+            for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+                run = order[lo:hi].tolist()
+                run.sort(key=lambda i: (str(types[i]), str(ids[i])))
+                order[lo:hi] = run
         return [
             {
                 "rank": rank,
-                "entity_type": str(types[i]),
-                "entity_id": str(ids[i]),
-                "mu": float(mu[i]),
-                "sigma": float(sigma[i]),
-                "n": int(counts[i]),
-                "conservative": float(cons[i]),
+                "entity_type": kind,
+                "entity_id": key,
+                "mu": m,
+                "sigma": sd,
+                "n": count,
+                "conservative": c,
             }
-            for rank, i in enumerate(order.tolist(), start=1)
+            for rank, kind, key, m, sd, count, c in zip(
+                range(1, order.shape[0] + 1),
+                types[order].tolist(),
+                ids[order].tolist(),
+                mu[order].tolist(),
+                sigma[order].tolist(),
+                counts[order].tolist(),
+                cons[order].tolist(),
+                strict=True,
+            )
         ]
 
     # ---- joint uncertainty ---------------------------------------------------------------------------

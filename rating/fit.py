@@ -41,7 +41,9 @@ from rating.engine import (
     RatingConfig,
     _eliminated_block,
     _finite_array,
+    _first_appearance,
     _id_array,
+    _id_words,
     _row_quadratic_forms,
     _weight_array,
     prob_greater_matrix,
@@ -72,6 +74,8 @@ _GH_NODES = np.array([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
 _GH_WEIGHTS = np.array([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
 # Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
 _DENSE_CORE = 256
+# Largest dense (humans x core) product S^{-1} b_h held at once (floats): 10^6 participants x 100 agents.
+_DENSE_PRODUCT_LIMIT = 1 << 27
 # Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
 _GROUPED_LIMIT = 1 << 24
 
@@ -178,15 +182,13 @@ def _codes(values: Any, name: str, n: int | None, *, optional: bool = False) -> 
                     raise ValueError(f"{name} contains an empty id at index {int(np.flatnonzero(blank)[0])}")
                 present &= ~blank
     codes = np.full(arr.shape[0], -1, dtype=np.int64)
-    kept = arr[present]
+    kept = arr if present.all() else arr[present]
     if kept.size == 0:
         return codes, np.zeros(0, dtype=str)
-    uniq, first, inverse = np.unique(kept, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    code_of_sorted = np.empty(uniq.size, dtype=np.int64)
-    code_of_sorted[order] = np.arange(uniq.size)
-    codes[present] = code_of_sorted[inverse.reshape(-1)]
-    return codes, uniq[order].astype(str)
+    # Coded by a vectorised hash table (rating.engine), not a sort of every id.
+    kept_codes, first = _first_appearance(_id_words(kept))
+    codes[present] = kept_codes
+    return codes, kept[first].astype(str)
 
 
 @dataclass(frozen=True, eq=False)
@@ -683,6 +685,10 @@ def _reml(st: _Structure) -> _Reml:
         except np.linalg.LinAlgError:
             step = grad[idx]
         largest = float(np.max(np.abs(step)))
+        if largest < 1e-10 and np.all((theta[idx] > lo + _BOUNDARY_TOL) | (step > 0)):
+            # The next point is within the tolerance of this one: converged without another solve.
+            converged = True
+            break
         if largest > 2.0:
             step *= 2.0 / largest
         accepted = False
@@ -1075,6 +1081,7 @@ def _obs_quadratic(
     core_cols: tuple[np.ndarray, ...],
     human: np.ndarray,
     b_s_b: np.ndarray | None = None,
+    s_inv_b: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
 
@@ -1083,8 +1090,10 @@ def _obs_quadratic(
     """
     n_h = couplings.shape[0]
     n = human.shape[0]
-    # S^{-1} b_h for every human, read only at the core columns the observation loads on.
-    s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
+    # S^{-1} b_h for every human (given, or computed when small), read only at the observation's core columns.
+    given = s_inv_b is not None
+    if not given:
+        s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
     out = 1.0 / d[human]
     x_s_x = np.zeros(n)
     for i, ci in enumerate(core_cols):
@@ -1096,7 +1105,11 @@ def _obs_quadratic(
     if b_s_b is None:
         b_s_b = _row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if _gather_rows(couplings):
+    if given:
+        for ci in core_cols:
+            has = ci >= 0
+            cross[has] += s_inv_b[human[has], ci[has]]
+    elif _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
         sizes = np.diff(indptr)[human]
@@ -1143,14 +1156,28 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
 
     s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
+    s_inv_b = None
+    if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
+        # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
+        # variances (b_h^T S^{-1} b_h, over each row's entries) and the leverages.
+        coo = st.couplings.tocoo()
+        s_inv_b = np.asarray(st.couplings @ s_inv)
+        b_s_b = np.bincount(
+            coo.row, weights=coo.data * s_inv_b[coo.row, coo.col], minlength=st.couplings.shape[0]
+        )
+        del coo
+    else:
+        b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
     fitted = u_h[st.human].copy()
     for ci in st.core_cols:
         has = ci >= 0
         fitted[has] += ev.core_mu[ci[has]]
     residuals = obs.y - fitted
-    leverage = obs.omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b)
+    leverage = obs.omega * _obs_quadratic(
+        st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
+    )
+    del s_inv_b
     diagnostics, standardized = _diagnostics(residuals, beta, obs.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"
@@ -1579,14 +1606,125 @@ def _leave_group_out(design: Any, group: np.ndarray, n_groups: int) -> tuple[np.
     return mu, var
 
 
-def _loo_result(design: Any, group: np.ndarray, group_ids: np.ndarray, full_rank: np.ndarray) -> Any:
+class _TaskRounds:
+    """The agents' exact posterior of the task model under re-weighted observations, hyperparameters fixed.
+
+    The task model is no longer bipartite, but the participants still form a diagonal block: for observation
+    multipliers :math:`m` (a bootstrap count, or 0 for an observation left out) every sum is linear in
+    :math:`m_o w_o`, so a batch of rounds is a few sparse products with fixed incidence matrices:
+    the core (agents + tasks) Gram, the per-(participant, core column) couplings :math:`b_h`, and
+    :math:`\\sum_h b_h b_h^\\top/d_h` gathered over each participant's pairs of core columns. The core
+    systems :math:`S = G + \\mathrm{diag}(\\text{prior}) - \\sum_h b_h b_h^\\top/d_h` are then solved as one
+    batch for the agents' block of :math:`S^{-1}` and their means. Units are the score scale: ``design.w``
+    is :math:`\\omega/\\hat\\beta^2`, participants have precision :math:`1/\\hat\\sigma_H^2`, tasks
+    :math:`1/\\hat\\sigma_T^2`, agents the flat prior of ``fit.config``.
+    """
+
+    def __init__(self, design: Any, task_code: np.ndarray, n_tasks: int, sigma_task: float) -> None:
+        n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
+        k = n_a + n_tasks
+        self.design, self.n, self.k = design, n, k
+        agent = design.agent_idx.astype(np.int64)
+        human = design.human_idx.astype(np.int64)
+        has_task = task_code >= 0
+        task_col = np.where(has_task, task_code + n_a, -1)
+        obs = np.arange(n)
+        t_obs, t_col = obs[has_task], task_col[has_task]
+        t_agent = agent[has_task]
+        ones = np.ones
+        # Core Gram cells per observation: (a, a), and (a, t), (t, a), (t, t) when it names a task.
+        g_rows = np.concatenate([obs, t_obs, t_obs, t_obs])
+        g_cols = np.concatenate([agent * k + agent, t_agent * k + t_col, t_col * k + t_agent, t_col * k + t_col])
+        self.gram_map = scipy.sparse.csr_matrix((ones(g_rows.shape[0]), (g_cols, g_rows)), shape=(k * k, n))
+        c_rows = np.concatenate([obs, t_obs])
+        c_cols = np.concatenate([agent, t_col])
+        self.core_map = scipy.sparse.csr_matrix((ones(c_rows.shape[0]), (c_cols, c_rows)), shape=(k, n))
+        self.human_map = scipy.sparse.csr_matrix((ones(n), (human, obs)), shape=(n_h, n))
+        # (participant, core column) pairs, sorted by participant.
+        pair_key = human[c_rows] * k + c_cols
+        keys, pair_of_entry = np.unique(pair_key, return_inverse=True)
+        pair_of_entry = pair_of_entry.reshape(-1)
+        n_pairs = keys.shape[0]
+        self.pair_map = scipy.sparse.csr_matrix((ones(c_rows.shape[0]), (pair_of_entry, c_rows)), shape=(n_pairs, n))
+        pair_human, pair_col = keys // k, keys % k
+        self.pair_human = pair_human
+        self.pair_to_core = scipy.sparse.csr_matrix((ones(n_pairs), (pair_col, np.arange(n_pairs))), shape=(k, n_pairs))
+        # All ordered pairs of a participant's pairs: sum_h b_h b_h^T / d_h gathered cell by cell.
+        sizes = np.bincount(pair_human, minlength=n_h)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        reps = sizes[pair_human]
+        first = np.repeat(np.arange(n_pairs), reps)
+        offsets = np.arange(first.shape[0]) - np.repeat(np.cumsum(reps) - reps, reps)
+        second = starts[pair_human[first]] + offsets
+        self.pp_first, self.pp_second, self.pp_human = first, second, pair_human[first]
+        self.pp_to_cell = scipy.sparse.csr_matrix(
+            (ones(first.shape[0]), (pair_col[first] * k + pair_col[second], np.arange(first.shape[0]))),
+            shape=(k * k, first.shape[0]),
+        )
+        prior = np.empty(k)
+        prior[:n_a] = design.prior_precision_agents
+        prior[n_a:] = 1.0 / sigma_task**2
+        self.prior = prior
+        self.prior_eta = np.concatenate([design.prior_eta_agents, np.zeros(n_tasks)])
+        width = max(n, first.shape[0], k * k, 1)
+        self.batch = max(1, (1 << 22) // width)
+
+    def solve(self, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return agent means and variances for rounds of observation multipliers (one row per round)."""
+        design, k, n_a = self.design, self.k, self.design.n_agents
+        rounds = mult.shape[0]
+        u = (mult * design.w).T
+        uy = (mult * design.wy).T
+        gram = (self.gram_map @ u).T
+        r = (self.core_map @ uy).T
+        d = design.prior_precision_humans + (self.human_map @ u).T
+        eta_h = design.prior_eta_humans + (self.human_map @ uy).T
+        bw = (self.pair_map @ u).T
+        vals = bw[:, self.pp_first] * bw[:, self.pp_second] / d[:, self.pp_human]
+        schur = (gram - (self.pp_to_cell @ vals.T).T).reshape(rounds, k, k)
+        diag = np.arange(k)
+        schur[:, diag, diag] += self.prior
+        rhs = r + self.prior_eta - (self.pair_to_core @ (bw * (eta_h / d)[:, self.pair_human]).T).T
+        targets = np.zeros((rounds, k, n_a + 1))
+        targets[:, np.arange(n_a), np.arange(n_a)] = 1.0
+        targets[:, :, n_a] = rhs
+        sol = np.linalg.solve(schur, targets)
+        return sol[:, :n_a, n_a], np.diagonal(sol[:, :n_a, :n_a], axis1=1, axis2=2).copy()
+
+    def leave_out(self, group: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """Return agent means and variances with each group's observations left out (group -1: never)."""
+        n_a = self.design.n_agents
+        mu = np.empty((n_groups, n_a))
+        var = np.empty((n_groups, n_a))
+        keep = np.flatnonzero(group >= 0)
+        order = keep[np.argsort(group[keep], kind="stable")]
+        bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+        for start in range(0, n_groups, self.batch):
+            stop = min(start + self.batch, n_groups)
+            mult = np.ones((stop - start, self.n))
+            rows = order[bounds[start] : bounds[stop]]
+            mult[group[rows] - start, rows] = 0.0
+            mu[start:stop], var[start:stop] = self.solve(mult)
+        return mu, var
+
+
+def _loo_result(
+    design: Any,
+    group: np.ndarray,
+    group_ids: np.ndarray,
+    full_rank: np.ndarray,
+    task_rounds: _TaskRounds | None = None,
+) -> Any:
     from rating.analysis import LeaveOneOutResult, rank_agents
 
     n_groups = group_ids.shape[0]
     if n_groups == 0:
         ranks = np.zeros((0, design.n_agents), dtype=np.int64)
     else:
-        mu, var = _leave_group_out(design, group, n_groups)
+        if task_rounds is None:
+            mu, var = _leave_group_out(design, group, n_groups)
+        else:
+            mu, var = task_rounds.leave_out(group, n_groups)
         ranks = rank_agents(mu, np.sqrt(np.clip(var, 0.0, None)), design.k, design.id_order)
     changed = np.flatnonzero(np.any(ranks != full_rank, axis=1)) if n_groups else np.zeros(0, dtype=np.int64)
     return LeaveOneOutResult(
@@ -1636,6 +1774,7 @@ def _bootstrap(
     seed: int,
     cluster: str | None,
     progress: Progress | None,
+    task_rounds: _TaskRounds | None = None,
 ) -> Any:
     """Resample observations (or whole participants with ``cluster="human"``) and re-rank the agents.
 
@@ -1644,6 +1783,8 @@ def _bootstrap(
     rounds is a dense (rounds x participants x agents) coupling tensor; its Schur complements
     :math:`\\mathrm{diag}(\\lambda_A) - B^\\top D^{-1} B` are batched matrix products and the small agent
     systems one batched inverse. An agent or participant absent from a round keeps only its prior there.
+    With ``task_rounds`` (the task model) each round's counts become observation multipliers for
+    :meth:`_TaskRounds.solve`; the draws are the same for a given seed.
     """
     from rating.analysis import BootstrapResult, _kendall_tau_to, _rank_quantile, rank_agents
 
@@ -1661,7 +1802,9 @@ def _bootstrap(
     pair_to_agent = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_agent, np.arange(n_pairs))), shape=(n_a, n_pairs))
     pair_cell = pair_human * n_a + pair_agent
     units = n if cluster is None else n_h
-    if cluster is None:
+    if task_rounds is not None:
+        batch = max(1, min(rounds, task_rounds.batch))
+    elif cluster is None:
         # Small batches keep the (rounds x participants x agents) tensor in cache; fresh arrays page-fault.
         batch = max(1, min(rounds, (1 << 18) // max(n_h * n_a, units, 1)))
     else:
@@ -1685,7 +1828,9 @@ def _bootstrap(
         draws = rng.integers(0, units, size=(size, units))
         flat = (draws + (np.arange(size) * units)[:, None]).ravel()
         counts = np.bincount(flat, minlength=size * units).reshape(size, units).astype(np.float64)
-        if cluster is None:
+        if task_rounds is not None:
+            mu, var = task_rounds.solve(counts if cluster is None else counts[:, design.human_idx])
+        elif cluster is None:
             mu, var = _observation_round(counts, design, obs_to_pair, pair_cell, pair_to_human, pair_to_agent)
         else:
             # A participant drawn c times scales all their sums by c: every round is a few dense products
@@ -1750,6 +1895,8 @@ def stability(
       complement (:func:`_leave_group_out`). Observations without a task stay in every leave-one-task-out
       fit and never form a "task" of their own; ``task_ids=None`` (or no observation with a task) skips it.
 
+    The ``calibrated_task`` model is resampled exactly with its task effects (:class:`_TaskRounds`).
+
     ``progress(done, total)`` is called after each bootstrap batch. The output has the shape of
     :func:`rating.analysis.stability_report` plus ``"model"`` and ``"hyper"``.
     """
@@ -1760,8 +1907,6 @@ def stability(
     seed = _int_arg(seed, "seed", 0)
     if cluster not in (None, "human"):
         raise ValueError(f"cluster must be None or 'human', got {cluster!r}")
-    if spec.kind == "calibrated_task":
-        raise ValueError("stability: the calibrated_task model is not supported yet; use calibrated")
     fit = fit_model(agent_ids, human_ids, scores, task_ids, spec=spec, weights=weights)
     design = _prepare(agent_ids, human_ids, scores, weights, fit.config)
     n = design.n_obs
@@ -1769,19 +1914,32 @@ def stability(
         task_code, task_uniq = _codes(task_ids, "task_ids", n, optional=True)
     else:
         task_code, task_uniq = None, None
+    # The task model's variance components held at the fit; a task spread estimated at zero leaves the
+    # calibrated model's bipartite structure, resampled as such.
+    task_rounds = None
+    if spec.kind == "calibrated_task" and task_code is not None and task_uniq is not None:
+        sigma_task = float(fit.hyper["sigma_task"]["estimate"])
+        if sigma_task > 0 and not fit.hyper["sigma_task"]["at_zero"]:
+            task_rounds = _TaskRounds(design, task_code, int(task_uniq.size), sigma_task)
     # Ranks of the model the resampling runs (variance components held at the fit).
-    full = solve_bipartite(
-        design.agent_idx, design.human_idx, design.w, design.wy,
-        design.prior_precision_agents, design.prior_eta_agents,
-        design.prior_precision_humans, design.prior_eta_humans,
-        human_variance=False,
-    )  # fmt: skip
-    full_rank = rank_agents(full.mu_agents, np.sqrt(np.diag(full.cov_agents)), design.k, design.id_order)[0]
-    boot = _bootstrap(design, full_rank, rounds=rounds, seed=seed, cluster=cluster, progress=progress)
-    loo_human = _loo_result(design, design.human_idx, design.human_ids.astype(str), full_rank)
+    if task_rounds is not None:
+        full_mu, full_var = task_rounds.solve(np.ones((1, n)))
+        full_rank = rank_agents(full_mu, np.sqrt(full_var), design.k, design.id_order)[0]
+    else:
+        full = solve_bipartite(
+            design.agent_idx, design.human_idx, design.w, design.wy,
+            design.prior_precision_agents, design.prior_eta_agents,
+            design.prior_precision_humans, design.prior_eta_humans,
+            human_variance=False,
+        )  # fmt: skip
+        full_rank = rank_agents(full.mu_agents, np.sqrt(np.diag(full.cov_agents)), design.k, design.id_order)[0]
+    boot = _bootstrap(
+        design, full_rank, rounds=rounds, seed=seed, cluster=cluster, progress=progress, task_rounds=task_rounds
+    )
+    loo_human = _loo_result(design, design.human_idx, design.human_ids.astype(str), full_rank, task_rounds)
     loo_task = None
     if task_code is not None and task_uniq is not None and task_uniq.size:
-        loo_task = _loo_result(design, task_code, task_uniq, full_rank)
+        loo_task = _loo_result(design, task_code, task_uniq, full_rank, task_rounds)
     sigma = fit.agent_sigma()
     cons = fit.conservative()
     fit_rank = rank_agents(fit.agent_mu, sigma, spec.k, design.id_order)[0]

@@ -60,23 +60,6 @@ class ObservationArrays(NamedTuple):
         return groups
 
 
-def json_safe(value: Any) -> Any:
-    """Return ``value`` with numpy types made plain and non-finite floats as ``None`` (JSON columns refuse NaN)."""
-    if isinstance(value, dict):
-        return {str(key): json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    if isinstance(value, np.ndarray):
-        return json_safe(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if np.isfinite(value) else None
-    return value
-
-
 def _study_id(study: Study | int) -> int:
     return study.pk if isinstance(study, Study) else int(study)
 
@@ -312,7 +295,6 @@ def study_stability_report(
         cluster=None if cluster == "observation" else cluster,
         progress=progress,
     )
-    report = json_safe(report)
     names = agent_names(arrays.agent_ids)
     report["agent_names"] = {str(pk): name for pk, name in names.items()}
     report["cluster"] = cluster or "observation"
@@ -417,4 +399,4 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
             checks["comparison"] = compare_models(agents, humans, arrays.y, tasks, weights=weights)
         except ValueError as exc:
             checks["comparison_note"] = f"Model comparison not computed: {exc}"
-    return json_safe(checks)
+    return checks

@@ -61,8 +61,7 @@ def test_the_models_really_differ_so_the_checks_above_can_fail():
     )
 
 
-# rating.fit.stability does not support the task model yet (it says so); the job then fails with that reason.
-@pytest.mark.parametrize("kind", ["paper", "calibrated"])
+@pytest.mark.parametrize("kind", ["paper", "calibrated", "calibrated_task"])
 def test_heatmap_and_stability_use_the_study_model(kind, settings):
     rated = populated_study(rating_model=kind, n_participants=20, surveys=False, extras=False)
     settings.RATING = {**settings.RATING, "BOOTSTRAP_ROUNDS": 40}

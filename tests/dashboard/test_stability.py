@@ -21,7 +21,7 @@ from tests.dashboard.factories import populated_study
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("kind", ["paper", "calibrated"])
+@pytest.mark.parametrize("kind", ["paper", "calibrated", "calibrated_task"])
 def test_the_job_result_is_rating_fit_stability_of_the_ledger_under_the_study_model(kind):
     populated = populated_study(rating_model=kind, surveys=False, extras=False)
     arrays = rating_selectors.observations_arrays(populated.study)

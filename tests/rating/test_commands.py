@@ -303,6 +303,18 @@ def test_rating_report_prints_the_three_tables_with_agent_names():
     assert output == _run("rating_report", "--study", study.slug, "--rounds", "60", "--seed", "5")
 
 
+def test_rating_report_prints_the_tables_of_a_task_model_study():
+    study, agents, _, episodes = ledger_study(seed=26, n_participants=8, rating_model="calibrated_task")
+    for episode in episodes:
+        services.observation_record(episode_id=episode.pk)
+    output = _run("rating_report", "--study", study.slug, "--rounds", "30", "--seed", "2", "--cluster", "human")
+    assert "calibrated_task model (beta=" in output and "sigma_task=" in output
+    for header in ("Bootstrap ranking stability (30 rounds over participants", "Leave-one-task-out mean"):
+        assert header in output
+    for agent in agents:
+        assert agent.name in output
+
+
 def test_rating_report_notes_when_task_groups_are_missing(tmp_path, settings):
     settings.RATING = {**settings.RATING, "BOOTSTRAP_ROUNDS": 25}
     _run("import_sessions", _write(tmp_path, SESSIONS), "--study", "released", "--create")

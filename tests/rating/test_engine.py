@@ -579,3 +579,64 @@ def test_empty_model_has_an_empty_posterior() -> None:
     assert post.mu_agents.shape == (0,) and post.cov_agents.shape == (0, 0)
     assert model.leaderboard() == []
     assert SkillModel.from_state(model.to_state()).to_state() == model.to_state()
+
+
+def _first_appearance_reference(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    code = np.empty(uniq.size, dtype=np.int64)
+    code[order] = np.arange(uniq.size)
+    return code[inverse.reshape(-1)], first[order]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(1).integers(0, 50, 2_000),  # compact integers
+        np.random.default_rng(2).integers(-(10**15), 10**15, 3_000),  # spread-out integers: hashed
+        np.random.default_rng(3).integers(0, 40_000, 50_000).astype(np.uint32),
+        np.char.add("h", np.random.default_rng(4).integers(0, 3_000, 20_000).astype(str)),  # one word
+        np.char.add("participant-", np.random.default_rng(5).integers(0, 900, 5_000).astype(str)),  # hashed
+        np.array(["a", "bb", "a", "ccc", "é", "bb", "日本", "x" * 20, "日本", "x" * 19]),  # non-Latin-1
+    ],
+)
+def test_ids_are_coded_by_first_appearance_like_a_sort(values) -> None:
+    from rating.engine import _first_appearance, _id_words
+
+    codes, first = _first_appearance(_id_words(values))
+    expected_codes, expected_first = _first_appearance_reference(values)
+    np.testing.assert_array_equal(codes, expected_codes)
+    np.testing.assert_array_equal(first, expected_first)
+
+
+def test_id_coding_stays_exact_when_every_hash_collides(monkeypatch) -> None:
+    import rating.engine as engine
+
+    values = np.char.add("participant-", np.random.default_rng(6).integers(0, 300, 2_000).astype(str))
+    monkeypatch.setattr(engine, "_hash_rows", lambda words: np.zeros(words.shape[0], dtype=np.uint64))
+    codes, first = engine._first_appearance(engine._id_words(values))
+    expected_codes, expected_first = _first_appearance_reference(values)
+    np.testing.assert_array_equal(codes, expected_codes)
+    np.testing.assert_array_equal(first, expected_first)
+
+
+def test_integer_and_string_ids_register_the_same_entities_as_row_by_row_adds() -> None:
+    rng = np.random.default_rng(7)
+    agents = rng.integers(0, 6, 400)
+    humans = rng.integers(10**12, 10**12 + 80, 400)
+    scores = rng.normal(0.0, 1.0, 400)
+    by_int = SkillModel()
+    by_int.add_observations(agents[:150], humans[:150], scores[:150])
+    by_int.add_observations(agents[150:], humans[150:], scores[150:])  # known and new ids mixed
+    by_str = SkillModel()
+    by_str.add_observations(agents.astype(str), humans.astype(str), scores)
+    by_row = SkillModel()
+    for a, h, y in zip(agents.tolist(), humans.tolist(), scores.tolist(), strict=True):
+        by_row.add_observation(a, h, y)
+    for model in (by_int, by_str):
+        assert model.agent_ids == by_row.agent_ids and model.human_ids == by_row.human_ids
+        for mine, theirs in zip(model.leaderboard(), by_row.leaderboard(), strict=True):
+            assert (mine["entity_id"], mine["rank"], mine["n"]) == (theirs["entity_id"], theirs["rank"], theirs["n"])
+            assert mine["mu"] == pytest.approx(theirs["mu"], abs=1e-12)
+    with pytest.raises(ValueError, match=r"human_ids contains an empty id at index 2"):
+        SkillModel().add_observations(["a", "b", "c"], np.array(["h", "g", "  "]), [1.0, 2.0, 3.0])

@@ -424,3 +424,152 @@ def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(mo
     gathered = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
     np.testing.assert_allclose(gathered.human_sigma, dense.human_sigma, rtol=1e-10)
     np.testing.assert_allclose(gathered.standardized_residuals, dense.standardized_residuals, rtol=1e-9)
+
+
+def _task_design(seed: int):
+    """A small task-model study (every fifth observation without a task), its fit, design and task codes."""
+    from rating.fit import _codes
+
+    data = simulate(np.random.default_rng(seed), n_humans=30, n_obs=200, n_tasks=8, task_sd=6.0)
+    tasks = data["task"].astype(str).astype(object)
+    tasks[::5] = None
+    fit = fit_model(data["agent"], data["human"], data["y"], tasks, spec=ModelSpec(kind="calibrated_task"))
+    design = _prepare(data["agent"], data["human"], data["y"], None, fit.config)
+    task_code, task_ids = _codes(tasks, "task_ids", design.n_obs, optional=True)
+    return data, tasks, fit, design, task_code, task_ids
+
+
+def _dense_task_posterior(design, task_code, n_tasks, sigma_task, rows, mult=None):
+    """Agents' posterior mean and variance from the full mixed-model matrix on ``rows`` (dense inverse)."""
+    n_a, n_h = design.n_agents, design.n_humans
+    rows = np.asarray(rows)
+    m = n_a + n_tasks + n_h
+    x = np.zeros((rows.shape[0], m))
+    x[np.arange(rows.shape[0]), design.agent_idx[rows]] = 1.0
+    task = task_code[rows]
+    x[np.flatnonzero(task >= 0), n_a + task[task >= 0]] = 1.0
+    x[np.arange(rows.shape[0]), n_a + n_tasks + design.human_idx[rows]] = 1.0
+    mult = np.ones(rows.shape[0]) if mult is None else mult[rows]
+    prior = np.concatenate(
+        [design.prior_precision_agents, np.full(n_tasks, 1.0 / sigma_task**2), design.prior_precision_humans]
+    )
+    prior_eta = np.concatenate([design.prior_eta_agents, np.zeros(n_tasks), design.prior_eta_humans])
+    cov = np.linalg.inv(x.T @ ((mult * design.w[rows])[:, None] * x) + np.diag(prior))
+    mean = cov @ (x.T @ (mult * design.wy[rows]) + prior_eta)
+    return mean[:n_a], np.diag(cov)[:n_a]
+
+
+def test_task_model_resampled_posteriors_equal_a_dense_solve_of_the_mixed_model_equations() -> None:
+    from rating.fit import _TaskRounds
+
+    data, tasks, fit, design, task_code, task_ids = _task_design(21)
+    sigma_task = fit.hyper["sigma_task"]["estimate"]
+    rounds = _TaskRounds(design, task_code, task_ids.size, sigma_task)
+    everything = np.arange(design.n_obs)
+    # The unperturbed system is the fit's plug-in posterior.
+    plug_in = fit_model(
+        data["agent"], data["human"], data["y"], tasks, spec=ModelSpec(kind="calibrated_task", integrate_hyper=False)
+    )
+    mu, var = rounds.solve(np.ones((1, design.n_obs)))
+    np.testing.assert_allclose(mu[0], plug_in.agent_mu, rtol=1e-9)
+    np.testing.assert_allclose(var[0], np.diag(plug_in.agent_cov), rtol=1e-9)
+    # Observation bootstrap counts and participant-cluster counts expanded to observations.
+    rng = np.random.default_rng(5)
+    obs_counts = rng.multinomial(design.n_obs, np.full(design.n_obs, 1.0 / design.n_obs), size=3).astype(float)
+    human_counts = rng.multinomial(design.n_humans, np.full(design.n_humans, 1.0 / design.n_humans), size=3)
+    mult = np.vstack([obs_counts, human_counts[:, design.human_idx].astype(float)])
+    mu, var = rounds.solve(mult)
+    for r in range(mult.shape[0]):
+        dense_mu, dense_var = _dense_task_posterior(design, task_code, task_ids.size, sigma_task, everything, mult[r])
+        np.testing.assert_allclose(mu[r], dense_mu, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(var[r], dense_var, rtol=1e-9)
+
+
+@pytest.mark.parametrize("unit", ["human", "task"])
+def test_task_model_leave_one_out_equals_refits_without_each_group(unit) -> None:
+    from rating.fit import _TaskRounds
+
+    _, _, fit, design, task_code, task_ids = _task_design(22)
+    sigma_task = fit.hyper["sigma_task"]["estimate"]
+    rounds = _TaskRounds(design, task_code, task_ids.size, sigma_task)
+    group, n_groups = (design.human_idx, design.n_humans) if unit == "human" else (task_code, task_ids.size)
+    mu, var = rounds.leave_out(group, n_groups)
+    for g in range(n_groups):
+        kept = np.flatnonzero(group != g)  # task-less observations stay in every leave-one-task-out fit
+        dense_mu, dense_var = _dense_task_posterior(design, task_code, task_ids.size, sigma_task, kept)
+        np.testing.assert_allclose(mu[g], dense_mu, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(var[g], dense_var, rtol=1e-9)
+
+
+@pytest.mark.parametrize("cluster", [None, "human"])
+def test_task_model_stability_ranks_are_those_of_dense_solves(cluster) -> None:
+    from rating.analysis import rank_agents
+
+    data, tasks, fit, design, task_code, task_ids = _task_design(23)
+    spec = ModelSpec(kind="calibrated_task")
+    report = stability(data["agent"], data["human"], tasks, data["y"], spec=spec, rounds=40, seed=7, cluster=cluster)
+    json.dumps(report, allow_nan=False)
+    assert report["model"]["kind"] == "calibrated_task" and "sigma_task" in report["hyper"]
+    assert report["n_tasks"] == task_ids.size
+    assert [row["agent_id"] for row in report["leaderboard"]] == [
+        str(fit.agent_ids[i]) for i in np.argsort(-fit.conservative(), kind="stable")
+    ]
+    sigma_task = fit.hyper["sigma_task"]["estimate"]
+
+    def ranks(rows, mult=None):
+        mu, var = _dense_task_posterior(design, task_code, task_ids.size, sigma_task, rows, mult)
+        return rank_agents(mu, np.sqrt(var), design.k, design.id_order)[0]
+
+    everything = np.arange(design.n_obs)
+    full_rank = ranks(everything)
+    agent_pos = {str(a): i for i, a in enumerate(design.agent_ids)}
+
+    def column(rows, key):
+        out = np.empty(len(rows))
+        for row in rows:
+            out[agent_pos[row["agent_id"]]] = row[key]
+        return out
+
+    assert column(report["leave_one_human_out"]["agents"], "full_rank").tolist() == full_rank.tolist()
+    for table, group in (("leave_one_human_out", design.human_idx), ("leave_one_task_out", task_code)):
+        expected = np.array([ranks(np.flatnonzero(group != g)) for g in range(group.max() + 1)])
+        assert report[table]["n_groups"] == expected.shape[0]
+        np.testing.assert_allclose(column(report[table]["agents"], "mean_rank"), expected.mean(axis=0), atol=1e-12)
+    # The bootstrap: the same draws for the seed, each round solved densely.
+    rng = np.random.default_rng(7)
+    units = design.n_obs if cluster is None else design.n_humans
+    draws = rng.integers(0, units, size=(40, units))
+    counts = np.stack([np.bincount(row, minlength=units) for row in draws]).astype(float)
+    mult = counts if cluster is None else counts[:, design.human_idx]
+    boot = np.array([ranks(everything, mult[r]) for r in range(40)])
+    np.testing.assert_allclose(column(report["bootstrap"]["agents"], "p_rank1"), (boot == 1).mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(column(report["bootstrap"]["agents"], "mean_rank"), boot.mean(axis=0), atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", RATING_MODELS)
+def test_public_outputs_are_strict_json_with_non_finite_values_as_null(kind) -> None:
+    data = simulate(np.random.default_rng(24), n_agents=1, n_humans=20, n_obs=80, n_tasks=5)
+    args = (data["agent"], data["human"], data["task"].astype(str), data["y"])
+    spec = ModelSpec(kind=kind)
+    report = stability(*args, spec=spec, rounds=20, seed=1)
+    json.dumps(report, allow_nan=False)
+    # One agent: no ranking to correlate (Kendall tau undefined); the paper model has no standard errors.
+    assert report["bootstrap"]["mean_kendall_tau"] is None
+    if kind == "paper":
+        assert report["hyper"]["beta"]["se"] is None
+    fit = fit_model(args[0], args[1], args[3], args[2], spec=spec)
+    json.dumps(fit.to_dict(), allow_nan=False)
+    json.dumps(heldout_coverage(args[0], args[1], args[3], args[2], spec=spec, folds=2), allow_nan=False)
+    json.dumps(compare_models(args[0], args[1], args[3], args[2]), allow_nan=False)
+
+
+def test_dense_products_equal_sparse_gathers_for_participant_variances_and_leverages(monkeypatch) -> None:
+    import rating.fit as fit_module
+
+    data = simulate(np.random.default_rng(25), n_humans=60, n_obs=400)
+    spec = ModelSpec(integrate_hyper=False)
+    dense = fit_model(data["agent"], data["human"], data["y"], spec=spec)
+    monkeypatch.setattr(fit_module, "_DENSE_PRODUCT_LIMIT", 0)  # per-row gathers instead
+    gathered = fit_model(data["agent"], data["human"], data["y"], spec=spec)
+    np.testing.assert_allclose(dense.human_sigma, gathered.human_sigma, rtol=1e-10)
+    np.testing.assert_allclose(dense.standardized_residuals, gathered.standardized_residuals, rtol=1e-9, atol=1e-12)

@@ -118,3 +118,12 @@ def test_stability_report_names_agents_and_uses_pseudonyms_for_humans():
 
 def test_stability_report_is_none_without_active_observations():
     assert selectors.study_stability_report(StudyFactory(), rounds=10) is None
+
+
+def test_stability_report_of_a_task_model_study_resamples_the_task_model():
+    study, agents, _, _ = _recorded_study(seed=15, n_participants=10, rating_model="calibrated_task")
+    report = selectors.study_stability_report(study, rounds=30, seed=2, cluster="human")
+    assert report["model"]["kind"] == "calibrated_task" and "sigma_task" in report["hyper"]
+    assert {row["agent_id"] for row in report["leaderboard"]} == {str(a.pk) for a in agents}
+    assert report["leave_one_task_out"]["n_groups"] == report["n_tasks"]
+    assert report["bootstrap"]["cluster"] == "human" and report["bootstrap"]["rounds"] == 30
