@@ -111,13 +111,13 @@ def _samples(mu: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
     return mu[:, None, :] + np.tensordot(z, chol, axes=([1], [2])).transpose(1, 0, 2)
 
 
-def _contention(mu: np.ndarray, cov: np.ndarray) -> np.ndarray:
+def _contention(mu: np.ndarray, cov: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
     """Return a sampling-free stand-in for P(agent is best): prod_q P(s_p > s_q), normalised, shape (R, A).
 
     It only shapes the assignment weights (the floor keeps the design sound whatever they are), so a
     deterministic O(A^2) figure that a web request can afford beats a Monte-Carlo one.
     """
-    p = _pairwise_prob(mu, cov)
+    p = _pairwise_prob(mu, cov) if p is None else p.copy()
     idx = np.arange(mu.shape[-1])
     p[..., idx, idx] = 1.0
     log_pi = np.log(np.maximum(p, 1e-300)).sum(axis=-1)
@@ -125,14 +125,17 @@ def _contention(mu: np.ndarray, cov: np.ndarray) -> np.ndarray:
     return pi / pi.sum(axis=-1, keepdims=True)
 
 
-def _weights(mu: np.ndarray, cov: np.ndarray, goal: str) -> np.ndarray:
-    """Return contention weights w_pq (zero diagonal) for a stack of posteriors, shape (R, A, A)."""
+def _weights(mu: np.ndarray, cov: np.ndarray, goal: str, p: np.ndarray | None = None) -> np.ndarray:
+    """Return contention weights w_pq (zero diagonal) for a stack of posteriors, shape (R, A, A).
+
+    ``p``, if given, is ``_pairwise_prob(mu, cov)`` already computed (it is not modified).
+    """
     a = mu.shape[-1]
     if goal == "top":
-        pi = _contention(mu, cov)
+        pi = _contention(mu, cov, p)
         w = pi[:, :, None] * pi[:, None, :]
     else:
-        p = _pairwise_prob(mu, cov)
+        p = _pairwise_prob(mu, cov) if p is None else p
         w = np.minimum(p, 1.0 - p)
         if goal == "adjacent":
             order = np.argsort(-mu, axis=-1, kind="stable")
@@ -143,16 +146,18 @@ def _weights(mu: np.ndarray, cov: np.ndarray, goal: str) -> np.ndarray:
     return w
 
 
-def _criterion(mu: np.ndarray, cov: np.ndarray, goal: str, z: np.ndarray, target: float | None = None) -> np.ndarray:
+def _criterion(mu: np.ndarray, cov: np.ndarray, goal: str, z: np.ndarray, target: float | None = None,
+               p: np.ndarray | None = None) -> np.ndarray:
     """Return the goal's probability for a stack of posteriors, shape (R,).
 
     With ``target`` given, rows that provably miss it (a pairwise bound) get that bound instead of a Monte-Carlo
-    figure, which is all a stopping check needs and skips most of the sampling.
+    figure, which is all a stopping check needs and skips most of the sampling. ``p``, if given, is
+    ``_pairwise_prob(mu, cov)`` already computed (it is not modified).
     """
     r, a = mu.shape
     if a == 1:
         return np.ones(r)
-    p = _pairwise_prob(mu, cov)
+    p = _pairwise_prob(mu, cov) if p is None else p
     order = np.argsort(-mu, axis=-1, kind="stable")
     rows = np.arange(r)[:, None]
     adjacent = p[rows, order[:, :-1], order[:, 1:]]
@@ -293,31 +298,34 @@ class _WorkerState:
     term ``V Vᵀ`` of the session's planned tasks (``t <= tasks_per_worker`` columns).
 
     With ``W = V_a + 1 v_hᵀ`` the gain numerators are ``diag(K0 L K0) - 2 diag(W V_aᵀ L K0) + diag(W N Wᵀ)``,
-    ``N = V_aᵀ L V_a``; ``diag(K0 L K0)`` and ``L K0`` come once per posterior refresh, so a task costs one
-    matrix-vector product per row, O(A^2), and never touches an A x A matrix elementwise.
+    ``N = V_aᵀ L V_a``. ``K0 L K0`` comes once per posterior refresh; since each new column of ``V_a`` is a
+    column of ``K0`` minus earlier columns, its rows of ``V_aᵀ L K0`` and ``L V_a`` follow from the cached
+    products by the same recursion, so a task costs O(A t) per row and no matrix-vector product at all.
     """
 
-    def __init__(self, cov: np.ndarray, lap: np.ndarray, lap_cov: np.ndarray, base_diag: np.ndarray,
-                 human_var: float, noise_var: float, tasks: int) -> None:
+    def __init__(self, cov: np.ndarray, cov_lap: np.ndarray, klk: np.ndarray, human_var: float,
+                 noise_var: float, tasks: int) -> None:
         r, a, _ = cov.shape
-        self.k0, self.lap, self.lk0, self.base = cov, lap, lap_cov, base_diag
+        # Rows, not columns, are gathered per task (contiguous): K0 is symmetric and K0 L is (L K0)ᵀ.
+        self.k0, self.kl, self.klk = cov, cov_lap, klk
+        self.diag0 = np.diagonal(cov, axis1=1, axis2=2)
+        self.base = np.diagonal(klk, axis1=1, axis2=2)
         self.human_var, self.noise_var = human_var, noise_var
         self.v_a = np.zeros((r, a, tasks))
         self.v_h = np.zeros((r, tasks))
+        self.lv = np.zeros((r, a, tasks))      # L V_a
         self.m = np.zeros((r, tasks, a))       # V_aᵀ L K0
         self.t = 0
 
     def gains(self) -> np.ndarray:
         t = self.t
-        diag0 = np.diagonal(self.k0, axis1=1, axis2=2)
         if t == 0:
-            return np.maximum(self.base, 0.0) / (diag0 + self.human_var + self.noise_var)
+            return np.maximum(self.base, 0.0) / (self.diag0 + self.human_var + self.noise_var)
         v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
         w = v_a + v_h[:, None, :]
-        n = np.swapaxes(v_a, 1, 2) @ (self.lap @ v_a)
-        numer = (self.base - 2.0 * np.einsum("rjs,rsj->rj", w, self.m[:, :t])
-                 + np.einsum("rjs,rsu,rju->rj", w, n, w))
-        denom = (diag0 - (v_a * (v_a + 2.0 * v_h[:, None, :])).sum(axis=2)
+        n = np.swapaxes(v_a, 1, 2) @ self.lv[:, :, :t]
+        numer = self.base - 2.0 * (w * np.swapaxes(self.m[:, :t], 1, 2)).sum(axis=2) + ((w @ n) * w).sum(axis=2)
+        denom = (self.diag0 - (v_a * (v_a + 2.0 * v_h[:, None, :])).sum(axis=2)
                  + self.human_var - (v_h ** 2).sum(axis=1)[:, None])
         return np.maximum(numer, 0.0) / (denom + self.noise_var)
 
@@ -325,13 +333,14 @@ class _WorkerState:
         t = self.t
         rows = np.arange(self.k0.shape[0])
         v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
-        x_proj = v_a[rows, agent] + v_h                                 # Vᵀ x for x = e_agent + e_h
-        col = self.k0[rows, :, agent] - np.einsum("ras,rs->ra", v_a, x_proj)
-        col_h = self.human_var - (v_h * x_proj).sum(axis=1)
-        d = np.sqrt(col[rows, agent] + col_h + self.noise_var)
-        self.v_a[:, :, t] = col / d[:, None]
-        self.v_h[:, t] = col_h / d
-        self.m[:, t] = np.einsum("ra,rab->rb", self.v_a[:, :, t], self.lk0)
+        x_proj = (v_a[rows, agent] + v_h)[:, :, None]                   # Vᵀ x for x = e_agent + e_h
+        col = self.k0[rows, agent] - (v_a @ x_proj)[:, :, 0]
+        col_h = self.human_var - (v_h * x_proj[:, :, 0]).sum(axis=1)
+        d = np.sqrt(col[rows, agent] + col_h + self.noise_var)[:, None]
+        self.v_a[:, :, t] = col / d
+        self.v_h[:, t] = col_h / d[:, 0]
+        self.lv[:, :, t] = (self.kl[rows, agent] - (self.lv[:, :, :t] @ x_proj)[:, :, 0]) / d
+        self.m[:, t] = (self.klk[rows, agent] - (np.swapaxes(self.m[:, :t], 1, 2) @ x_proj)[:, :, 0]) / d
         self.t = t + 1
 
 
@@ -504,23 +513,19 @@ def simulate_sessions(
     rows = np.arange(r)
     outer = np.empty((r, a, a))
     diag_idx = np.arange(a)
-    lap = lap_cov = base_diag = None
+    cov_lap = klk = pairwise = None
 
     def refresh_weights() -> None:
-        nonlocal lap, lap_cov, base_diag
-        lap = _laplacian(_weights(mu, cov, goal))
-        lap_cov = lap @ cov
-        base_diag = np.einsum("rpj,rpj->rj", cov, lap_cov)      # diag(K0 L K0), K0 and L symmetric
-
-    if mode == "adaptive":
-        refresh_weights()
+        nonlocal cov_lap, klk
+        cov_lap = cov @ _laplacian(_weights(mu, cov, goal, pairwise))     # K0 L = (L K0)ᵀ
+        klk = cov_lap @ cov                                               # K0 L K0
 
     def stop_check(done: int) -> None:
         nonlocal reached
         live = ~reached
         if not live.any():
             return
-        value = _criterion(mu[live], cov[live], goal, z, target)
+        value = _criterion(mu[live], cov[live], goal, z, target, None if pairwise is None else pairwise[live])
         hit = np.flatnonzero(live)[value >= target]
         sessions[hit] = done
         reached[hit] = True
@@ -534,6 +539,9 @@ def simulate_sessions(
             out_naive[idx] = sum_y[idx] / n_y[idx]
         declared[idx] = np.argmax(mu[idx], axis=1)
 
+    if mode == "adaptive":         # the weights and the stop check share the pairwise probabilities
+        pairwise = _pairwise_prob(mu, cov)
+        refresh_weights()
     stop_check(0)
     worker = 0
     while worker < max_workers and not reached.all():
@@ -543,7 +551,7 @@ def simulate_sessions(
         # agents see the same scores, which keeps the comparison between designs paired.
         eps = people.normal(0.0, math.sqrt(noise_var), (r, a, tasks))
         used = np.zeros((r, a), dtype=np.int64)
-        state = (_WorkerState(cov, lap, lap_cov, base_diag, human_var, noise_var, tasks)
+        state = (_WorkerState(cov, cov_lap, klk, human_var, noise_var, tasks)
                  if mode == "adaptive" else None)
         y_sum = np.zeros((r, a))
         for _ in range(tasks):
@@ -581,10 +589,11 @@ def simulate_sessions(
         if worker % refresh == 0 or worker == max_workers:
             cov = np.linalg.inv(precision)
             cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
-            mu = np.einsum("rab,rb->ra", cov, eta)
-            stop_check(worker * tasks)
+            mu = (cov @ eta[:, :, None])[:, :, 0]
             if mode == "adaptive":
+                pairwise = _pairwise_prob(mu, cov)
                 refresh_weights()
+            stop_check(worker * tasks)
             if progress is not None:
                 progress(min(1.0, worker / max_workers))
     censored = np.flatnonzero(~reached)

@@ -242,9 +242,8 @@ def test_incremental_session_state_matches_the_direct_gains():
     mu, cov = _posterior(6, seed=4)
     summary = design_summary([str(i) for i in range(6)], mu, cov, human_sd=8.0, noise_sd=15.0, goal="top")
     lap = design._laplacian(summary.weights)[None]
-    lap_cov = lap @ cov[None]
-    base = np.einsum("rpj,rpj->rj", cov[None], lap_cov)
-    state = design._WorkerState(cov[None], lap, lap_cov, base, 64.0, 225.0, tasks=5)
+    cov_lap = cov[None] @ lap
+    state = design._WorkerState(cov[None], cov_lap, cov_lap @ cov[None], 64.0, 225.0, tasks=5)
     earlier: list[int] = []
     for agent in (3, 1, 3, 5, 0):
         np.testing.assert_allclose(state.gains()[0], information_gains(summary, earlier), rtol=1e-8, atol=1e-12)
