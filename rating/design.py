@@ -295,12 +295,13 @@ def _gains(c: np.ndarray, lap: np.ndarray, noise_var: float) -> np.ndarray:
 
 class _WorkerState:
     """A stack of workers' sessions: the cached posterior ``C0 = blockdiag(K0, tau_h^2)`` minus the low-rank
-    term ``V Vᵀ`` of the session's planned tasks (``t <= tasks_per_worker`` columns).
+    term ``V Vᵀ`` of the session's planned tasks (``t <= tasks_per_worker`` rows of ``v_a``, ``v_h``).
 
-    With ``W = V_a + 1 v_hᵀ`` the gain numerators are ``diag(K0 L K0) - 2 diag(W V_aᵀ L K0) + diag(W N Wᵀ)``,
-    ``N = V_aᵀ L V_a``. ``K0 L K0`` comes once per posterior refresh; since each new column of ``V_a`` is a
-    column of ``K0`` minus earlier columns, its rows of ``V_aᵀ L K0`` and ``L V_a`` follow from the cached
-    products by the same recursion, so a task costs O(A t) per row and no matrix-vector product at all.
+    With ``w_s = v_a,s + v_h,s 1`` the gain numerators are ``diag(K0 L K0) - 2 sum_s w_s * m_s + sum_su w_s *
+    w_u N_su``, ``m_s = v_a,sᵀ L K0`` and ``N = V_aᵀ L V_a``. ``K0 L K0`` comes once per posterior refresh;
+    each new ``v_a`` is a row of ``K0`` minus earlier ones, so its ``m`` and ``L v_a`` follow from the cached
+    products by the same recursion, and the numerators and denominators are kept as running sums: a task
+    costs O(A t) per row, no matrix-vector product, and a gain query O(A).
     """
 
     def __init__(self, cov: np.ndarray, cov_lap: np.ndarray, klk: np.ndarray, human_var: float,
@@ -308,39 +309,39 @@ class _WorkerState:
         r, a, _ = cov.shape
         # Rows, not columns, are gathered per task (contiguous): K0 is symmetric and K0 L is (L K0)ᵀ.
         self.k0, self.kl, self.klk = cov, cov_lap, klk
-        self.diag0 = np.diagonal(cov, axis1=1, axis2=2)
-        self.base = np.diagonal(klk, axis1=1, axis2=2)
         self.human_var, self.noise_var = human_var, noise_var
-        self.v_a = np.zeros((r, a, tasks))
+        self.numer = np.diagonal(klk, axis1=1, axis2=2).copy()
+        self.denom = np.diagonal(cov, axis1=1, axis2=2) + (human_var + noise_var)
+        self.v_a = np.zeros((r, tasks, a))
         self.v_h = np.zeros((r, tasks))
-        self.lv = np.zeros((r, a, tasks))      # L V_a
-        self.m = np.zeros((r, tasks, a))       # V_aᵀ L K0
+        self.w = np.zeros((r, tasks, a))
+        self.lv = np.zeros((r, tasks, a))      # rows of L V_a
+        self.m = np.zeros((r, tasks, a))       # rows of V_aᵀ L K0
         self.t = 0
 
     def gains(self) -> np.ndarray:
-        t = self.t
-        if t == 0:
-            return np.maximum(self.base, 0.0) / (self.diag0 + self.human_var + self.noise_var)
-        v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
-        w = v_a + v_h[:, None, :]
-        n = np.swapaxes(v_a, 1, 2) @ self.lv[:, :, :t]
-        numer = self.base - 2.0 * (w * np.swapaxes(self.m[:, :t], 1, 2)).sum(axis=2) + ((w @ n) * w).sum(axis=2)
-        denom = (self.diag0 - (v_a * (v_a + 2.0 * v_h[:, None, :])).sum(axis=2)
-                 + self.human_var - (v_h ** 2).sum(axis=1)[:, None])
-        return np.maximum(numer, 0.0) / (denom + self.noise_var)
+        return np.maximum(self.numer, 0.0) / self.denom
 
     def condition(self, agent: np.ndarray) -> None:
         t = self.t
         rows = np.arange(self.k0.shape[0])
-        v_a, v_h = self.v_a[:, :, :t], self.v_h[:, :t]
-        x_proj = (v_a[rows, agent] + v_h)[:, :, None]                   # Vᵀ x for x = e_agent + e_h
-        col = self.k0[rows, agent] - (v_a @ x_proj)[:, :, 0]
-        col_h = self.human_var - (v_h * x_proj[:, :, 0]).sum(axis=1)
-        d = np.sqrt(col[rows, agent] + col_h + self.noise_var)[:, None]
-        self.v_a[:, :, t] = col / d
-        self.v_h[:, t] = col_h / d[:, 0]
-        self.lv[:, :, t] = (self.kl[rows, agent] - (self.lv[:, :, :t] @ x_proj)[:, :, 0]) / d
-        self.m[:, t] = (self.klk[rows, agent] - (np.swapaxes(self.m[:, :t], 1, 2) @ x_proj)[:, :, 0]) / d
+        v_a, v_h = self.v_a[:, :t], self.v_h[:, :t]
+        x_proj = v_a[rows, :, agent] + v_h                              # Vᵀ x for x = e_agent + e_h
+        xp = x_proj[:, None, :]
+        col = self.k0[rows, agent] - (xp @ v_a)[:, 0]
+        col_h = self.human_var - (v_h * x_proj).sum(axis=1)
+        d = np.sqrt(col[rows, agent] + col_h + self.noise_var)
+        vt = col / d[:, None]
+        vh = col_h / d
+        lvt = (self.kl[rows, agent] - (xp @ self.lv[:, :t])[:, 0]) / d[:, None]
+        mt = (self.klk[rows, agent] - (xp @ self.m[:, :t])[:, 0]) / d[:, None]
+        wt = vt + vh[:, None]
+        n_col = (v_a @ lvt[:, :, None])[:, :, 0]                        # N_st, s < t
+        cross = (n_col[:, None, :] @ self.w[:, :t])[:, 0]               # sum_s N_st w_s
+        n_tt = (vt * lvt).sum(axis=1)
+        self.numer += wt * (2.0 * (cross - mt) + n_tt[:, None] * wt)
+        self.denom -= vt * (vt + 2.0 * vh[:, None]) + (vh ** 2)[:, None]
+        self.v_a[:, t], self.v_h[:, t], self.w[:, t], self.lv[:, t], self.m[:, t] = vt, vh, wt, lvt, mt
         self.t = t + 1
 
 
