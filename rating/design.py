@@ -502,6 +502,11 @@ def simulate_sessions(
     design_rng = np.random.default_rng([seed, 2])
     sum_wy, sum_w = np.zeros((r, a)), np.zeros((r, a))
     sum_y, n_y = np.zeros((r, a)), np.zeros((r, a))
+    # Flat views of the per-(study, agent) tallies: a task touches one cell per study.
+    truth_flat = np.ascontiguousarray(truth_arr).ravel()
+    counts_flat, sum_wy_flat, sum_w_flat = counts.ravel(), sum_wy.ravel(), sum_w.ravel()
+    sum_y_flat, n_y_flat = sum_y.ravel(), n_y.ravel()
+    row_base = np.arange(r) * a
 
     sessions = np.full(r, -1, dtype=np.int64)
     out_mu, out_sd = mu.copy(), np.sqrt(np.diagonal(cov, axis1=1, axis2=2)).copy()
@@ -552,9 +557,11 @@ def simulate_sessions(
         # agents see the same scores, which keeps the comparison between designs paired.
         eps = people.normal(0.0, math.sqrt(noise_var), (r, a, tasks))
         used = np.zeros((r, a), dtype=np.int64)
+        used_flat = used.ravel()
         state = (_WorkerState(cov, cov_lap, klk, human_var, noise_var, tasks)
                  if mode == "adaptive" else None)
         y_sum = np.zeros((r, a))
+        y_sum_flat = y_sum.ravel()
         for _ in range(tasks):
             eligible = used < np.maximum(max_per_worker, used.min(axis=1, keepdims=True) + 1)
             gains = state.gains() if state is not None else None
@@ -567,16 +574,18 @@ def simulate_sessions(
                 if not bad.any():
                     break
                 choice[bad] -= 1
-            prob = p[rows, choice]
+            flat = row_base + choice      # (row, choice) as flat indices: one gather/scatter per array
+            prob = p.ravel()[flat]
             min_p = min(min_p, float(prob.min()))
-            y = truth_arr[rows, choice] + h + eps[rows, choice, used[rows, choice]]
-            used[rows, choice] += 1
-            counts[rows, choice] += 1
-            y_sum[rows, choice] += y
-            sum_wy[rows, choice] += y / prob
-            sum_w[rows, choice] += 1.0 / prob
-            sum_y[rows, choice] += y
-            n_y[rows, choice] += 1
+            k_th = used_flat[flat]
+            y = truth_flat[flat] + h + eps.ravel()[flat * tasks + k_th]
+            used_flat[flat] = k_th + 1
+            counts_flat[flat] += 1
+            y_sum_flat[flat] += y
+            sum_wy_flat[flat] += y / prob
+            sum_w_flat[flat] += 1.0 / prob
+            sum_y_flat[flat] += y
+            n_y_flat[flat] += 1
             if state is not None:
                 state.condition(choice)
         # The worker block with the worker effect integrated out: V^-1 = (I - c 11ᵀ) / sigma^2.
