@@ -21,6 +21,7 @@ This module is pure numpy/scipy: no Django, no settings, no I/O, no module-level
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1248,7 +1249,7 @@ class SkillModel:
         if ids.size == 0:
             return []
         cons = conservative_score(mu, sigma, self._config.k)
-        order = np.lexsort((-mu, -cons))
+        order = _rank_order(cons, mu)
         # Exact ties in (conservative, mu) fall back to type and id: sort just those runs by text.
         c_sorted, m_sorted = cons[order], mu[order]
         tied = np.flatnonzero((c_sorted[1:] == c_sorted[:-1]) & (m_sorted[1:] == m_sorted[:-1]))
@@ -1259,6 +1260,26 @@ class SkillModel:
                 run = order[lo:hi].tolist()
                 run.sort(key=lambda i: (str(types[i]), str(ids[i])))
                 order[lo:hi] = run
+        # A million row dicts hold no cycles, yet their allocation would trigger repeated full collections
+        # over every live object (about a quarter of the build time at 10^6 rows): pause the collector.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._leaderboard_rows(order, types, ids, mu, sigma, counts, cons)
+        finally:
+            if collecting:
+                gc.enable()
+
+    @staticmethod
+    def _leaderboard_rows(
+        order: np.ndarray,
+        types: np.ndarray,
+        ids: np.ndarray,
+        mu: np.ndarray,
+        sigma: np.ndarray,
+        counts: np.ndarray,
+        cons: np.ndarray,
+    ) -> list[dict[str, Any]]:
         return [
             {
                 "rank": rank,
@@ -1406,6 +1427,23 @@ class SkillModel:
         if np.any(n_agent_obs == 0) or np.any(n_human_obs == 0):
             raise ValueError("state: every entity must have at least one observation")
         return model
+
+
+def _rank_order(cons: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Return ``np.lexsort((-mu, -cons))`` (higher conservative, then higher mu, then lower index) faster.
+
+    One argsort on the conservative score, then only the runs of equal scores (rare with real posteriors)
+    are re-sorted by ``(-mu, index)``; a two-key lexsort of a million entries costs about three times more.
+    """
+    order = np.argsort(-cons)
+    c_sorted = cons[order]
+    tied = np.flatnonzero(c_sorted[1:] == c_sorted[:-1])
+    if tied.size:
+        # Every position in a tie run; runs already sit in score order, so the score key keeps them in place.
+        members = np.unique(np.concatenate([tied, tied + 1]))
+        sub = order[members]
+        order[members] = sub[np.lexsort((sub, -mu[sub], -cons[sub]))]
+    return order
 
 
 def _row_sums(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
