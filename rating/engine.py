@@ -1024,13 +1024,13 @@ class SkillModel:
         if not unit:
             count.extend(np.ones(w.shape[0], dtype=np.int64) for w in wsum[1:])
         self._indptr, self._pair_agent, self._wsum, self._wysum, self._count = _aggregate_pairs(
-            np.concatenate(rows),
-            np.concatenate(cols),
-            None if unit else np.concatenate(wsum),
-            np.concatenate(wysum),
+            _joined(rows),
+            _joined(cols),
+            None if unit else _joined(wsum),
+            _joined(wysum),
             n_humans,
             n_agents,
-            count=None if unit else np.concatenate(count),
+            count=None if unit else _joined(count),
         )
         self._pending_rows.clear()
         self._pending_batches.clear()
@@ -1446,6 +1446,12 @@ def _rank_order(cons: np.ndarray, mu: np.ndarray) -> np.ndarray:
     return order
 
 
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """Concatenate ``pieces``, returning the only non-empty one as is (a first bulk load copies nothing)."""
+    filled = [piece for piece in pieces if piece.shape[0]]
+    return filled[0] if len(filled) == 1 else np.concatenate(pieces)
+
+
 def _row_sums(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
     """Sum ``data`` per CSR row; every row must be non-empty (entities exist only through observations)."""
     if indptr.shape[0] <= 1:
@@ -1471,6 +1477,10 @@ def _aggregate_pairs(
     counts.
     """
     shape = (n_humans, n_agents)
+    if max(n_humans, n_agents, human.shape[0]) < np.iinfo(np.int32).max:
+        # scipy converts and range-checks int64 indices, and its int32 kernels run about twice as fast:
+        # at 10^7 rows the conversion here plus the int32 build take half the time of the int64 build.
+        human, agent = human.astype(np.int32), agent.astype(np.int32)
     packed = np.empty(wy.shape[0], dtype=np.complex128)
     packed.real = 1.0 if w is None else w
     packed.imag = wy
@@ -1488,4 +1498,4 @@ def _aggregate_pairs(
         if not (np.array_equal(counted.indptr, summed.indptr) and np.array_equal(counted.indices, summed.indices)):
             raise RuntimeError("pair patterns of counts and sums differ")  # unreachable: both have all pairs
         pair_count = counted.data.astype(np.int64)
-    return summed.indptr, summed.indices, wsum, wysum, pair_count
+    return summed.indptr.astype(np.int64), summed.indices.astype(np.int64), wsum, wysum, pair_count
