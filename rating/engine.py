@@ -1482,7 +1482,8 @@ def _aggregate_pairs(
     shape = (n_humans, n_agents)
     if max(n_humans, n_agents, human.shape[0]) < np.iinfo(np.int32).max:
         # scipy converts and range-checks int64 indices, and its int32 kernels run about twice as fast:
-        # at 10^7 rows the conversion here plus the int32 build take half the time of the int64 build.
+        # at 10^7 rows the conversion here plus the int32 build take half the time of the int64 build. The
+        # pattern stays int32 (half the memory, and the couplings matrix of every solve reuses it as is).
         human, agent = human.astype(np.int32), agent.astype(np.int32)
     packed = np.empty(wy.shape[0], dtype=np.complex128)
     packed.real = 1.0 if w is None else w
@@ -1501,4 +1502,4 @@ def _aggregate_pairs(
         if not (np.array_equal(counted.indptr, summed.indptr) and np.array_equal(counted.indices, summed.indices)):
             raise RuntimeError("pair patterns of counts and sums differ")  # unreachable: both have all pairs
         pair_count = counted.data.astype(np.int64)
-    return summed.indptr.astype(np.int64), summed.indices.astype(np.int64), wsum, wysum, pair_count
+    return summed.indptr, summed.indices, wsum, wysum, pair_count
