@@ -1020,7 +1020,9 @@ class SkillModel:
             wysum.append(wy)
         # Unit weights everywhere (the common case): each pair's weight sum is its count, exactly (sums of
         # ones are exact below 2^53), which spares the counting pass over every observation.
-        unit = np.array_equal(self._wsum, self._count) and all(bool(np.all(w == 1.0)) for w in wsum[1:])
+        # The shortcut needs every row to be one unit-weight observation: pairs already summed count only if
+        # each holds a single one (else their weight sums would be read as 1 and their counts lost).
+        unit = bool(np.all(self._count == 1)) and all(bool(np.all(w == 1.0)) for w in wsum)
         if not unit:
             count.extend(np.ones(w.shape[0], dtype=np.int64) for w in wsum[1:])
         self._indptr, self._pair_agent, self._wsum, self._wysum, self._count = _aggregate_pairs(
