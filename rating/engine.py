@@ -21,6 +21,7 @@ This module is pure numpy/scipy: no Django, no settings, no I/O, no module-level
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1019,17 +1020,19 @@ class SkillModel:
             wysum.append(wy)
         # Unit weights everywhere (the common case): each pair's weight sum is its count, exactly (sums of
         # ones are exact below 2^53), which spares the counting pass over every observation.
-        unit = np.array_equal(self._wsum, self._count) and all(bool(np.all(w == 1.0)) for w in wsum[1:])
+        # The shortcut needs every row to be one unit-weight observation: pairs already summed count only if
+        # each holds a single one (else their weight sums would be read as 1 and their counts lost).
+        unit = bool(np.all(self._count == 1)) and all(bool(np.all(w == 1.0)) for w in wsum)
         if not unit:
             count.extend(np.ones(w.shape[0], dtype=np.int64) for w in wsum[1:])
         self._indptr, self._pair_agent, self._wsum, self._wysum, self._count = _aggregate_pairs(
-            np.concatenate(rows),
-            np.concatenate(cols),
-            None if unit else np.concatenate(wsum),
-            np.concatenate(wysum),
+            _joined(rows),
+            _joined(cols),
+            None if unit else _joined(wsum),
+            _joined(wysum),
             n_humans,
             n_agents,
-            count=None if unit else np.concatenate(count),
+            count=None if unit else _joined(count),
         )
         self._pending_rows.clear()
         self._pending_batches.clear()
@@ -1239,7 +1242,10 @@ class SkillModel:
         columns: dict[str, list[np.ndarray]] = {"type": [], "id": [], "mu": [], "sigma": [], "n": []}
         for kind in kinds:
             ids = post.agent_ids if kind == "agent" else post.human_ids
-            columns["type"].append(np.full(len(ids), kind, dtype=object))
+            # fill() shares the one str; np.full(..., dtype=object) would cast a new str per row (20x slower).
+            kind_column = np.empty(len(ids), dtype=object)
+            kind_column.fill(kind)
+            columns["type"].append(kind_column)
             columns["id"].append(ids)
             columns["mu"].append(post.mu_agents if kind == "agent" else post.mu_humans)
             columns["sigma"].append(post.sigma_agents if kind == "agent" else post.sigma_humans)
@@ -1248,7 +1254,7 @@ class SkillModel:
         if ids.size == 0:
             return []
         cons = conservative_score(mu, sigma, self._config.k)
-        order = np.lexsort((-mu, -cons))
+        order = _rank_order(cons, mu)
         # Exact ties in (conservative, mu) fall back to type and id: sort just those runs by text.
         c_sorted, m_sorted = cons[order], mu[order]
         tied = np.flatnonzero((c_sorted[1:] == c_sorted[:-1]) & (m_sorted[1:] == m_sorted[:-1]))
@@ -1259,6 +1265,26 @@ class SkillModel:
                 run = order[lo:hi].tolist()
                 run.sort(key=lambda i: (str(types[i]), str(ids[i])))
                 order[lo:hi] = run
+        # A million row dicts hold no cycles, yet their allocation would trigger repeated full collections
+        # over every live object (about a quarter of the build time at 10^6 rows): pause the collector.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._leaderboard_rows(order, types, ids, mu, sigma, counts, cons)
+        finally:
+            if collecting:
+                gc.enable()
+
+    @staticmethod
+    def _leaderboard_rows(
+        order: np.ndarray,
+        types: np.ndarray,
+        ids: np.ndarray,
+        mu: np.ndarray,
+        sigma: np.ndarray,
+        counts: np.ndarray,
+        cons: np.ndarray,
+    ) -> list[dict[str, Any]]:
         return [
             {
                 "rank": rank,
@@ -1408,6 +1434,29 @@ class SkillModel:
         return model
 
 
+def _rank_order(cons: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Return ``np.lexsort((-mu, -cons))`` (higher conservative, then higher mu, then lower index) faster.
+
+    One argsort on the conservative score, then only the runs of equal scores (rare with real posteriors)
+    are re-sorted by ``(-mu, index)``; a two-key lexsort of a million entries costs about three times more.
+    """
+    order = np.argsort(-cons)
+    c_sorted = cons[order]
+    tied = np.flatnonzero(c_sorted[1:] == c_sorted[:-1])
+    if tied.size:
+        # Every position in a tie run; runs already sit in score order, so the score key keeps them in place.
+        members = np.unique(np.concatenate([tied, tied + 1]))
+        sub = order[members]
+        order[members] = sub[np.lexsort((sub, -mu[sub], -cons[sub]))]
+    return order
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """Concatenate ``pieces``, returning the only non-empty one as is (a first bulk load copies nothing)."""
+    filled = [piece for piece in pieces if piece.shape[0]]
+    return filled[0] if len(filled) == 1 else np.concatenate(pieces)
+
+
 def _row_sums(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
     """Sum ``data`` per CSR row; every row must be non-empty (entities exist only through observations)."""
     if indptr.shape[0] <= 1:
@@ -1433,6 +1482,11 @@ def _aggregate_pairs(
     counts.
     """
     shape = (n_humans, n_agents)
+    if max(n_humans, n_agents, human.shape[0]) < np.iinfo(np.int32).max:
+        # scipy converts and range-checks int64 indices, and its int32 kernels run about twice as fast:
+        # at 10^7 rows the conversion here plus the int32 build take half the time of the int64 build. The
+        # pattern stays int32 (half the memory, and the couplings matrix of every solve reuses it as is).
+        human, agent = human.astype(np.int32), agent.astype(np.int32)
     packed = np.empty(wy.shape[0], dtype=np.complex128)
     packed.real = 1.0 if w is None else w
     packed.imag = wy

@@ -16,6 +16,7 @@ from rating.engine import (
     RatingConfig,
     SkillModel,
     UnknownEntityError,
+    _rank_order,
     conservative_score,
     posterior_general,
     prob_greater_matrix,
@@ -351,6 +352,34 @@ def test_leaderboard_breaks_exact_ties_by_id() -> None:
     both = model.leaderboard()
     assert len(both) == 6
     assert [row["rank"] for row in both] == list(range(1, 7))
+
+
+def test_adding_after_a_solve_gives_the_model_of_one_bulk_load_when_pairs_repeat() -> None:
+    rng = np.random.default_rng(0)
+    agents, humans, scores = rng.integers(0, 5, 200), rng.integers(0, 40, 200), rng.normal(size=200)
+    bulk = SkillModel()
+    bulk.add_observations(agents, humans, scores)
+    staged = SkillModel()
+    staged.add_observations(agents[:150], humans[:150], scores[:150])
+    staged.leaderboard()
+    staged.add_observations(agents[150:], humans[150:], scores[150:])
+    staged.add_observation(int(agents[0]), int(humans[0]), float(scores[0]))
+    bulk.add_observation(int(agents[0]), int(humans[0]), float(scores[0]))
+    assert staged.to_state() == bulk.to_state()
+    np.testing.assert_allclose(staged.posterior().mu_humans, bulk.posterior().mu_humans, rtol=0, atol=1e-12)
+
+
+def test_rank_order_equals_a_two_key_lexsort_when_scores_and_means_tie() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        n = int(rng.integers(1, 40))
+        cons = rng.integers(-3, 4, n).astype(float)
+        cons[rng.random(n) < 0.2] = -0.0
+        mu = rng.integers(0, 3, n).astype(float)
+        assert np.array_equal(_rank_order(cons, mu), np.lexsort((-mu, -cons)))
+    cons, mu = rng.normal(size=20_000), rng.normal(size=20_000)
+    cons[::7] = 0.5
+    assert np.array_equal(_rank_order(cons, mu), np.lexsort((-mu, -cons)))
 
 
 def paper_like_model(seed: int = 3) -> SkillModel:
