@@ -28,13 +28,11 @@ from django.utils import timezone
 from grading.models import GradingFollowUp
 from grading.providers import grading_settings
 from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
+from grading.services.pipeline import CODE_LOG_TASK, GRADE_EPISODE_TASK, GRADE_SOLO_RUN_TASK
 from studyapp.models import Episode, Participant
 
 logger = logging.getLogger(__name__)
 
-GRADE_EPISODE_TASK = "grading.tasks.grade_episode"
-GRADE_SOLO_RUN_TASK = "grading.tasks.grade_solo_run"
-CODE_LOG_TASK = "grading.tasks.code_log"
 BATCH = 500
 
 
