@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from grading.services.pipeline import GRADE_SOLO_RUN_TASK, GradingOutcome, Subject, send_task_on_commit, subject_grade
+from studyapp.byte_format import human_bytes
 from studyapp.files import FileRejected, check_type, sanitize_filename, sha256_and_size
 from studyapp.models import Agent, SoloRun, SoloRunFile, Study, TaskInstance
 from studyapp.services.audit import audit_record
@@ -27,7 +28,7 @@ def solo_run_files_check(files: Sequence[UploadedFile], taken: Iterable[str] = (
         check_type(name, upload.read(2048), limits["ALLOWED_EXTENSIONS"])
         digest, size = sha256_and_size(upload)
         if size > limits["MAX_FILE_BYTES"]:
-            raise FileRejected(f"“{name}” is larger than the {limits['MAX_FILE_BYTES'] // 2**20} MB limit per file.")
+            raise FileRejected(f"“{name}” is larger than the {human_bytes(limits['MAX_FILE_BYTES'])} limit per file.")
         if name in names:
             raise FileRejected(f"“{name}” is attached twice; rename one of the files.")
         names.add(name)

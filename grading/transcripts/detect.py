@@ -11,19 +11,16 @@ from typing import IO, Any
 
 from grading.transcripts import claude_code, codex, gemini, terminal
 from grading.transcripts.model import FileStatus, FileTranscript, Format, unreadable
+from studyapp.byte_format import human_bytes
+from studyapp.sniffing import image_media_type
 
 logger = logging.getLogger(__name__)
 
 HEAD_BYTES = 64 * 1024
 # Single-document JSON (Gemini chats, old Codex files) is loaded whole; those files are small in practice.
 MAX_DOCUMENT_BYTES = 20 * 2**20
-_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
 _CODEX_ENVELOPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CLAUDE_KEYS = ("parentUuid", "sessionId", "isSidechain", "leafUuid", "uuid")
-
-
-def _is_image(head: bytes) -> bool:
-    return head.startswith(_IMAGE_MAGIC[:4]) or (head.startswith(b"RIFF") and head[8:12] == b"WEBP")
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -61,7 +58,7 @@ def _jsonl_format(head: bytes) -> Format | None:
 def _document(name: str, stream: IO[bytes], size: int) -> FileTranscript | None:
     """Parse a single JSON document, or return None when the bytes are not one JSON value."""
     if size > MAX_DOCUMENT_BYTES:
-        return unreadable(name, Format.UNKNOWN, f"a single JSON document larger than {MAX_DOCUMENT_BYTES // 2**20} MB "
+        return unreadable(name, Format.UNKNOWN, f"a single JSON document larger than {human_bytes(MAX_DOCUMENT_BYTES)} "
                                                 "is not parsed")
     raw = stream.read(MAX_DOCUMENT_BYTES + 1)
     text = raw.decode("utf-8", "replace")
@@ -115,7 +112,7 @@ def _parse(name: str, stream: IO[bytes], size: int | None) -> FileTranscript:
     buffered = stream
     if not head.strip():
         return unreadable(name, Format.UNKNOWN, "the file is empty")
-    if _is_image(head):
+    if image_media_type(head) is not None:
         return FileTranscript(name=name, format=Format.SCREENSHOT, status=FileStatus.SCREENSHOT,
                               note="screenshot: sent to a vision-capable coder")
     if _looks_binary(head):
