@@ -13,7 +13,8 @@ from django.db import transaction
 
 from grading import llm
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater
-from grading.extract import Extraction, _cut
+from grading.extract import Extraction
+from grading.extract.budget import cut_text
 from grading.models import EpisodeTranscript, FluencyCoding, LLMUsage
 from grading.prompts import FLUENCY_PROMPT_VERSION, render_fluency_prompt
 from grading.providers import fluency_coder, grading_settings, not_configured_note, provider_config, provider_configured
@@ -76,7 +77,7 @@ def _coder_log(transcript: EpisodeTranscript, extraction: Extraction, *,
     text = render_transcripts(parsed)
     truncated = transcript.truncated or others.truncated
     if len(text) > budget:
-        text, truncated = _cut(text, budget, "the normalised transcripts", complete=True), True
+        text, truncated = cut_text(text, budget, "the normalised transcripts", complete=True), True
     if others.parts:
         text += "\n\nOther log files:\n" + others.as_prompt_text(images_attached=images_attached)
     return text, truncated

@@ -1,0 +1,1 @@
+"""One reader per format family; each turns a source into lines in a capped sink."""
