@@ -191,10 +191,3 @@ class BundleLimits:
             max_ratio=float(uploads.get("BUNDLE_MAX_RATIO", 100.0)),
         )
 
-
-def human_bytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover
