@@ -12,8 +12,8 @@ import pytest
 from grading.services.transcripts import episode_transcript_build
 from studyapp.exports import Pseudonymizer, build_export
 from studyapp.models import Participant
-from tests.dashboard.factories import populated_study
-from tests.grading.factories import add_file
+from tests.factories.grading import add_file
+from tests.factories.scenarios import populated_study
 from tests.grading.transcripts.conftest import SAMPLES
 
 

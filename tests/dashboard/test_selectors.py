@@ -14,8 +14,8 @@ from django.utils import timezone
 from grading.models import JudgeRun
 from studyapp.dashboard import selectors
 from studyapp.models import Episode, Participant
-from tests.dashboard.factories import populated_study
 from tests.factories import EpisodeFactory, ParticipantFactory, StudyFactory
+from tests.factories.scenarios import populated_study
 
 
 @pytest.mark.django_db

@@ -12,7 +12,7 @@ from grading.models import ExpertAssignment, ExpertGrade, Rubric
 from studyapp.models import Episode
 from tests.e2e.conftest import login
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, agent, make_episode, make_expert
+from tests.factories.experts import add_deliverable, agent, make_episode, make_expert
 
 PASSWORD = "pw-correct-horse"
 CRITERIA = [

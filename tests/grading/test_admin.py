@@ -9,7 +9,7 @@ from grading.models import Criterion, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from studyapp.models import Episode, SoloRun
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.pipeline import episode_grade
 from studyapp.models import Episode
 from tests.factories import StudyFactory, TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from grading.models import FluencyCoding, Rubric
 from studyapp.models import Episode
 from tests.factories import TaskFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from grading.services.expert_routing import (
 )
 from studyapp.models import Episode, Participant
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, make_episode, make_expert, make_rubric
+from tests.factories.experts import add_deliverable, make_episode, make_expert, make_rubric
 
 pytestmark = pytest.mark.django_db
 

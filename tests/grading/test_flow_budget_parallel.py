@@ -16,7 +16,7 @@ from grading.services.pipeline import episode_grade
 from studyapp.models import Episode
 from tests.conftest import requires_postgres
 from tests.factories import StudyFactory, TaskFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 
 pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres]
 

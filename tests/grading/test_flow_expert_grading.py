@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from grading.models import ExpertAssignment, ExpertGrade
 from tests.factories import SectorFactory, StudyFactory, TaskFactory
-from tests.grading.expert_factories import add_deliverable, make_episode, make_expert, make_rubric
+from tests.factories.experts import add_deliverable, make_episode, make_expert, make_rubric
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from grading.services.expert_grading import VerdictInput, grade_open, grade_subm
 from grading.services.expert_routing import episode_route_reattempt
 from studyapp.models import Episode
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import agent, make_episode, make_expert, make_rubric
+from tests.factories.experts import agent, make_episode, make_expert, make_rubric
 
 pytestmark = pytest.mark.django_db
 

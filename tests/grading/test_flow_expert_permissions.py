@@ -8,7 +8,7 @@ from django.urls import reverse
 from grading.models import ExpertAssignment, Rubric
 from grading.services.expert_grading import VerdictInput, grade_open, grade_submit
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, agent, make_episode, make_expert, make_rubric
+from tests.factories.experts import add_deliverable, agent, make_episode, make_expert, make_rubric
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from grading.services.expert_grading import VerdictInput, grade_open, grade_subm
 from studyapp.models import AuditEvent, Episode
 from studyapp.roles import has_role
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, make_episode, make_expert, make_rubric
+from tests.factories.experts import add_deliverable, make_episode, make_expert, make_rubric
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from grading.models import CriterionScore, Extraction, JudgeRun, LLMUsage
 from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.services.pipeline import episode_grade
 from tests.factories import StudyFactory, TaskFactory
-from tests.grading.factories import approved_rubric, png_bytes, submitted_episode
+from tests.factories.grading import approved_rubric, png_bytes, submitted_episode
 from tests.grading.responders import judge_reply
 from tests.llm_server import ErrorReply, image_blocks, prompt_of
 

@@ -17,7 +17,7 @@ from grading.services.pipeline import episode_grade, episode_grading_retry, judg
 from grading.services.rubric_generation import rubric_approve, rubric_copy
 from studyapp.models import AuditEvent, Episode, Participant
 from tests.factories import StudyFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 from tests.grading.responders import judge_reply
 from tests.llm_server import ErrorReply
 

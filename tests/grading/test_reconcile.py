@@ -13,7 +13,7 @@ from grading.services.reconcile import grading_reconcile
 from rating.models import Observation
 from studyapp.models import Episode, Participant
 from studyapp.services.episodes import episode_submit
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 from tests.grading.test_fluency import TRANSCRIPT
 from tests.llm_server import ErrorReply
 

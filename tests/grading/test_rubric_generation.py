@@ -22,7 +22,7 @@ from grading.services.rubric_generation import (
 )
 from studyapp.models import AuditEvent, TaskFile
 from tests.factories import TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric
+from tests.factories.grading import approved_rubric
 from tests.grading.responders import rubric_dict
 from tests.llm_server import ErrorReply, prompt_of
 

@@ -11,7 +11,7 @@ from grading.services.solo_runs import solo_run_attach, solo_run_grade
 from studyapp.files import FileRejected
 from studyapp.models import AuditEvent, Episode, SoloRun, SoloRunFile
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from grading.models import JudgeRun, Rubric
 from grading.services import pipeline
 from studyapp.models import Episode, SoloRun
 from tests.factories import AgentFactory, StudyFactory, TaskFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import approved_rubric, submitted_episode
 from tests.llm_server import ErrorReply
 
 pytestmark = pytest.mark.django_db

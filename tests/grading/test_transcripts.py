@@ -7,7 +7,7 @@ import pytest
 from grading.models import EpisodeTranscript
 from grading.services.transcripts import episode_transcript_build
 from studyapp.models import EpisodeFile
-from tests.grading.factories import add_file, png_bytes, submitted_episode
+from tests.factories.grading import add_file, png_bytes, submitted_episode
 from tests.grading.transcripts.conftest import SAMPLES
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from grading.models import ExpertAssignment, ExpertCriterionGrade
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import make_episode, make_expert, make_rubric
+from tests.factories.experts import make_episode, make_expert, make_rubric
 
 pytestmark = pytest.mark.django_db
 
