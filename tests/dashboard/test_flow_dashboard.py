@@ -157,7 +157,7 @@ def test_an_older_result_stays_visible_while_new_data_is_analysed(staff_client, 
     import numpy as np
 
     from tests.factories import ParticipantFactory
-    from tests.factories.scenarios import add_survey
+    from tests.factories.surveys import add_survey
 
     monkeypatch.setattr("celery.current_app.send_task", lambda name, args: None)
     job = services.analysis_request(study=populated.study, kind="surveys", actor=None)

@@ -8,8 +8,7 @@ import pytest
 from studyapp.services.matching import episode_assign
 from tests.e2e.conftest import login
 from tests.factories import UserFactory
-from tests.factories.scenarios import populated_study
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world, populated_study
 
 # Collects violations from the first script that runs, before any page script.
 LISTEN = """

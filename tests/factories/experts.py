@@ -1,23 +1,13 @@
-"""Builders for expert-workspace tests: experts, rubrics that satisfy the category rules, graded episodes."""
+"""Experts, their assignments and grades: the only test module that imports the expert models."""
 
 from __future__ import annotations
 
-import hashlib
+import factory
 
-from django.core.files.base import ContentFile
-
-from grading.models import Criterion, ExpertProfile, Rubric
-from studyapp.models import Episode, EpisodeFile
-from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, SectorFactory, TaskFactory, UserFactory
-
-# Five criteria whose points fit the four fixed categories (40 / 20 / 25 / 15).
-FIVE = [
-    ("correctness", 20.0, "critical", "Workbook total on the Summary sheet equals 1,234,567"),
-    ("correctness", 20.0, "important", "Each of the 12 monthly rows shows revenue and cost"),
-    ("completeness", 20.0, "important", "Deliverable includes the file summary.xlsx"),
-    ("requirements", 25.0, "optional", "Summary sheet includes a chart of monthly revenue"),
-    ("technical", 15.0, "pitfall", "Totals contain hard-coded numbers instead of formulas"),
-]
+from grading.models import ExpertAssignment, ExpertGrade, ExpertProfile
+from tests.factories.episodes import EpisodeFactory
+from tests.factories.grading import make_rubric
+from tests.factories.users import UserFactory
 
 
 def make_expert(*, username: str | None = None, sectors=(), active: bool = True) -> ExpertProfile:
@@ -27,42 +17,22 @@ def make_expert(*, username: str | None = None, sectors=(), active: bool = True)
     return profile
 
 
-def make_rubric(task, *, status=Rubric.Status.APPROVED, origin=Rubric.Origin.AUTO, author=None,
-                rows=FIVE, version: int | None = None) -> Rubric:
-    if version is None:
-        version = (task.rubrics.order_by("-version").values_list("version", flat=True).first() or 0) + 1
-    rubric = Rubric.objects.create(task=task, version=version, status=status, origin=origin, author=author)
-    for order, (category, points, label, text) in enumerate(rows):
-        Criterion.objects.create(rubric=rubric, order=order, key=f"C{order + 1}", category=category, points=points,
-                                 label=label, description=text)
-    return rubric
+class ExpertAssignmentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ExpertAssignment
+
+    episode = factory.SubFactory(EpisodeFactory)
+    expert = factory.LazyFunction(make_expert)
 
 
-def make_episode(*, task=None, sector=None, study=None, agent=None, status=Episode.Status.GRADED,
-                 auto_score: float | None = 70.0, participant=None, **extra) -> Episode:
-    if task is None:
-        task = TaskFactory(sector=sector or SectorFactory())
-    kwargs = {"task": task, "status": status, "auto_score": auto_score, **extra}
-    if participant is not None:
-        kwargs["participant"] = participant
-    elif study is not None:
-        kwargs["participant"] = ParticipantFactory(study=study)
-    if agent is not None:
-        kwargs["agent"] = agent
-    episode = EpisodeFactory(**kwargs)
-    if study is not None:
-        task.studies.add(study)
-    return episode
+class ExpertGradeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ExpertGrade
 
-
-def add_deliverable(episode: Episode, name: str = "summary.csv", content: bytes = b"month,revenue\nJan,100\n"
-                    ) -> EpisodeFile:
-    stored = EpisodeFile(episode=episode, kind=EpisodeFile.Kind.DELIVERABLE, name=name, size=len(content),
-                         sha256=hashlib.sha256(content).hexdigest(), content_type="text/csv")
-    stored.file.save(name, ContentFile(content), save=False)
-    stored.save()
-    return stored
-
-
-def agent(name: str = "Secret Agent X"):
-    return AgentFactory(name=name, model_version="sx-9000")
+    assignment = factory.SubFactory(ExpertAssignmentFactory)
+    episode = factory.SelfAttribute("assignment.episode")
+    expert = factory.SelfAttribute("assignment.expert")
+    rubric = factory.LazyAttribute(lambda grade: make_rubric(grade.assignment.episode.task))
+    status = ExpertGrade.Status.SUBMITTED
+    overall = ExpertGrade.Judgement.ACCEPT
+    score = 80.0

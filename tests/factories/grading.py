@@ -1,67 +1,74 @@
-"""Grading fixtures' building blocks: submitted episodes with stored files, rubrics that add up."""
+"""Rubrics (one builder for every shape the tests need) and judge runs."""
 
 from __future__ import annotations
 
-from django.core.files.base import ContentFile
+import copy
+from collections.abc import Sequence
 
-from grading.models import Criterion, Rubric
+import factory
+
+from grading.models import Criterion, JudgeRun, Rubric
 from grading.schemas import RUBRIC_CATEGORIES
-from studyapp.models import Episode, EpisodeFile, Participant
-from tests.factories import ConsentVersionFactory, EpisodeFactory, ParticipantFactory, StudyFactory
+from tests.factories.episodes import EpisodeFactory
 
-REPORT = b"Quarterly summary\nGrand total: 1,234,567\nPrepared for the finance team.\n"
+# (category, points, label, description) of one criterion.
+Row = tuple[str, float, str, str]
 
+# Five criteria whose points fit the four fixed categories (40 / 20 / 25 / 15).
+FIVE: list[Row] = [
+    ("correctness", 20.0, "critical", "Workbook total on the Summary sheet equals 1,234,567"),
+    ("correctness", 20.0, "important", "Each of the 12 monthly rows shows revenue and cost"),
+    ("completeness", 20.0, "important", "Deliverable includes the file summary.xlsx"),
+    ("requirements", 25.0, "optional", "Summary sheet includes a chart of monthly revenue"),
+    ("technical", 15.0, "pitfall", "Totals contain hard-coded numbers instead of formulas"),
+]
 
-def add_file(episode: Episode, name: str, data: bytes, kind: str = EpisodeFile.Kind.DELIVERABLE) -> EpisodeFile:
-    row = EpisodeFile(episode=episode, kind=kind, name=name, size=len(data), sha256="0" * 64)
-    row.file.save(name, ContentFile(data), save=False)
-    row.save()
-    return row
-
-
-def submitted_episode(*, study=None, providers=("openai", "anthropic"), files=None, task=None,
-                      logs=None, **episode_fields) -> Episode:
-    """A submitted episode whose participant consented to `providers` receiving their files."""
-    study = study or StudyFactory()
-    consent = ConsentVersionFactory(study=study, version=study.consent_versions.count() + 1,
-                                    llm_providers=list(providers))
-    participant = ParticipantFactory(study=study, consent_version=consent, status=Participant.Status.WORKING)
-    extra = {"task": task} if task is not None else {}
-    episode_fields.setdefault("status", Episode.Status.SUBMITTED)
-    episode = EpisodeFactory(participant=participant, study=study, **extra, **episode_fields)
-    for name, data in (files if files is not None else {"report.txt": REPORT}).items():
-        add_file(episode, name, data)
-    for name, data in (logs or {}).items():
-        add_file(episode, name, data, kind=EpisodeFile.Kind.LOG)
-    return episode
+# What a generated rubric carries beside its criteria, and the judge prompt shows.
+JUDGE_DETAILS = {"evaluation_notes": "Be strict.",
+                 "expected_specific_values": [{"item": "Total", "value": "1,234,567"}],
+                 "critical_requirements": ["Workbook delivered"]}
 
 
-def approved_rubric(task, *, per_category: int = 2, status: str = Rubric.Status.APPROVED,
-                    origin: str = Rubric.Origin.EXPERT) -> Rubric:
-    """A rubric version whose criteria add up (keys C1..Cn in category order)."""
-    version = (task.rubrics.order_by("-version").values_list("version", flat=True).first() or 0) + 1
-    rubric = Rubric.objects.create(task=task, version=version, status=status, origin=origin,
-                                   details={"evaluation_notes": "Be strict.",
-                                            "expected_specific_values": [{"item": "Total", "value": "1,234,567"}],
-                                            "critical_requirements": ["Workbook delivered"]})
-    order = 0
-    for code, name, points in RUBRIC_CATEGORIES:
-        for i in range(per_category):
-            order += 1
-            Criterion.objects.create(rubric=rubric, order=order, key=f"C{order}", category=code,
-                                     description=f"{name} item {i + 1}", points=points / per_category,
-                                     expected_value="as stated", evaluation_method="Compare with the prompt.")
+def make_rubric(task, *, rows: Sequence[Row] = FIVE, per_category: int | None = None,
+                status: str = Rubric.Status.APPROVED, origin: str = Rubric.Origin.AUTO, author=None,
+                version: int | None = None, details: dict | None = None) -> Rubric:
+    """A rubric version of `task` (its next one unless `version` is given) whose criteria add up, keyed C1..Cn.
+
+    The criteria are `rows`, ordered from 0 (the shape the expert editor saves). With `per_category`, they are
+    instead that many criteria for each fixed category, ordered from 1, with expected values and evaluation
+    methods, and the details default to JUDGE_DETAILS (the shape rubric generation stores for the judges).
+    """
+    if version is None:
+        version = (task.rubrics.order_by("-version").values_list("version", flat=True).first() or 0) + 1
+    if details is None:
+        details = copy.deepcopy(JUDGE_DETAILS) if per_category else {}
+    rubric = Rubric.objects.create(task=task, version=version, status=status, origin=origin, author=author,
+                                   details=details)
+    if per_category:
+        order = 0
+        for code, name, points in RUBRIC_CATEGORIES:
+            for i in range(per_category):
+                order += 1
+                Criterion.objects.create(rubric=rubric, order=order, key=f"C{order}", category=code,
+                                         description=f"{name} item {i + 1}", points=points / per_category,
+                                         expected_value="as stated", evaluation_method="Compare with the prompt.")
+        return rubric
+    for order, (category, points, label, text) in enumerate(rows):
+        Criterion.objects.create(rubric=rubric, order=order, key=f"C{order + 1}", category=category, points=points,
+                                 label=label, description=text)
     return rubric
 
 
-def png_bytes() -> bytes:
-    """A valid 1×1 PNG."""
-    import struct
-    import zlib
+class JudgeRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JudgeRun
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
-            + chunk(b"IEND", b""))
+    episode = factory.SubFactory(EpisodeFactory)
+    rubric = factory.LazyAttribute(lambda run: make_rubric(run.episode.task))
+    provider = "openai"
+    model = "gpt-4.1"
+    prompt_version = "v1"
+    status = JudgeRun.Status.SUCCEEDED
+    is_current = True
+    total = 72.5
+    raw_response = '{"scores": []}'

@@ -1,4 +1,8 @@
-"""A populated study for dashboard tests: scored episodes, a posterior, surveys, codings, solo runs, payments."""
+"""Multi-model scenarios shared by several test packages.
+
+A populated study for the dashboard (scored episodes, a posterior, surveys, codings, solo runs, payments); a
+recruiting study "world" for worker journeys; episodes ready for the grading pipeline or the expert workspace.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +12,25 @@ from decimal import Decimal
 import numpy as np
 from django.utils import timezone
 
-from grading.models import Criterion, CriterionScore, FluencyCoding, JudgeRun, LLMUsage, Rubric
+from grading.models import CriterionScore, FluencyCoding, JudgeRun, LLMUsage
 from rating import services as rating_services
 from rating.models import Observation, RatingSnapshot
 from studyapp import models as m
-from surveys.models import Answer, Instrument, Question, SurveyResponse
-from surveys.services import instrument_install_default
-from tests.factories import AgentFactory, ParticipantFactory, SectorFactory, StudyFactory, TaskFactory
+from tests.factories.agents import AgentFactory
+from tests.factories.episodes import EpisodeFactory, EpisodeFileFactory
+from tests.factories.files import REPORT, XLSX
+from tests.factories.grading import make_rubric
+from tests.factories.participants import ParticipantFactory
+from tests.factories.studies import ConsentVersionFactory, StudyFactory
+from tests.factories.surveys import add_survey
+from tests.factories.tasks import TaskFactory, TaskFileFactory
+from tests.factories.taxonomy import OccupationFactory, SectorFactory
+from tests.factories.users import UserFactory
 
 BEHAVIOURS = (
     "iterates_and_refines", "clarifies_goal_before_asking", "defines_audience", "checks_facts_and_claims",
 )
-ORIENTATIONS = ("Excited", "Curious", "Neutral", "Skeptical", "Anxious")
+HIDDEN_MARKER = "GOLD-SECRET-7731"
 
 
 @dataclass
@@ -31,41 +42,6 @@ class PopulatedStudy:
     episodes: list[m.Episode]
     snapshot: RatingSnapshot | None = None
     solo: list[m.SoloRun] = field(default_factory=list)
-
-
-def default_instrument() -> Instrument:
-    """Return the default instrument (a transactional test's flush removes the migration's copy)."""
-    return instrument_install_default()
-
-
-def add_survey(participant: m.Participant, rng: np.random.Generator, *, phases=("pre", "post")) -> None:
-    """Give the participant submitted pre and post surveys with plausible coded answers."""
-    instrument = default_instrument()
-    questions = {q.code: q for q in Question.objects.filter(instrument=instrument)}
-    now = timezone.now()
-    base = {code: int(rng.integers(1, 8)) for code in ("A1", "A2", "A3", "A6")}
-    base.update({code: int(rng.integers(1, 6)) for code in ("A4", "A5")})
-    for phase in phases:
-        response = SurveyResponse.objects.create(participant=participant, instrument=instrument, phase=phase,
-                                                 submitted_at=now)
-        answers = []
-        if phase == "pre":
-            d1 = int(rng.integers(1, 5))
-            answers.append(Answer(response=response, question=questions["D1"], value=str(d1), numeric=float(d1)))
-            d2 = int(rng.integers(1, 6))
-            answers.append(Answer(response=response, question=questions["D2"], value=str(d2), numeric=float(d2)))
-            years = float(rng.integers(0, 30))
-            answers.append(Answer(response=response, question=questions["D3"], value=f"{years:g}", numeric=years))
-        for code, value in base.items():
-            if phase == "post":
-                high = 5 if code in ("A4", "A5") else 7
-                value = int(np.clip(value + rng.integers(-1, 3), 1, high))
-            raw = f"H{value}" if code in ("A4", "A5") else str(value)
-            answers.append(Answer(response=response, question=questions[code], value=raw, numeric=float(value)))
-        answers.append(
-            Answer(response=response, question=questions["A7"], value=str(rng.choice(ORIENTATIONS)), numeric=None)
-        )
-        Answer.objects.bulk_create(answers)
 
 
 def populated_study(
@@ -135,13 +111,10 @@ def populated_study(
 def _add_grading(data: PopulatedStudy, rng: np.random.Generator) -> None:
     rubrics = {}
     for task in data.tasks:
-        rubric = Rubric.objects.create(task=task, version=1, status=Rubric.Status.APPROVED)
-        criteria = [
-            Criterion.objects.create(rubric=rubric, order=i, key=f"C{i + 1}", category=category, description="Check",
-                                     points=points)
-            for i, (category, points) in enumerate((("correctness", 60.0), ("completeness", 40.0)))
-        ]
-        rubrics[task.pk] = (rubric, criteria)
+        rubric = make_rubric(task, version=1, rows=[
+            ("correctness", 60.0, "", "Check"), ("completeness", 40.0, "", "Check"),
+        ])
+        rubrics[task.pk] = (rubric, list(rubric.criteria.order_by("order")))
     for episode in data.episodes:
         rubric, criteria = rubrics[episode.task_id]
         run = JudgeRun.objects.create(
@@ -152,3 +125,91 @@ def _add_grading(data: PopulatedStudy, rng: np.random.Generator) -> None:
             CriterionScore.objects.create(judge_run=run, criterion=criterion,
                                           earned=float(np.round(criterion.points * rng.uniform(0, 1), 2)),
                                           reason="Matches the reference.")
+
+
+@dataclass
+class World:
+    study: m.Study
+    sector: m.Sector
+    occupation: m.Occupation
+    agents: list[m.Agent]
+    tasks: list[m.TaskInstance]
+    consent: m.ConsentVersion
+    extra: dict = field(default_factory=dict)
+
+
+def add_task_files(task: m.TaskInstance) -> None:
+    """One reference workbook, one reference note, and a hidden gold file that workers must never get."""
+    for kind, name, content in (
+        (m.TaskFile.Kind.REFERENCE, "data.xlsx", XLSX),
+        (m.TaskFile.Kind.REFERENCE, "brief.txt", b"Quarterly numbers are in data.xlsx\n"),
+        (m.TaskFile.Kind.HIDDEN, "gold.txt", HIDDEN_MARKER.encode()),
+    ):
+        TaskFileFactory(task=task, kind=kind, name=name, content=content)
+
+
+def make_world(*, tasks: int = 8, agents: int = 3, capacity: int = 3, slug: str = "pilot",
+               with_files: bool = False, **study_fields) -> World:
+    """A recruiting study with a consent version, one sector and occupation, agents and tasks."""
+    study = StudyFactory(slug=slug, status=m.Study.Status.RECRUITING, max_episodes_per_task=capacity, **study_fields)
+    consent = ConsentVersionFactory(study=study, version=1)
+    sector = SectorFactory(code=f"{slug}-finance", name=f"Finance {slug}")
+    occupation = OccupationFactory(soc_code=f"13-{abs(hash(slug)) % 9000 + 1000}.00", title="Accountants and Auditors",
+                                   sector=sector)
+    agent_rows = [AgentFactory(slug=f"{slug}-agent-{i}", name=f"Agent {slug} {i}",
+                               share_url_hosts=["share.example.org"]) for i in range(agents)]
+    for agent in agent_rows:
+        agent.studies.add(study)
+    task_rows = []
+    for i in range(tasks):
+        task = TaskFactory(title=f"{slug} task {i}", sector=sector, studies=[study], hidden_info=HIDDEN_MARKER)
+        if with_files:
+            add_task_files(task)
+        task_rows.append(task)
+    return World(study=study, sector=sector, occupation=occupation, agents=agent_rows, tasks=task_rows,
+                 consent=consent)
+
+
+def make_participant(world: World, *, user=None, status=m.Participant.Status.WORKING, **fields) -> m.Participant:
+    """A participant who accepted the current consent and has a profile (by default ready for tasks)."""
+    user = user or UserFactory(roles=["worker"])
+    values = {"occupation": world.occupation, "consent_version": world.consent, "consented_at": timezone.now(),
+              **fields}
+    participant = ParticipantFactory(study=world.study, user=user, status=status, **values)
+    m.ParticipantIdentity.objects.create(participant=participant, study=world.study)
+    return participant
+
+
+def submitted_episode(*, study=None, providers=("openai", "anthropic"), files=None, task=None,
+                      logs=None, **episode_fields) -> m.Episode:
+    """A submitted episode whose participant consented to `providers` receiving their files."""
+    study = study or StudyFactory()
+    consent = ConsentVersionFactory(study=study, version=study.consent_versions.count() + 1,
+                                    llm_providers=list(providers))
+    participant = ParticipantFactory(study=study, consent_version=consent, status=m.Participant.Status.WORKING)
+    extra = {"task": task} if task is not None else {}
+    episode_fields.setdefault("status", m.Episode.Status.SUBMITTED)
+    episode = EpisodeFactory(participant=participant, study=study, **extra, **episode_fields)
+    for name, data in (files if files is not None else {"report.txt": REPORT}).items():
+        EpisodeFileFactory(episode=episode, name=name, content=data)
+    for name, data in (logs or {}).items():
+        EpisodeFileFactory(episode=episode, name=name, content=data, kind=m.EpisodeFile.Kind.LOG)
+    return episode
+
+
+def make_episode(*, task=None, sector=None, study=None, agent=None, status=m.Episode.Status.GRADED,
+                 auto_score: float | None = 70.0, participant=None, **extra) -> m.Episode:
+    """An auto-graded episode (the expert workspace's input); its task joins `study` when one is given."""
+    if task is None:
+        task = TaskFactory(sector=sector or SectorFactory())
+    kwargs = {"task": task, "status": status, "auto_score": auto_score, **extra}
+    if participant is not None:
+        kwargs["participant"] = participant
+    elif study is not None:
+        kwargs["participant"] = ParticipantFactory(study=study)
+    if agent is not None:
+        kwargs["agent"] = agent
+    episode = EpisodeFactory(**kwargs)
+    if study is not None:
+        task.studies.add(study)
+    return episode
