@@ -14,18 +14,6 @@ from rest_framework.test import APIClient
 from grading import models as g
 from rating.models import EntityRating
 from studyapp import models as m
-from tests.api.factories import (
-    BackgroundJobFactory,
-    CriterionFactory,
-    EntityRatingFactory,
-    EpisodeFileFactory,
-    ExpertAssignmentFactory,
-    ExpertGradeFactory,
-    ExpertProfileFactory,
-    JudgeRunFactory,
-    RatingSnapshotFactory,
-    TaskFileFactory,
-)
 from tests.factories import (
     AgentFactory,
     EpisodeFactory,
@@ -36,6 +24,12 @@ from tests.factories import (
     TaskFactory,
     UserFactory,
 )
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.experts import ExpertAssignmentFactory, ExpertGradeFactory, make_expert
+from tests.factories.grading import JudgeRunFactory, make_rubric
+from tests.factories.jobs import BackgroundJobFactory
+from tests.factories.rating import EntityRatingFactory, RatingSnapshotFactory
+from tests.factories.tasks import TaskFileFactory
 
 
 @pytest.fixture(autouse=True)
@@ -105,17 +99,17 @@ def world(db) -> World:
     log_file = EpisodeFileFactory(episode=episode, kind=m.EpisodeFile.Kind.LOG, name="session.log",
                                   content=b"> agent run\n")
 
-    criterion = CriterionFactory(rubric__task=task, key="C1")
+    criterion = make_rubric(task, rows=[("correctness", 40.0, "", "The total matches the workbook.")]).criteria.get()
     judge_run = JudgeRunFactory(episode=episode, rubric=criterion.rubric)
     g.CriterionScore.objects.create(judge_run=judge_run, criterion=criterion, earned=30.0, reason="close")
 
-    expert_profile = ExpertProfileFactory(user=UserFactory(username="expert1", roles=["expert"]))
-    other_profile = ExpertProfileFactory(user=UserFactory(username="expert2", roles=["expert"]))
+    expert_profile = make_expert(username="expert1")
+    other_profile = make_expert(username="expert2")
     assignment = ExpertAssignmentFactory(episode=episode, expert=expert_profile)
     expert_grade = ExpertGradeFactory(assignment=assignment, rubric=criterion.rubric)
     g.ExpertCriterionGrade.objects.create(grade=expert_grade, criterion=criterion, verdict="pass")
     other_assignment = ExpertAssignmentFactory(episode=other_episode, expert=other_profile)
-    other_rubric = CriterionFactory(rubric__task=other_task).rubric
+    other_rubric = make_rubric(other_task, rows=[("correctness", 40.0, "", "The total matches the workbook.")])
     other_grade = ExpertGradeFactory(assignment=other_assignment, rubric=other_rubric)
 
     snapshot = RatingSnapshotFactory(study=study, version=3)

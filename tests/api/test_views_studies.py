@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 
 from studyapp.models import AuditEvent, BackgroundJob
-from tests.api.factories import EntityRatingFactory, RatingSnapshotFactory
+from tests.factories.rating import EntityRatingFactory, RatingSnapshotFactory
 
 
 def test_studies_list_their_counts(world, staff_client):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from tests.dashboard.factories import populated_study
 from tests.factories import StudyFactory, UserFactory
+from tests.factories.scenarios import populated_study
 
 
 @pytest.fixture

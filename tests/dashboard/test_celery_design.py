@@ -10,8 +10,8 @@ from studyapp.dashboard import power
 from studyapp.models import BackgroundJob
 from studyapp.services.design import design_posterior_get, posterior_cache_key
 from tests.conftest import wait_for
-from tests.dashboard.factories import populated_study
 from tests.factories import StudyFactory
+from tests.factories.scenarios import populated_study
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ import pytest
 from studyapp.dashboard import services
 from studyapp.models import BackgroundJob
 from tests.conftest import wait_for
-from tests.dashboard.factories import populated_study
+from tests.factories.scenarios import populated_study
 
 
 @pytest.mark.django_db(transaction=True)

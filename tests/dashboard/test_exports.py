@@ -17,7 +17,7 @@ from studyapp.dashboard import services
 from studyapp.dashboard.exceptions import JobRefused
 from studyapp.exports import TABLES, Pseudonymizer, build_export, session_id
 from studyapp.models import AuditEvent, BackgroundJob, Episode, Participant, Study
-from tests.dashboard.factories import populated_study
+from tests.factories.scenarios import populated_study
 
 
 def _export(study, **kwargs) -> zipfile.ZipFile:

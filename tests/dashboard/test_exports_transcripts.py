@@ -12,8 +12,8 @@ import pytest
 from grading.services.transcripts import episode_transcript_build
 from studyapp.exports import Pseudonymizer, build_export
 from studyapp.models import Participant
-from tests.dashboard.factories import populated_study
-from tests.grading.factories import add_file
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.scenarios import populated_study
 from tests.grading.transcripts.conftest import SAMPLES
 
 
@@ -28,9 +28,11 @@ def _export(study, **kwargs) -> zipfile.ZipFile:
 def study_with_logs(db):
     populated = populated_study(extras=False, refresh=False, surveys=False, n_participants=4)
     first, second, third = populated.episodes[:3]
-    add_file(first, "session.jsonl", (SAMPLES / "claude_code_session.jsonl").read_bytes(), kind="log")
-    add_file(second, "rollout.jsonl", (SAMPLES / "codex_rollout.jsonl").read_bytes(), kind="log")
-    add_file(third, "broken.jsonl", b'{"type": "us', kind="log")
+    EpisodeFileFactory(episode=first, name="session.jsonl", kind="log",
+                       content=(SAMPLES / "claude_code_session.jsonl").read_bytes())
+    EpisodeFileFactory(episode=second, name="rollout.jsonl", kind="log",
+                       content=(SAMPLES / "codex_rollout.jsonl").read_bytes())
+    EpisodeFileFactory(episode=third, name="broken.jsonl", content=b'{"type": "us', kind="log")
     for episode in (first, second, third):
         episode_transcript_build(episode_id=episode.pk)
     return populated

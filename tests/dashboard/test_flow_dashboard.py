@@ -156,8 +156,8 @@ def test_an_unknown_study_is_not_found(staff_client):
 def test_an_older_result_stays_visible_while_new_data_is_analysed(staff_client, populated, monkeypatch):
     import numpy as np
 
-    from tests.dashboard.factories import add_survey
     from tests.factories import ParticipantFactory
+    from tests.factories.surveys import add_survey
 
     monkeypatch.setattr("celery.current_app.send_task", lambda name, args: None)
     job = services.analysis_request(study=populated.study, kind="surveys", actor=None)

@@ -20,8 +20,8 @@ from studyapp.dashboard.collaboration import collaboration_analysis
 from studyapp.exports import build_export
 from surveys.analysis import survey_statistics
 from surveys.selectors import human_skill
-from tests.dashboard.factories import populated_study
-from tests.rating.factories import fit_rows
+from tests.factories.scenarios import populated_study
+from tests.rating.ledger import fit_rows
 
 pytestmark = pytest.mark.django_db
 MODELS = ["paper", "calibrated", "calibrated_task"]

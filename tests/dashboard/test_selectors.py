@@ -14,8 +14,8 @@ from django.utils import timezone
 from grading.models import JudgeRun
 from studyapp.dashboard import selectors
 from studyapp.models import Episode, Participant
-from tests.dashboard.factories import populated_study
 from tests.factories import EpisodeFactory, ParticipantFactory, StudyFactory
+from tests.factories.scenarios import populated_study
 
 
 @pytest.mark.django_db
@@ -108,7 +108,7 @@ def test_a_worker_waiting_with_no_task_left_is_flagged_for_staff(client):
 
     from studyapp.dashboard.selectors import stranded_workers
     from studyapp.services.matching import episode_assign
-    from tests.studyapp.worker_factories import make_participant, make_world
+    from tests.factories.scenarios import make_participant, make_world
 
     world = make_world(tasks=1, capacity=1, slug="stranded")
     first = make_participant(world)
@@ -146,7 +146,7 @@ def test_under_the_all_submitted_gate_a_skipped_task_does_not_count_as_done_for_
     from studyapp.dashboard.selectors import stranded_workers
     from studyapp.models import Study as StudyModel
     from studyapp.services.matching import episode_assign
-    from tests.studyapp.worker_factories import make_participant, make_world
+    from tests.factories.scenarios import make_participant, make_world
 
     world = make_world(tasks=1, capacity=5, slug="gate", tasks_per_session=1,
                        post_survey_gate=StudyModel.PostSurveyGate.ALL_SUBMITTED)

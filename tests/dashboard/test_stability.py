@@ -17,7 +17,7 @@ from studyapp.dashboard import selectors, services
 from studyapp.dashboard.exceptions import JobRefused
 from studyapp.dashboard.stability import study_stability
 from studyapp.models import BackgroundJob
-from tests.dashboard.factories import populated_study
+from tests.factories.scenarios import populated_study
 
 
 @pytest.mark.django_db

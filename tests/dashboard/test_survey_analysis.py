@@ -13,7 +13,7 @@ from studyapp.models import Participant
 from surveys.analysis import survey_statistics
 from surveys.models import Answer, Question, SurveyResponse
 from surveys.selectors import study_answers
-from tests.dashboard.factories import add_survey, default_instrument
+from tests.factories.surveys import add_survey, default_instrument
 
 
 def _direct(study, phase: str, code: str) -> dict[int, float]:

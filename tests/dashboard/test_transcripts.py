@@ -13,7 +13,7 @@ from grading.models import EpisodeTranscript
 from studyapp.dashboard import charts, services
 from studyapp.dashboard.transcripts import effort_bin, transcript_analysis
 from studyapp.models import BackgroundJob, Participant
-from tests.dashboard.factories import populated_study
+from tests.factories.scenarios import populated_study
 
 
 def _add_transcripts(populated, seed: int = 3) -> list[EpisodeTranscript]:

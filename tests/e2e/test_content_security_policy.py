@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 from studyapp.services.matching import episode_assign
-from tests.dashboard.factories import populated_study
 from tests.e2e.conftest import login
 from tests.factories import UserFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world, populated_study
 
 # Collects violations from the first script that runs, before any page script.
 LISTEN = """

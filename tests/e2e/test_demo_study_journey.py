@@ -17,7 +17,7 @@ from studyapp import models as m
 from surveys.services import instrument_install_default
 from tests.e2e.conftest import login
 from tests.e2e.test_worker_journey import _answer_choice, _answer_likert, _wait_saved
-from tests.studyapp.worker_factories import PNG, XLSX
+from tests.factories.files import PNG, XLSX
 
 PASSWORD = "e2e-Long-pass-4821"
 TALLY = "4 submitted, 1 skipped of 5"

@@ -12,7 +12,10 @@ from grading.models import ExpertAssignment, ExpertGrade, Rubric
 from studyapp.models import Episode
 from tests.e2e.conftest import login
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, agent, make_episode, make_expert
+from tests.factories.agents import AgentFactory
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.experts import make_expert
+from tests.factories.scenarios import make_episode
 
 PASSWORD = "pw-correct-horse"
 CRITERIA = [
@@ -38,8 +41,9 @@ def test_expert_authors_a_rubric_staff_approve_it_and_the_expert_grades_blind(pa
     study = StudyFactory(double_grading_share=0.0)
     task = TaskFactory(sector=sector, title="Quarterly revenue summary", studies=[study],
                        hidden_info="Reference total: 1,234,567.")
-    episode = make_episode(task=task, study=study, agent=agent("Hidden Agent Z"), auto_score=42.5)
-    add_deliverable(episode, "summary.csv", b"month,revenue\nJan,100\nFeb,250\n")
+    episode = make_episode(task=task, study=study, agent=AgentFactory(name="Hidden Agent Z", model_version="sx-9000"),
+                           auto_score=42.5)
+    EpisodeFileFactory(episode=episode, csv=True, content=b"month,revenue\nJan,100\nFeb,250\n")
     make_expert(username="eva", sectors=[sector])
     UserFactory(username="sam", roles=["staff"])
 

@@ -20,7 +20,8 @@ from tests.factories import (
     StudyFactory,
     TaskFactory,
 )
-from tests.studyapp.worker_factories import PDF, PNG, XLSX, add_task_files
+from tests.factories.files import PDF, PNG, XLSX
+from tests.factories.scenarios import add_task_files
 
 PASSWORD = "e2e-Long-pass-4821"
 PRE = {"D1": "I use them often.", "D2": "Yes, about once a week or more.", "A4": "H3", "A5": "H4",

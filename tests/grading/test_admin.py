@@ -9,7 +9,8 @@ from grading.models import Criterion, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from studyapp.models import Episode, SoloRun
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -32,8 +33,8 @@ def action(client, url: str, name: str, pks) -> str:
 
 
 def test_approve_action_approves_valid_rubrics_and_explains_invalid_ones(staff_client):
-    good = approved_rubric(TaskFactory(), status=Rubric.Status.DRAFT)
-    bad = approved_rubric(TaskFactory(), status=Rubric.Status.DRAFT)
+    good = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT, status=Rubric.Status.DRAFT)
+    bad = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT, status=Rubric.Status.DRAFT)
     Criterion.objects.filter(rubric=bad, key="C8").update(points=1)
     text = action(staff_client, "/admin/grading/rubric/", "approve_rubrics", [good.pk, bad.pk])
     good.refresh_from_db()
@@ -43,22 +44,22 @@ def test_approve_action_approves_valid_rubrics_and_explains_invalid_ones(staff_c
 
 
 def test_criteria_of_an_approved_rubric_are_read_only_in_the_admin(staff_client):
-    rubric = approved_rubric(TaskFactory())
+    rubric = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT)
     page = staff_client.get(f"/admin/grading/rubric/{rubric.pk}/change/").content.decode()
     assert 'name="criteria-0-points"' not in page
-    draft = approved_rubric(TaskFactory(), status=Rubric.Status.DRAFT)
+    draft = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT, status=Rubric.Status.DRAFT)
     page = staff_client.get(f"/admin/grading/rubric/{draft.pk}/change/").content.decode()
     assert 'name="criteria-0-points"' in page and "points add up to 100" in page
 
 
 def test_copy_action_creates_an_editable_version(staff_client):
-    rubric = approved_rubric(TaskFactory())
+    rubric = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT)
     action(staff_client, "/admin/grading/rubric/", "copy_for_editing", [rubric.pk])
     assert rubric.task.rubrics.filter(version=2, status="draft", based_on=rubric).exists()
 
 
 def test_generate_action_queues_generation_for_the_tasks(staff_client, sent_tasks, on_commit):
-    rubric = approved_rubric(TaskFactory())
+    rubric = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT)
     with on_commit():
         text = action(staff_client, "/admin/grading/rubric/", "generate_new_version", [rubric.pk])
     assert sent_tasks == [("grading.tasks.generate_rubric", [rubric.task_id])]
@@ -80,7 +81,7 @@ def test_grading_queue_lists_failed_episodes_with_reasons_and_retries_them(staff
 def test_retry_action_on_judge_runs_skips_runs_that_cannot_be_redone(staff_client, sent_tasks, llm_server,
                                                                     on_commit):
     episode = submitted_episode()
-    rubric = approved_rubric(episode.task)
+    rubric = make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     failed = JudgeRun.objects.create(episode=episode, rubric=rubric, provider="openai", model="gpt-4.1",
                                      prompt_version=JUDGE_PROMPT_VERSION, status="failed", error="HTTP 500")
     done = JudgeRun.objects.create(episode=episode, rubric=rubric, provider="anthropic",

@@ -9,13 +9,14 @@ import pytest
 from django.utils import timezone
 
 from grading.exceptions import BudgetBusy, BudgetExhausted
-from grading.models import JudgeRun, LLMUsage
+from grading.models import JudgeRun, LLMUsage, Rubric
 from grading.selectors import budget_exhausted, studies_over_budget, study_llm_spend
 from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.pipeline import episode_grade
 from studyapp.models import Episode
 from tests.factories import StudyFactory, TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +59,7 @@ def test_the_budget_cap_stops_new_grading_with_a_visible_note(llm_server, sent_t
     settings.GRADING = {**settings.GRADING, "PRICES": {"gpt-4.1": [20, 80], "claude-sonnet-4-6": [30, 150]}}
     study = StudyFactory(llm_budget_usd=Decimal("0.05"))
     task = TaskFactory()
-    approved_rubric(task)
+    make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     first = submitted_episode(study=study, task=task)
     with django_capture_on_commit_callbacks(execute=True):
         assert episode_grade(episode_id=first.pk).status == "graded"
@@ -77,7 +78,7 @@ def test_the_budget_cap_stops_new_grading_with_a_visible_note(llm_server, sent_t
 def test_raising_the_cap_lets_waiting_episodes_be_graded(llm_server, sent_tasks, django_capture_on_commit_callbacks):
     study = StudyFactory(llm_budget_usd=Decimal("0.00"))
     episode = submitted_episode(study=study)
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     assert episode_grade(episode_id=episode.pk).status == "waiting"
     study.llm_budget_usd = Decimal("5.00")
     study.save()
@@ -105,7 +106,7 @@ def test_the_grading_admin_warns_about_studies_over_budget(client):
 def test_a_reservation_holds_the_budget_until_settled_and_lapses_with_its_workers_lease():
     study = StudyFactory(llm_budget_usd=Decimal("1.00"))
     episode = submitted_episode(study=study)
-    rubric = approved_rubric(episode.task)
+    rubric = make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     live = timezone.now() + timedelta(seconds=60)
     first, second = (JudgeRun.objects.create(episode=episode, rubric=rubric, provider="openai", model=model,
                                              prompt_version="v1", status=JudgeRun.Status.RUNNING,

@@ -10,7 +10,8 @@ from django.core.management import CommandError, call_command
 from grading.models import FluencyCoding, Rubric
 from studyapp.models import Episode
 from tests.factories import TaskFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def run(*args) -> str:
 
 def test_generate_rubrics_covers_tasks_without_one_and_summarises(llm_server):
     done = TaskFactory(title="Already done")
-    approved_rubric(done)
+    make_rubric(done, per_category=2, origin=Rubric.Origin.EXPERT)
     todo = TaskFactory(title="Needs a rubric")
     TaskFactory(title="Retired", is_active=False)
     out = run("generate_rubrics")
@@ -34,7 +35,7 @@ def test_generate_rubrics_covers_tasks_without_one_and_summarises(llm_server):
 
 def test_generate_rubrics_for_one_task_with_force_adds_a_version(llm_server):
     task = TaskFactory()
-    approved_rubric(task)
+    make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     out = run("generate_rubrics", "--task", str(task.uuid), "--force")
     assert "v2, 8 criteria" in out and task.rubrics.count() == 2
 
@@ -114,8 +115,8 @@ def test_grade_outdated_regrades_only_episodes_scored_with_an_older_rubric(llm_s
     from grading.services.rubric_generation import rubric_approve, rubric_copy
 
     old, current = submitted_episode(), submitted_episode()
-    first = approved_rubric(old.task)
-    approved_rubric(current.task)
+    first = make_rubric(old.task, per_category=2, origin=Rubric.Origin.EXPERT)
+    make_rubric(current.task, per_category=2, origin=Rubric.Origin.EXPERT)
     with django_capture_on_commit_callbacks(execute=True):
         run("grade", "--pending", "--sync")
     assert run("grade", "--outdated", "--sync").strip().endswith("nothing to grade.")

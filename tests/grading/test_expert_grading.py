@@ -12,7 +12,9 @@ from grading.models import ExpertAssignment, ExpertGrade
 from grading.services.expert_grading import VerdictInput, grade_open, grade_save_draft, grade_submit
 from studyapp.models import AuditEvent, Episode
 from tests.factories import SectorFactory, StudyFactory, TaskFactory
-from tests.grading.expert_factories import make_episode, make_expert, make_rubric
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 

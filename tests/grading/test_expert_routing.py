@@ -20,7 +20,10 @@ from grading.services.expert_routing import (
 )
 from studyapp.models import Episode, Participant
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, make_episode, make_expert, make_rubric
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -131,7 +134,7 @@ def test_gold_plant_queues_a_blind_copy_with_pinned_rubric(sector, study):
     task = TaskFactory(sector=sector)
     rubric = make_rubric(task)
     source = make_episode(task=task, study=study, expert_score=80.0)
-    add_deliverable(source)
+    EpisodeFileFactory(episode=source, csv=True)
     Extraction.objects.create(episode=source, content={"version": 1, "truncated": False, "total_chars": 3,
                                                        "parts": []})
     expert = make_expert(sectors=[sector])

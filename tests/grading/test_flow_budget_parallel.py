@@ -10,13 +10,14 @@ import pytest
 from django.db import connection
 
 from grading.exceptions import RetryLater
-from grading.models import JudgeRun
+from grading.models import JudgeRun, Rubric
 from grading.selectors import study_llm_spend
 from grading.services.pipeline import episode_grade
 from studyapp.models import Episode
 from tests.conftest import requires_postgres
 from tests.factories import StudyFactory, TaskFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 
 pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres]
 
@@ -47,7 +48,7 @@ def test_parallel_gradings_spend_at_most_the_cap_plus_one_call_estimate_and_resu
     llm_server.latency = 0.3  # calls overlap: every thread is in flight at once without a reservation
     study = StudyFactory(llm_budget_usd=Decimal("0.10"))
     task = TaskFactory()
-    approved_rubric(task)
+    make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     episodes = [submitted_episode(study=study, task=task) for _ in range(N)]
 
     outcomes: dict[int, str] = {}

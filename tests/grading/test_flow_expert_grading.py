@@ -10,7 +10,10 @@ from django.urls import reverse
 
 from grading.models import ExpertAssignment, ExpertGrade
 from tests.factories import SectorFactory, StudyFactory, TaskFactory
-from tests.grading.expert_factories import add_deliverable, make_episode, make_expert, make_rubric
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +29,7 @@ def ctx(client):
     task = TaskFactory(sector=sector)
     rubric = make_rubric(task)
     episode = make_episode(task=task, study=StudyFactory())
-    delivered = add_deliverable(episode, "summary.csv", b"month,revenue\nJan,100\n")
+    delivered = EpisodeFileFactory(episode=episode, csv=True)
     expert = make_expert(sectors=[sector])
     assignment = ExpertAssignment.objects.create(episode=episode, expert=expert)
     client.force_login(expert.user)

@@ -12,7 +12,10 @@ from grading.services.expert_grading import VerdictInput, grade_open, grade_subm
 from grading.services.expert_routing import episode_route_reattempt
 from studyapp.models import Episode
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import agent, make_episode, make_expert, make_rubric
+from tests.factories.agents import AgentFactory
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -91,7 +94,7 @@ def test_reattempt_metrics_and_pass_at_k_per_agent(client):
     sector, study = SectorFactory(), StudyFactory()
     task = TaskFactory(sector=sector)
     make_rubric(task)  # C1 critical, C2-C3 important, C4 optional, C5 pitfall
-    bot = agent("Agent Y")
+    bot = AgentFactory(name="Agent Y", model_version="sx-9000")
     graders = [make_expert(sectors=[sector]) for _ in range(2)]
     staff = UserFactory(roles=["staff"])
     episodes = [make_episode(task=task, study=study, agent=bot) for _ in range(3)]

@@ -8,7 +8,11 @@ from django.urls import reverse
 from grading.models import ExpertAssignment, Rubric
 from grading.services.expert_grading import VerdictInput, grade_open, grade_submit
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, agent, make_episode, make_expert, make_rubric
+from tests.factories.agents import AgentFactory
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -24,8 +28,9 @@ def world():
     sector = SectorFactory()
     task = TaskFactory(sector=sector, hidden_info="Reference total: 1,234,567.")
     rubric = make_rubric(task)
-    episode = make_episode(task=task, study=StudyFactory(), agent=agent("Secret Agent X"), auto_score=63.7)
-    delivered = add_deliverable(episode, "summary.csv", b"month,revenue\nJan,100\n")
+    episode = make_episode(task=task, study=StudyFactory(),
+                           agent=AgentFactory(name="Secret Agent X", model_version="sx-9000"), auto_score=63.7)
+    delivered = EpisodeFileFactory(episode=episode, csv=True)
     mine, theirs = make_expert(username="mine", sectors=[sector]), make_expert(username="theirs", sectors=[sector])
     my_assignment = ExpertAssignment.objects.create(episode=episode, expert=mine)
     their_assignment = ExpertAssignment.objects.create(episode=episode, expert=theirs,
@@ -65,7 +70,7 @@ def test_an_expert_cannot_reach_another_experts_assignment(client, world):
 
 def test_a_deliverable_of_another_episode_is_not_reachable_through_my_assignment(client, world):
     other = make_episode(sector=world["sector"])
-    stranger_file = add_deliverable(other, "other.csv")
+    stranger_file = EpisodeFileFactory(episode=other, csv=True, name="other.csv")
     client.force_login(world["mine"].user)
     url = reverse("expert:grade_file", args=[world["my_assignment"].pk, stranger_file.pk])
     assert client.get(url).status_code == 404

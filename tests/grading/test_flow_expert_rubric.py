@@ -10,7 +10,8 @@ from django.urls import reverse
 from grading.models import Rubric
 from grading.selectors import rubric_for_grading
 from tests.factories import SectorFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import FIVE, make_expert, make_rubric
+from tests.factories.experts import make_expert
+from tests.factories.grading import FIVE, make_rubric
 
 pytestmark = pytest.mark.django_db
 

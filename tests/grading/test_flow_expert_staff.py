@@ -15,7 +15,10 @@ from grading.services.expert_grading import VerdictInput, grade_open, grade_subm
 from studyapp.models import AuditEvent, Episode
 from studyapp.roles import has_role
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import add_deliverable, make_episode, make_expert, make_rubric
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +106,7 @@ def test_staff_plant_a_gold_copy_from_a_graded_episode(client, staff):
     task = TaskFactory(sector=sector)
     make_rubric(task)
     source = make_episode(task=task, study=StudyFactory())
-    add_deliverable(source)
+    EpisodeFileFactory(episode=source, csv=True)
     expert = make_expert(sectors=[sector])
     assert client.get(reverse("expert:staff_gold_plant", args=[source.pk])).status_code == 200
     response = client.post(reverse("expert:staff_gold_plant", args=[source.pk]),

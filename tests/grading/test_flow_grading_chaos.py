@@ -30,8 +30,9 @@ from studyapp.models import AuditEvent, Episode
 from studyapp.services.episodes import episode_submit
 from tests.conftest import ROOT, WorkerProcess, requires_postgres, requires_redis, wait_for, worker_environment
 from tests.factories import StudyFactory
+from tests.factories.files import REPORT
+from tests.factories.scenarios import submitted_episode
 from tests.grading.chaos import OwnRedis, ProviderScript, child_pids, worker_chaos_env
-from tests.grading.factories import REPORT, submitted_episode
 from tests.grading.test_fluency import TRANSCRIPT
 from tests.llm_server import FakeLLMServer
 

@@ -19,7 +19,8 @@ from studyapp.models import Episode
 from studyapp.services.episodes import episode_submit
 from tests.conftest import wait_for
 from tests.factories import StudyFactory
-from tests.grading.factories import REPORT, submitted_episode
+from tests.factories.files import REPORT
+from tests.factories.scenarios import submitted_episode
 from tests.grading.test_fluency import TRANSCRIPT
 
 

@@ -12,7 +12,8 @@ from grading.prompts import FLUENCY_PROMPT_VERSION
 from grading.schemas import FLUENCY_CODES
 from grading.services.fluency import episode_code_log
 from studyapp.models import Episode
-from tests.grading.factories import png_bytes, submitted_episode
+from tests.factories.files import png_bytes
+from tests.factories.scenarios import submitted_episode
 from tests.grading.responders import fluency_dict
 from tests.llm_server import ErrorReply, image_blocks, prompt_of
 

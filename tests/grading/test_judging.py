@@ -8,11 +8,13 @@ from decimal import Decimal
 import pytest
 
 from grading.extract import TRUNCATION_NOTICE
-from grading.models import CriterionScore, Extraction, JudgeRun, LLMUsage
+from grading.models import CriterionScore, Extraction, JudgeRun, LLMUsage, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.services.pipeline import episode_grade
 from tests.factories import StudyFactory, TaskFactory
-from tests.grading.factories import approved_rubric, png_bytes, submitted_episode
+from tests.factories.files import png_bytes
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 from tests.grading.responders import judge_reply
 from tests.llm_server import ErrorReply, image_blocks, prompt_of
 
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.django_db
 def one_judge_episode(provider: str, model: str, **kwargs):
     study = StudyFactory(judges=[{"provider": provider, "model": model, **kwargs.pop("judge", {})}])
     episode = submitted_episode(study=study, **kwargs)
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     return episode
 
 

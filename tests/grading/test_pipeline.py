@@ -17,7 +17,8 @@ from grading.services.pipeline import episode_grade, episode_grading_retry, judg
 from grading.services.rubric_generation import rubric_approve, rubric_copy
 from studyapp.models import AuditEvent, Episode, Participant
 from tests.factories import StudyFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 from tests.grading.responders import judge_reply
 from tests.llm_server import ErrorReply
 
@@ -52,7 +53,7 @@ def test_a_new_task_gets_a_rubric_then_two_judges_and_the_mean_score(llm_server,
 def test_a_disagreement_above_the_threshold_flags_the_episode_for_expert_review(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("openai", judge_reply(0.9))
     llm_server.enqueue("anthropic", judge_reply(0.5))
     grade(episode, django_capture_on_commit_callbacks)
@@ -65,7 +66,7 @@ def test_a_disagreement_above_the_threshold_flags_the_episode_for_expert_review(
 def test_the_studys_own_threshold_overrides_the_default(llm_server, sent_tasks,
                                                         django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(disagreement_threshold=50))
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("openai", judge_reply(0.9))
     llm_server.enqueue("anthropic", judge_reply(0.5))
     grade(episode, django_capture_on_commit_callbacks)
@@ -75,7 +76,7 @@ def test_the_studys_own_threshold_overrides_the_default(llm_server, sent_tasks,
 
 def test_a_spread_equal_to_the_threshold_does_not_flag(llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("openai", judge_reply(0.8))
     llm_server.enqueue("anthropic", judge_reply(0.65))
     grade(episode, django_capture_on_commit_callbacks)
@@ -98,7 +99,7 @@ def test_grading_again_changes_nothing_and_calls_no_provider(llm_server, sent_ta
 def test_the_score_is_audited_with_the_runs_and_rubric_it_used(llm_server, sent_tasks,
                                                                django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    rubric = approved_rubric(episode.task)
+    rubric = make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     grade(episode, django_capture_on_commit_callbacks)
     event = AuditEvent.objects.get(action="grading.scored")
     runs = sorted(JudgeRun.objects.values_list("pk", flat=True))
@@ -110,7 +111,7 @@ def test_the_score_is_audited_with_the_runs_and_rubric_it_used(llm_server, sent_
 def test_without_keys_the_episode_waits_submitted_with_a_configure_note(no_llm_keys, sent_tasks,
                                                                         django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     outcome = grade(episode, django_capture_on_commit_callbacks)
     episode.refresh_from_db()
     assert outcome.status == "waiting"
@@ -134,7 +135,7 @@ def test_without_a_rubric_generator_key_the_episode_waits_too(no_llm_keys, sent_
 def test_a_waiting_episode_is_graded_once_keys_are_configured(llm_server, settings, sent_tasks,
                                                               django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     configured = settings.GRADING
     settings.GRADING = {**configured, "ANTHROPIC_API_KEY": None, "ANTHROPIC_BASE_URL": None}
     assert grade(episode, django_capture_on_commit_callbacks).status == "waiting"
@@ -148,7 +149,7 @@ def test_a_waiting_episode_is_graded_once_keys_are_configured(llm_server, settin
 def test_a_provider_missing_from_the_consent_is_not_sent_the_files(llm_server, sent_tasks,
                                                                    django_capture_on_commit_callbacks):
     episode = submitted_episode(providers=["openai"])
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     outcome = grade(episode, django_capture_on_commit_callbacks)
     episode.refresh_from_db()
     assert outcome.status == "graded" and episode.auto_score == 80
@@ -177,7 +178,7 @@ def test_a_participant_without_recorded_consent_is_never_sent(llm_server):
 
 def test_simulated_participants_need_no_consent(llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     Participant.objects.filter(pk=episode.participant_id).update(consent_version=None, is_simulated=True)
     assert grade(episode, django_capture_on_commit_callbacks).status == "graded"
 
@@ -185,7 +186,7 @@ def test_simulated_participants_need_no_consent(llm_server, sent_tasks, django_c
 def test_server_errors_until_the_client_gives_up_fail_the_episode_with_the_reason(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}]))
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.default_responder = lambda body: ErrorReply(500, "internal trouble")
     outcome = grade(episode, django_capture_on_commit_callbacks)
     episode.refresh_from_db()
@@ -201,7 +202,7 @@ def test_server_errors_until_the_client_gives_up_fail_the_episode_with_the_reaso
 def test_on_a_non_final_attempt_provider_trouble_asks_for_a_retry_and_keeps_the_other_judge(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("openai", *[ErrorReply(503)] * 3)
     with pytest.raises(RetryLater, match="HTTP 503"):
         grade(episode, django_capture_on_commit_callbacks, final_attempt=False)
@@ -216,7 +217,7 @@ def test_on_a_non_final_attempt_provider_trouble_asks_for_a_retry_and_keeps_the_
 def test_one_judge_failing_for_good_holds_the_episode_out_of_the_rating_and_asks_an_expert(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("anthropic", ErrorReply(400, "model not available"))
     outcome = grade(episode, django_capture_on_commit_callbacks)
     episode.refresh_from_db()
@@ -237,7 +238,7 @@ def test_one_judge_failing_for_good_holds_the_episode_out_of_the_rating_and_asks
 def test_a_study_that_accepts_partial_panels_grades_from_the_judges_that_scored(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(partial_panel="accept"))
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("anthropic", ErrorReply(400, "model not available"))
     outcome = grade(episode, django_capture_on_commit_callbacks)
     episode.refresh_from_db()
@@ -262,7 +263,7 @@ def test_a_rubric_that_cannot_be_generated_fails_the_episode_with_the_reason(
 def test_a_new_rubric_version_regrades_with_new_runs_and_keeps_the_old_ones(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    first = approved_rubric(episode.task)
+    first = make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     grade(episode, django_capture_on_commit_callbacks)
     old_runs = set(JudgeRun.objects.values_list("pk", flat=True))
     second = rubric_copy(rubric=first, actor=None)
@@ -284,7 +285,7 @@ def test_a_new_judge_model_adds_runs_without_overwriting_earlier_ones(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     study = StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}])
     episode = submitted_episode(study=study)
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     grade(episode, django_capture_on_commit_callbacks)
     study.judges = [{"provider": "openai", "model": "gpt-4.1-mini"}]
     study.save()
@@ -299,7 +300,7 @@ def test_a_new_judge_model_adds_runs_without_overwriting_earlier_ones(
 def test_a_run_left_running_by_a_killed_worker_has_no_score_and_is_redone_once_its_lease_lapses(
         llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}]))
-    rubric = approved_rubric(episode.task)
+    rubric = make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     run = JudgeRun.objects.create(episode=episode, rubric=rubric, provider="openai", model="gpt-4.1",
                                   prompt_version=JUDGE_PROMPT_VERSION, status=JudgeRun.Status.RUNNING,
                                   started_at=timezone.now(), lease_expires_at=timezone.now() + timedelta(seconds=60))
@@ -320,7 +321,7 @@ def test_a_run_left_running_by_a_killed_worker_has_no_score_and_is_redone_once_i
 def test_an_interrupted_call_frees_its_runs_and_writes_no_score(llm_server, sent_tasks, monkeypatch,
                                                                 django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
 
     def interrupted(job):
         raise SoftTimeLimitExceeded()
@@ -369,7 +370,7 @@ def test_staff_retry_sends_a_failed_episode_back_to_grading(sent_tasks, django_c
 def test_retrying_a_failed_judge_run_regrades_its_episode(llm_server, sent_tasks,
                                                           django_capture_on_commit_callbacks):
     episode = submitted_episode(study=StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}]))
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("openai", ErrorReply(401, "bad key"))
     grade(episode, django_capture_on_commit_callbacks)
     run = JudgeRun.objects.get()
@@ -385,7 +386,7 @@ def test_retrying_a_failed_judge_run_regrades_its_episode(llm_server, sent_tasks
 def test_a_run_outside_the_current_plan_cannot_be_retried(llm_server, sent_tasks,
                                                           django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    old = approved_rubric(episode.task)
+    old = make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     run = JudgeRun.objects.create(episode=episode, rubric=old, provider="openai", model="gpt-4.1",
                                   prompt_version="0" * 16, status=JudgeRun.Status.FAILED, error="x")
     assert not judge_run_retry(run=run, actor=None)

@@ -8,12 +8,13 @@ import pytest
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from grading.models import GradingFollowUp, JudgeRun, LLMUsage
+from grading.models import GradingFollowUp, JudgeRun, LLMUsage, Rubric
 from grading.services.reconcile import grading_reconcile
 from rating.models import Observation
 from studyapp.models import Episode, Participant
 from studyapp.services.episodes import episode_submit
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 from tests.grading.test_fluency import TRANSCRIPT
 from tests.llm_server import ErrorReply
 
@@ -38,7 +39,7 @@ def _age_follow_ups(seconds: float = 120) -> None:
 def test_a_grade_whose_follow_up_messages_are_lost_is_observed_by_the_sweep(
         llm_server, broker_down, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     with django_capture_on_commit_callbacks(execute=True):
         from grading.services.pipeline import episode_grade
 
@@ -66,7 +67,7 @@ def test_a_graded_episode_missing_its_observation_is_owed_one_when_graded_again(
     from grading.services.pipeline import episode_grade
 
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     with django_capture_on_commit_callbacks(execute=True):
         episode_grade(episode_id=episode.pk)
     GradingFollowUp.objects.all().delete()  # as if graded before the outbox existed, its message lost
@@ -99,7 +100,7 @@ def test_a_lost_retraction_is_completed_by_the_sweep(llm_server, sent_tasks, dja
     from rating.services import observation_record
 
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     with django_capture_on_commit_callbacks(execute=True):
         episode_grade(episode_id=episode.pk)
         observation_record(episode_id=episode.pk)
@@ -113,7 +114,7 @@ def test_every_paid_reply_is_recorded_and_a_runs_totals_add_up_its_attempts(
     from grading.services.pipeline import episode_grade
 
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     # Attempt 1: anthropic answers with unusable JSON until the repairs run out (3 paid replies), then is retried.
     llm_server.enqueue("anthropic", "not json", "still not json", "nope")
     with django_capture_on_commit_callbacks(execute=True):
@@ -139,7 +140,7 @@ def test_a_retry_after_from_the_provider_is_the_floor_of_the_tasks_countdown(
 
     settings.GRADING = {**settings.GRADING, "MAX_RETRIES": 0}
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("anthropic", ErrorReply(429, "slow down", retry_after=40))
     with pytest.raises(RetryLater) as caught:
         episode_grade(episode_id=episode.pk, final_attempt=False)

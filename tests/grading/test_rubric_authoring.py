@@ -18,7 +18,8 @@ from grading.services.rubric_authoring import (
 )
 from studyapp.models import AuditEvent
 from tests.factories import SectorFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import FIVE, make_expert, make_rubric
+from tests.factories.experts import make_expert
+from tests.factories.grading import FIVE, make_rubric
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from grading.services.rubric_generation import (
 )
 from studyapp.models import AuditEvent, TaskFile
 from tests.factories import TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric
+from tests.factories.grading import make_rubric
 from tests.grading.responders import rubric_dict
 from tests.llm_server import ErrorReply, prompt_of
 
@@ -130,23 +130,23 @@ def test_a_generation_left_behind_by_a_dead_worker_is_retired(llm_server):
 def test_grading_uses_the_latest_approved_rubric_else_the_latest_auto_draft():
     task = TaskFactory()
     assert rubric_for_grading(task) is None
-    auto = approved_rubric(task, status=Rubric.Status.DRAFT, origin=Rubric.Origin.AUTO)
-    approved_rubric(task, status=Rubric.Status.DRAFT, origin=Rubric.Origin.EXPERT)  # unapproved human edit
+    auto = make_rubric(task, per_category=2, status=Rubric.Status.DRAFT, origin=Rubric.Origin.AUTO)
+    make_rubric(task, per_category=2, status=Rubric.Status.DRAFT, origin=Rubric.Origin.EXPERT)  # unapproved human edit
     assert rubric_for_grading(task) == auto
-    approved = approved_rubric(task)
-    approved_rubric(task, status=Rubric.Status.FAILED, origin=Rubric.Origin.AUTO)
+    approved = make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
+    make_rubric(task, per_category=2, status=Rubric.Status.FAILED, origin=Rubric.Origin.AUTO)
     assert rubric_for_grading(task) == approved
 
 
 def test_rubric_ensure_reuses_an_existing_rubric_without_calling_out(llm_server):
     task = TaskFactory()
-    rubric = approved_rubric(task)
+    rubric = make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     assert rubric_ensure(task=task) == rubric
     assert llm_server.requests == []
 
 
 def test_approval_refuses_criteria_that_do_not_add_up():
-    rubric = approved_rubric(TaskFactory(), status=Rubric.Status.DRAFT)
+    rubric = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT, status=Rubric.Status.DRAFT)
     Criterion.objects.filter(rubric=rubric, key="C1").update(points=5)
     with pytest.raises(RubricInvalid) as caught:
         rubric_approve(rubric=rubric, actor=None)
@@ -157,7 +157,7 @@ def test_approval_refuses_criteria_that_do_not_add_up():
 
 def test_approval_records_who_approved_and_audits_it():
     staff = UserFactory(roles=["staff"])
-    rubric = approved_rubric(TaskFactory(), status=Rubric.Status.DRAFT)
+    rubric = make_rubric(TaskFactory(), per_category=2, origin=Rubric.Origin.EXPERT, status=Rubric.Status.DRAFT)
     rubric_approve(rubric=rubric, actor=staff, note="checked against the gold file")
     rubric.refresh_from_db()
     assert rubric.status == Rubric.Status.APPROVED and rubric.approved_by == staff and rubric.approved_at
@@ -168,7 +168,7 @@ def test_approval_records_who_approved_and_audits_it():
 def test_an_editable_copy_is_a_new_version_not_used_until_approved():
     staff = UserFactory(roles=["staff"])
     task = TaskFactory()
-    original = approved_rubric(task)
+    original = make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     copy = rubric_copy(rubric=original, actor=staff)
     assert (copy.version, copy.status, copy.origin, copy.based_on) == (2, "draft", "expert", original)
     assert copy.criteria.count() == original.criteria.count()

@@ -13,7 +13,7 @@ from rating.models import EntityRating, Observation
 from rating.services import observation_record, posterior_refresh, study_rerecord
 from studyapp.models import AuditEvent, Study
 from tests.factories import AgentFactory, ParticipantFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import make_episode
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from grading.models import JudgeRun
+from grading.models import JudgeRun, Rubric
 from grading.selectors import collab_vs_solo
 from grading.services.solo_runs import solo_run_attach, solo_run_grade
 from studyapp.files import FileRejected
 from studyapp.models import AuditEvent, Episode, SoloRun, SoloRunFile
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +54,7 @@ def test_a_file_whose_content_does_not_match_its_extension_is_rejected(sent_task
 
 def test_a_solo_run_is_graded_by_the_same_judges_and_rubric(llm_server, sent_tasks):
     task = TaskFactory()
-    rubric = approved_rubric(task)
+    rubric = make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     run = attach(task=task)
     outcome = solo_run_grade(solo_run_id=run.pk)
     run.refresh_from_db()

@@ -9,7 +9,8 @@ from grading.models import JudgeRun, Rubric
 from grading.services import pipeline
 from studyapp.models import Episode, SoloRun
 from tests.factories import AgentFactory, StudyFactory, TaskFactory
-from tests.grading.factories import approved_rubric, submitted_episode
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import submitted_episode
 from tests.llm_server import ErrorReply
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +49,7 @@ def test_a_duplicate_delivery_produces_one_score(llm_server, sent_tasks, django_
 
 def test_provider_errors_are_retried_by_the_task_then_fail_with_the_reason(llm_server, sent_tasks):
     episode = submitted_episode(study=StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"}]))
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.default_responder = lambda body: ErrorReply(503, "overloaded")
     result = tasks.grade_episode.apply(args=[episode.pk]).get()
     episode.refresh_from_db()
@@ -63,7 +64,7 @@ def test_provider_errors_are_retried_by_the_task_then_fail_with_the_reason(llm_s
 
 def test_a_429_then_success_inside_the_task(llm_server, sent_tasks, django_capture_on_commit_callbacks):
     episode = submitted_episode()
-    approved_rubric(episode.task)
+    make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)
     llm_server.enqueue("anthropic", ErrorReply(429, retry_after=0))
     with django_capture_on_commit_callbacks(execute=True):
         assert tasks.grade_episode.apply(args=[episode.pk]).get()["status"] == "graded"
@@ -113,7 +114,7 @@ def test_code_log_task_codes_the_log(llm_server):
 
 def test_grade_solo_run_task(llm_server, sent_tasks):
     task = TaskFactory()
-    approved_rubric(task)
+    make_rubric(task, per_category=2, origin=Rubric.Origin.EXPERT)
     run = SoloRun.objects.create(study=StudyFactory(), task=task, agent=AgentFactory())
     result = tasks.grade_solo_run.apply(args=[run.pk]).get()
     run.refresh_from_db()
@@ -130,7 +131,8 @@ def test_the_sweep_resends_unsent_and_abandoned_submissions_but_not_live_or_wait
     waiting = submitted_episode()
     Episode.objects.filter(pk=waiting.pk).update(grading_note="No API key is configured for openai.")
     held = submitted_episode(status=Episode.Status.GRADING)  # a worker holds a live lease on a judge call
-    JudgeRun.objects.create(episode=held, rubric=approved_rubric(held.task), provider="openai", model="gpt-4.1",
+    rubric = make_rubric(held.task, per_category=2, origin=Rubric.Origin.EXPERT)
+    JudgeRun.objects.create(episode=held, rubric=rubric, provider="openai", model="gpt-4.1",
                             prompt_version="v", status=JudgeRun.Status.RUNNING,
                             lease_expires_at=timezone.now() + timedelta(seconds=60))
     long_ago = timezone.now() - timedelta(minutes=5)

@@ -7,7 +7,9 @@ import pytest
 from grading.models import EpisodeTranscript
 from grading.services.transcripts import episode_transcript_build
 from studyapp.models import EpisodeFile
-from tests.grading.factories import add_file, png_bytes, submitted_episode
+from tests.factories.episodes import EpisodeFileFactory
+from tests.factories.files import png_bytes
+from tests.factories.scenarios import submitted_episode
 from tests.grading.transcripts.conftest import SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +51,8 @@ def test_the_transcript_is_parsed_again_only_when_the_log_files_change():
     first = episode_transcript_build(episode_id=episode.pk)
     EpisodeTranscript.objects.filter(pk=first.pk).update(user_prompts=99)
     assert episode_transcript_build(episode_id=episode.pk).user_prompts == 99  # unchanged files: kept
-    add_file(episode, "chat.json", _sample("gemini_checkpoint.json"), kind=EpisodeFile.Kind.LOG)
+    EpisodeFileFactory(episode=episode, name="chat.json", content=_sample("gemini_checkpoint.json"),
+                       kind=EpisodeFile.Kind.LOG)
     again = episode_transcript_build(episode_id=episode.pk)
     assert again.pk == first.pk and again.user_prompts == 3 + 2
     assert episode_transcript_build(episode_id=episode.pk, force=True).user_prompts == 5

@@ -14,7 +14,7 @@ from rating.fit import ModelSpec, fit_model
 from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.models import Agent, AuditEvent, Episode, ParticipantIdentity, Study
 from tests.factories import AgentFactory, StudyFactory, TaskFactory
-from tests.rating.factories import assert_snapshot_matches_batch, ledger_study
+from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from rating.models import Observation, RatingSnapshot
 from studyapp.celery import app
 from studyapp.models import AuditEvent, Episode
 from tests.conftest import requires_postgres
-from tests.rating.factories import assert_snapshot_matches_batch, ledger_study
+from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
 THREADS = 8
 PER_THREAD = 25

@@ -11,7 +11,7 @@ from rating import selectors, services
 from rating.models import Observation
 from studyapp.models import Episode, Study
 from tests.factories import AgentFactory, ParticipantFactory, StudyFactory
-from tests.rating.factories import ledger_study
+from tests.rating.ledger import ledger_study
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.celery import app
 from studyapp.models import AuditEvent, Episode, Participant, Study
 from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, StudyFactory
-from tests.rating.factories import assert_snapshot_matches_batch, ledger_study
+from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
 pytestmark = pytest.mark.django_db
 

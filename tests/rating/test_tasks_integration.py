@@ -8,7 +8,7 @@ from rating import selectors, tasks
 from rating.models import Observation
 from studyapp.models import Episode
 from tests.conftest import requires_redis, wait_for
-from tests.rating.factories import assert_snapshot_matches_batch, ledger_study
+from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
 WORKER_ENV = {"RATING_REFRESH_DEBOUNCE_SECONDS": "1"}
 

@@ -12,7 +12,7 @@ from studyapp import models as m
 from studyapp.services.design import DesignError, agent_pair, design_mode_set, posterior_cache_key
 from studyapp.services.matching import episode_assign
 from tests.factories import UserFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 

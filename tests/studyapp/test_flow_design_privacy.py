@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from studyapp import models as m
 from studyapp.services.design import posterior_cache_key
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 

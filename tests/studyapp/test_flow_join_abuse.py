@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from studyapp import models as m
 from tests.conftest import requires_postgres
-from tests.studyapp.worker_factories import make_world
+from tests.factories.scenarios import make_world
 
 PASSWORD = "a-long-pass-phrase-9"
 

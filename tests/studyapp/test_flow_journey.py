@@ -10,7 +10,7 @@ from studyapp import models as m
 from studyapp.invitations import personal_invite_path, resume_path
 from surveys.services import instrument_install_default
 from tests.factories import ConsentVersionFactory, OccupationFactory, StudyFactory, UserFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "a-Long-enough-pass-9"

@@ -9,8 +9,9 @@ from grading.services.transcripts import episode_transcript_build
 from grading.transcripts import Format
 from studyapp import models as m
 from studyapp.log_sources import LOG_SOURCES, LogFormat, agent_log_source
+from tests.factories.files import upload
+from tests.factories.scenarios import make_participant, make_world
 from tests.grading.transcripts.conftest import SAMPLES
-from tests.studyapp.worker_factories import make_participant, make_world, upload
 
 pytestmark = pytest.mark.django_db
 

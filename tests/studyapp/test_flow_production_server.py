@@ -30,7 +30,7 @@ from django.urls import reverse
 from studyapp import models as m
 from studyapp.services.matching import episode_assign
 from tests.conftest import ROOT, worker_environment
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 TIMEOUT_SECONDS = 5
 BOUNDARY = "slowuploadboundary7MA4YWxkTrZu0gW"

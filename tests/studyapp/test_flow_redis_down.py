@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from tests.conftest import requires_redis
 from tests.factories import UserFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = [pytest.mark.django_db, requires_redis]
 

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from studyapp import models as m
 from studyapp.services.matching import episode_assign
-from tests.studyapp.worker_factories import HIDDEN_MARKER, PDF, PNG, XLSX, make_participant, make_world, upload
+from tests.factories.files import PDF, PNG, XLSX, upload
+from tests.factories.scenarios import HIDDEN_MARKER, make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 JSON = {"HTTP_ACCEPT": "application/json"}

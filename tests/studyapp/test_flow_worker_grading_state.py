@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from studyapp import models as m
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from tests.factories import (
     TaskFactory,
     UserFactory,
 )
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 

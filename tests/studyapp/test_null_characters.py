@@ -12,7 +12,9 @@ from rest_framework.test import APIClient
 
 from grading.models import ExpertAssignment, ExpertCriterionGrade
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
-from tests.grading.expert_factories import make_episode, make_expert, make_rubric
+from tests.factories.experts import make_expert
+from tests.factories.grading import make_rubric
+from tests.factories.scenarios import make_episode
 
 pytestmark = pytest.mark.django_db
 

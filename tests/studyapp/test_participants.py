@@ -23,7 +23,7 @@ from studyapp.services.consent import consent_decide
 from studyapp.services.matching import episode_assign
 from studyapp.services.participants import participant_join, participant_withdraw, step_visit_record
 from tests.factories import ConsentVersionFactory, StudyFactory, UserFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 PROLIFIC = PlatformClaim(platform="prolific", worker_id="5f1a2b3c")

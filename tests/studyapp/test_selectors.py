@@ -8,7 +8,7 @@ from studyapp import models as m
 from studyapp.selectors import journey_state, occupation_search, occupations_offered, sector_reach
 from studyapp.services.payments import payment_record_task
 from tests.factories import EpisodeFactory, OccupationFactory, SectorFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,8 @@ from studyapp.exceptions import DuplicateFileName, EpisodeLocked, UploadRejected
 from studyapp.selectors import reference_files
 from studyapp.services.matching import episode_assign
 from studyapp.services.uploads import episode_file_add, episode_file_remove, reference_zip_chunks
-from tests.studyapp.worker_factories import HIDDEN_MARKER, PDF, PNG, XLSX, make_participant, make_world, upload
+from tests.factories.files import PDF, PNG, XLSX, upload
+from tests.factories.scenarios import HIDDEN_MARKER, make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 DELIVERABLE = m.EpisodeFile.Kind.DELIVERABLE

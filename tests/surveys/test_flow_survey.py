@@ -9,7 +9,7 @@ from studyapp import models as m
 from surveys.models import Answer
 from surveys.services import instrument_install_default
 from tests.factories import UserFactory
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 from tests.surveys.test_taking import PRE_ANSWERS
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from studyapp.exceptions import StepNotAvailable, SurveyAnswerInvalid, SurveyInc
 from surveys.models import Answer, Instrument, Question, SurveyResponse
 from surveys.services import answer_code, answers_save, instrument_install_default, response_submit
 from surveys.taking import default_instrument, instrument_for, question_text, questions_for, survey_items
-from tests.studyapp.worker_factories import make_participant, make_world
+from tests.factories.scenarios import make_participant, make_world
 
 pytestmark = pytest.mark.django_db
 PRE_ANSWERS = {"D1": "regular", "D2": "weekly", "D3": "6", "A1": "5", "A2": "3", "A3": "2", "A4": "H3", "A5": "H4",

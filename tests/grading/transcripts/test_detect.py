@@ -7,7 +7,7 @@ import io
 import pytest
 
 from grading.transcripts import FileStatus, Format, parse_log
-from tests.grading.factories import png_bytes
+from tests.factories.files import png_bytes
 
 
 @pytest.mark.parametrize(("name", "fmt"), [
