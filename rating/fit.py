@@ -1899,8 +1899,9 @@ def stability(
 
     The ``calibrated_task`` model is resampled exactly with its task effects (:class:`_TaskRounds`).
 
-    ``progress(done, total)`` is called after each bootstrap batch. The output has the shape of
-    :func:`rating.analysis.stability_report` plus ``"model"`` and ``"hyper"``.
+    ``progress(done, total)`` is called after each bootstrap batch. The output (strict JSON) holds ``model``,
+    ``hyper``, ``config``, the counts, ``leaderboard``, ``bootstrap``, ``leave_one_human_out``,
+    ``leave_one_task_out``, ``pairwise`` and ``connectivity``.
     """
     from rating.analysis import _prepare, connectivity, rank_agents
 
