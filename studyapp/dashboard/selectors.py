@@ -35,6 +35,7 @@ from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from studyapp.roles import file_jobs_visible
+from studyapp.task_choice import task_available
 from surveys.selectors import answers_fingerprint
 
 ANALYSIS_KINDS = ("stability", "surveys", "collaboration")
@@ -233,8 +234,6 @@ def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITO
 def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[str, Any]]:
     """Participants on the task step with no open task, fewer tasks than the session asks, and no task that
     can still be matched to them: they are waiting for nothing unless staff act (add tasks or fallbacks)."""
-    from studyapp.services.matching import task_available
-
     # Under the "all submitted" gate a skipped task is replaced, so only submitted ones count as done.
     counted = (~Q(episodes__status=Episode.Status.SKIPPED)
                if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else None)
