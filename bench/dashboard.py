@@ -43,6 +43,7 @@ from django.urls import reverse  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from grading.models import FluencyCoding, JudgeRun, LLMUsage, Rubric  # noqa: E402
+from rating import selectors as rating_selectors  # noqa: E402
 from rating import services as rating_services  # noqa: E402
 from rating.models import Observation  # noqa: E402
 from studyapp import models as m  # noqa: E402
@@ -168,7 +169,7 @@ def compute_analyses(study: m.Study, rounds: int) -> dict[str, float]:
     """Run the stored analyses the way the Celery jobs do and return their wall times in seconds."""
     timings = {}
     with override_settings(RATING={"BOOTSTRAP_ROUNDS": rounds, "REFRESH_DEBOUNCE_SECONDS": 5}):
-        snapshot = selectors.latest_snapshot(study)
+        snapshot = rating_selectors.latest_snapshot(study)
         for kind in ("surveys", "collaboration", "stability"):
             key = selectors.analysis_cache_key(study, kind, snapshot)
             if BackgroundJob.objects.filter(study=study, kind=kind, cache_key=key, status="done").exists():

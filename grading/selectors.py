@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
-from statistics import fmean
-from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
@@ -32,13 +30,6 @@ def study_llm_spend(study: Study) -> Decimal:
     """Return the study's LLM spend in USD over every recorded call (rubrics, judges, log coding)."""
     total = LLMUsage.objects.filter(study=study).aggregate(total=Sum("cost_usd"))["total"]
     return total or Decimal("0")
-
-
-def budget_exhausted(study: Study) -> bool:
-    """True when the study has a cap and its spend reached it."""
-    if study.llm_budget_usd is None:
-        return False
-    return study_llm_spend(study) >= study.llm_budget_usd
 
 
 def studies_over_budget() -> list[tuple[Study, Decimal]]:
@@ -105,40 +96,8 @@ def current_judge_runs(episode: Episode) -> QuerySet[JudgeRun]:
             .prefetch_related("criterion_scores__criterion").order_by("provider", "model"))
 
 
-def judge_runs_for_audit(episode: Episode) -> QuerySet[JudgeRun]:
-    """Every judge run ever made for the episode, newest first, with criterion scores."""
-    return (episode.judge_runs.select_related("rubric")
-            .prefetch_related("criterion_scores__criterion").order_by("-created_at"))
-
-
 def current_fluency_coding(episode: Episode) -> FluencyCoding | None:
     return episode.fluency_codings.filter(is_current=True).order_by("-created_at").first()
-
-
-def collab_vs_solo(study: Study) -> list[dict[str, Any]]:
-    """Per (task, agent): mean collaborative score, solo baseline score, and the share of episodes that won.
-
-    An episode "wins" when its score is above the solo run's; ties count half. Rows without a graded solo
-    run or without graded episodes are left out.
-    """
-    solos: dict[tuple[int, int], list[float]] = {}
-    for run in SoloRun.objects.filter(study=study, score__isnull=False).values("task_id", "agent_id", "score"):
-        solos.setdefault((run["task_id"], run["agent_id"]), []).append(run["score"])
-    episodes: dict[tuple[int, int], list[float]] = {}
-    rows = Episode.objects.filter(study=study, status=Episode.Status.GRADED).exclude(
-        participant__status=Participant.Status.WITHDRAWN).values("task_id", "agent_id", "score", "auto_score")
-    for row in rows:
-        score = row["score"] if row["score"] is not None else row["auto_score"]
-        if score is not None:
-            episodes.setdefault((row["task_id"], row["agent_id"]), []).append(score)
-    result = []
-    for key in sorted(set(solos) & set(episodes)):
-        solo = fmean(solos[key])
-        collab = episodes[key]
-        wins = sum(1.0 if s > solo else 0.5 if s == solo else 0.0 for s in collab)
-        result.append({"task_id": key[0], "agent_id": key[1], "solo_score": solo, "collab_mean": fmean(collab),
-                       "episodes": len(collab), "win_rate": wins / len(collab)})
-    return result
 
 
 def episodes_with_outdated_scores(study: Study | None = None) -> list[int]:
@@ -147,9 +106,9 @@ def episodes_with_outdated_scores(study: Study | None = None) -> list[int]:
     "Now" means the task's rubric for grading, the study's judge list (as the participant's consent allows)
     and the current judge prompt version; a new approved rubric, judge model or prompt makes scores outdated.
     """
+    from grading.consent import judges_allowed
     from grading.prompts import JUDGE_PROMPT_VERSION
     from grading.providers import study_judges
-    from grading.services.consent_check import judges_allowed
 
     episodes = (Episode.objects.filter(status=Episode.Status.GRADED)
                 .exclude(participant__status=Participant.Status.WITHDRAWN)

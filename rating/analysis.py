@@ -1,14 +1,18 @@
-"""Ranking stability analyses for the CollabSkill rating model (paper §6, Tables 2-4).
+"""Ranking stability building blocks for the CollabSkill rating model (paper §6, Tables 2-4).
 
-Everything here takes plain observation arrays -- agent ids, human ids, (task ids,) scores, optional
-weights -- plus a :class:`~rating.engine.RatingConfig`, and returns arrays or JSON-serialisable dicts.
+The study's stability report itself is :func:`rating.fit.stability` (reached through
+:func:`rating.selectors.study_stability_report`); this module holds what it is made of: the paper ranking,
+the result tables, the paper-model bootstrap and the connectivity check.
+
+Everything here takes plain observation arrays -- agent ids, human ids, scores, optional weights -- plus a
+:class:`~rating.engine.RatingConfig`, and returns arrays or JSON-serialisable dicts.
 Agents are ranked the way the paper ranks them: by the conservative score :math:`\\mu - k\\sigma`, with
 ties broken by higher :math:`\\mu`, then by agent id.
 
-Resampling analyses (bootstrap, leave-one-out) solve many perturbed copies of the same model at once:
-a perturbation only re-weights observations, so each round is a count vector ``c`` over observations, and
-every per-round quantity of the Schur solve (:func:`rating.engine.solve_bipartite`) is a matrix product of
-the count matrix with fixed incidence matrices. The agents x agents systems are then solved as one batch.
+The bootstrap solves many perturbed copies of the same model at once: a perturbation only re-weights
+observations, so each round is a count vector ``c`` over observations, and every per-round quantity of the
+Schur solve (:func:`rating.engine.solve_bipartite`) is a matrix product of the count matrix with fixed
+incidence matrices. The agents x agents systems are then solved as one batch.
 
 Pure numpy/scipy; no Django.
 """
@@ -25,13 +29,11 @@ import scipy.sparse
 from scipy.sparse.csgraph import connected_components
 
 from rating.engine import (
-    Posterior,
     RatingConfig,
     _finite_array,
     _id_array,
     _weight_array,
     conservative_score,
-    prob_greater_matrix,
     solve_bipartite,
 )
 
@@ -41,10 +43,7 @@ __all__ = [
     "LeaveOneOutResult",
     "bootstrap_rankings",
     "connectivity",
-    "leave_one_out_rankings",
-    "pairwise_probabilities",
     "rank_agents",
-    "stability_report",
 ]
 
 ProgressCallback = Callable[[int, int], None]
@@ -143,13 +142,6 @@ def _prepare(agent_ids: Any, human_ids: Any, scores: Any, weights: Any, config: 
         k=config.k,
         id_order=id_order,
     )
-
-
-def _group_codes(group_ids: Any, n: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-    groups = _id_array(group_ids, name)
-    if groups.shape[0] != n:
-        raise ValueError(f"{name} has {groups.shape[0]} entries but there are {n} observations")
-    return _first_appearance_codes(groups)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -505,59 +497,9 @@ class LeaveOneOutResult:
         }
 
 
-def leave_one_out_rankings(
-    agent_ids: Any,
-    human_ids: Any,
-    scores: Any,
-    group_ids: Any,
-    weights: Any = None,
-    config: RatingConfig | None = None,
-) -> LeaveOneOutResult:
-    """Drop every observation of one group at a time and rank the agents on the rest.
-
-    Pass ``group_ids=human_ids`` for leave-one-human-out and the episodes' task ids for leave-one-task-out.
-    The agent set stays fixed: an agent whose every observation falls in the dropped group keeps only its
-    prior in that recomputation. All groups are solved in vectorised batches.
-    """
-    design = _prepare(agent_ids, human_ids, scores, weights, config)
-    group_idx, groups = _group_codes(group_ids, design.n_obs, "group_ids")
-    inc = _incidence(design)
-    _, _, _, full_rank = _full_data_agents(design)
-    n_groups = groups.shape[0]
-    batch = _batch_rows(design, inc)
-    ranks = np.empty((n_groups, design.n_agents), dtype=np.int64)
-    for start in range(0, n_groups, batch):
-        stop = min(start + batch, n_groups)
-        keep = (group_idx[None, :] != np.arange(start, stop)[:, None]).astype(np.float64)
-        mu, var = _batched_agent_posterior(keep, design, inc)
-        ranks[start:stop] = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
-    changed = np.flatnonzero(np.any(ranks != full_rank, axis=1))
-    return LeaveOneOutResult(
-        agent_ids=design.agent_ids,
-        group_ids=groups,
-        full_rank=full_rank,
-        ranks=ranks,
-        mean_rank=ranks.mean(axis=0),
-        changed_groups=[str(groups[g]) for g in changed],
-    )
-
-
 # --------------------------------------------------------------------------------------------------------
-# Pairwise probabilities and connectivity
+# Connectivity
 # --------------------------------------------------------------------------------------------------------
-
-
-def pairwise_probabilities(posterior: Posterior) -> np.ndarray:
-    """Return :math:`P_{ij} = P(s_i > s_j)` for the posterior's agents from their exact joint covariance.
-
-    .. math::
-
-        P(s_i > s_j) = \\Phi\\!\\left(\\frac{\\mu_i - \\mu_j}{\\sqrt{\\Sigma_{ii} + \\Sigma_{jj} - 2\\Sigma_{ij}}}
-        \\right)
-
-    (paper §6.1, footnote 4). The diagonal is 0.5.
-    """
-    return prob_greater_matrix(posterior.mu_agents, posterior.cov_agents)
 
 
 @dataclass(frozen=True)
@@ -632,77 +574,3 @@ def connectivity(agent_ids: Any, human_ids: Any) -> Connectivity:
             "rests on the priors only. Pair participants across these groups before trusting the order."
         )
     return Connectivity(n_components=len(groups), agent_component=component_of, components=groups, warning=warning)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Combined report
-# --------------------------------------------------------------------------------------------------------
-
-
-def stability_report(
-    agent_ids: Any,
-    human_ids: Any,
-    task_ids: Any,
-    scores: Any,
-    weights: Any = None,
-    config: RatingConfig | None = None,
-    *,
-    rounds: int = 10_000,
-    seed: int = 0,
-    progress: ProgressCallback | None = None,
-) -> dict[str, Any]:
-    """Return the agent leaderboard with its stability checks as plain JSON-serialisable data.
-
-    Combines the shapes of the paper's Tables 2-4: per agent :math:`\\mu`, :math:`\\sigma`, the conservative
-    score :math:`\\mu - k\\sigma`, observation count, bootstrap mean rank, :math:`P(\\text{rank} = 1)` and
-    rank interval, and leave-one-human-out / leave-one-task-out mean ranks; plus the pairwise
-    :math:`P(s_i > s_j)` matrix and the connectivity check. ``task_ids=None`` skips leave-one-task-out.
-    """
-    config = RatingConfig() if config is None else config
-    design = _prepare(agent_ids, human_ids, scores, weights, config)
-    mu, sigma, cov, full_rank = _full_data_agents(design)
-    counts = np.bincount(design.agent_idx, minlength=design.n_agents)
-    boot = bootstrap_rankings(
-        agent_ids, human_ids, scores, weights, config, rounds=rounds, seed=seed, progress=progress
-    )
-    loo_human = leave_one_out_rankings(agent_ids, human_ids, scores, human_ids, weights, config)
-    loo_task = (
-        None if task_ids is None else leave_one_out_rankings(agent_ids, human_ids, scores, task_ids, weights, config)
-    )
-    links = connectivity(agent_ids, human_ids)
-    probs = prob_greater_matrix(mu, cov)
-    cons = conservative_score(mu, sigma, config.k)
-    rows = []
-    for i in np.argsort(full_rank, kind="stable").tolist():
-        rows.append(
-            {
-                "rank": int(full_rank[i]),
-                "agent_id": str(design.agent_ids[i]),
-                "mu": float(mu[i]),
-                "sigma": float(sigma[i]),
-                "conservative": float(cons[i]),
-                "n": int(counts[i]),
-                "bootstrap_mean_rank": float(boot.mean_rank[i]),
-                "bootstrap_p_rank1": float(boot.p_rank1[i]),
-                "bootstrap_rank_interval": [int(boot.rank_low[i]), int(boot.rank_high[i])],
-                "loo_human_mean_rank": float(loo_human.mean_rank[i]),
-                "loo_task_mean_rank": None if loo_task is None else float(loo_task.mean_rank[i]),
-            }
-        )
-    n_tasks = None if task_ids is None else len(np.unique(_id_array(task_ids, "task_ids")))
-    return {
-        "config": config.to_dict(),
-        "n_observations": design.n_obs,
-        "n_agents": design.n_agents,
-        "n_humans": design.n_humans,
-        "n_tasks": n_tasks,
-        "leaderboard": rows,
-        "bootstrap": boot.to_dict(),
-        "leave_one_human_out": loo_human.to_dict(),
-        "leave_one_task_out": None if loo_task is None else loo_task.to_dict(),
-        "pairwise": {
-            "agent_ids": [str(a) for a in design.agent_ids],
-            "prob_greater": probs.tolist(),
-        },
-        "connectivity": links.to_dict(),
-    }

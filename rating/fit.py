@@ -507,7 +507,9 @@ def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> t
     dfe = st.n - st.n_fixed
     if dfe <= 0:
         raise ValueError(f"the model needs more observations than fixed effects ({st.n} <= {st.n_fixed})")
-    q = max(q, np.finfo(float).tiny)
+    # Below the rounding error of y'Wy the residual sum of squares is zero (scores fitted exactly, e.g. all
+    # equal): floor it there, not at the smallest float, or beta^2 ~ 1e-308 overflows every information entry.
+    q = max(q, np.finfo(float).eps * st.ywy, np.finfo(float).tiny)
     log_gamma_sum = float(sum(st.n_levels[name] * math.log(gamma[name]) for name in st.components))
     logdet_c = float(np.log(d).sum() + 2.0 * np.log(np.diag(chol)).sum())
     evaluation = _Evaluation(
@@ -1897,8 +1899,9 @@ def stability(
 
     The ``calibrated_task`` model is resampled exactly with its task effects (:class:`_TaskRounds`).
 
-    ``progress(done, total)`` is called after each bootstrap batch. The output has the shape of
-    :func:`rating.analysis.stability_report` plus ``"model"`` and ``"hyper"``.
+    ``progress(done, total)`` is called after each bootstrap batch. The output (strict JSON) holds ``model``,
+    ``hyper``, ``config``, the counts, ``leaderboard``, ``bootstrap``, ``leave_one_human_out``,
+    ``leave_one_task_out``, ``pairwise`` and ``connectivity``.
     """
     from rating.analysis import _prepare, connectivity, rank_agents
 

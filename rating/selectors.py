@@ -196,8 +196,25 @@ def participant_pseudonyms(study: Study | int, participant_ids: Any) -> dict[int
 
 
 def latest_snapshot(study: Study | int) -> RatingSnapshot | None:
-    """Return the study's newest posterior snapshot, or ``None`` before the first refresh."""
+    """Return the study's newest posterior snapshot, or ``None`` before the first refresh.
+
+    The one read of "the current ratings": pages, the API, exports, payouts, surveys and the CLI all call it.
+    """
     return RatingSnapshot.objects.filter(study_id=_study_id(study)).order_by("-version").first()
+
+
+def snapshot_model_kind(snapshot: RatingSnapshot | None) -> str | None:
+    """Return the rating model the snapshot was computed under ("paper" for snapshots older than the choice)."""
+    if snapshot is None:
+        return None
+    return (snapshot.config or {}).get("kind", "paper")
+
+
+def snapshot_ratings(snapshot: RatingSnapshot, kind: str) -> QuerySet[EntityRating]:
+    """Return the snapshot's ratings of one kind ("agent" or "human"), best conservative score (rank 1) first."""
+    if kind not in EntityRating.Kind.values:
+        raise ValueError(f"kind must be 'agent' or 'human', got {kind!r}")
+    return EntityRating.objects.filter(snapshot=snapshot, entity_kind=kind).order_by("rank")
 
 
 def leaderboard(study: Study | int, kind: str = EntityRating.Kind.AGENT) -> QuerySet[EntityRating]:
@@ -207,7 +224,22 @@ def leaderboard(study: Study | int, kind: str = EntityRating.Kind.AGENT) -> Quer
     snapshot = latest_snapshot(study)
     if snapshot is None:
         return EntityRating.objects.none()
-    return EntityRating.objects.filter(snapshot=snapshot, entity_kind=kind).order_by("rank")
+    return snapshot_ratings(snapshot, kind)
+
+
+# The skill survey and collaboration statistics relate to (the paper uses the CollabSkill score): column, label.
+SKILL_MEASURES = {"conservative": "CollabSkill μ − kσ", "mu": "posterior mean μ"}
+
+
+def human_skill(study: Study, measure: str = "conservative") -> tuple[dict[int, float], RatingSnapshot | None]:
+    """Return each rated participant's skill from the latest snapshot, keyed by participant id."""
+    if measure not in SKILL_MEASURES:
+        raise ValueError(f"measure must be one of {sorted(SKILL_MEASURES)}, got {measure!r}")
+    snapshot = latest_snapshot(study)
+    if snapshot is None:
+        return {}, None
+    rows = snapshot_ratings(snapshot, EntityRating.Kind.HUMAN).values_list("entity_id", measure)
+    return {int(entity_id): float(value) for entity_id, value in rows}, snapshot
 
 
 def studies_with_ratings() -> QuerySet[Study]:
@@ -272,8 +304,13 @@ def study_stability_report(
     The one stability path of the project: ``rating_report`` and the dashboard job both call this, and it
     calls :func:`rating.fit.stability` once. Agents are identified by primary key (as text) and named in
     ``report["agent_names"]``; humans by pseudonym. ``cluster="human"`` resamples people instead of
-    observations. Observations without a task stay in every leave-one-task-out fit. ``None`` when the
-    study has no active observation.
+    observations. ``None`` when the study has no active observation.
+
+    Observations without a task (sessions imported without a task id) stay in every leave-one-task-out fit
+    and never form a "task" of their own: the table asks how much the ranking rests on any one task, and a
+    task-less observation belongs to no task that could be removed. Grouping them as one pseudo-task would
+    drop unrelated sessions together; making each its own group would turn part of the table into a
+    leave-one-observation-out. Leave-one-task-out is skipped only when no observation names a task.
     """
     if cluster not in (None, *STABILITY_CLUSTERS):
         raise ValueError(f"cluster must be one of {STABILITY_CLUSTERS}, got {cluster!r}")
@@ -321,7 +358,7 @@ def model_fit_summary(snapshot: RatingSnapshot | None) -> dict[str, Any]:
     diagnostics = fit.get("diagnostics") or {}
     residual_sd, beta = diagnostics.get("residual_sd"), diagnostics.get("beta")
     ratio = residual_sd / beta if residual_sd is not None and beta else None
-    kind = config.get("kind", "paper")
+    kind = snapshot_model_kind(snapshot)
     warning = ""
     if kind == "paper" and ratio is not None and ratio >= MISFIT_RATIO:
         warning = (

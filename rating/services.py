@@ -385,7 +385,7 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         t_read = time.perf_counter()
         digest = arrays.digest(selectors.study_model_spec(study).to_dict())
         if only_if_changed:
-            latest = RatingSnapshot.objects.filter(study=study).order_by("-version").first()
+            latest = selectors.latest_snapshot(study)
             if latest is not None and latest.ledger_digest == digest:
                 return latest
         if arrays.n == 0:  # an emptied ledger is an empty snapshot, not an error

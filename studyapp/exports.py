@@ -37,10 +37,11 @@ from grading.models import (
     JudgeRun,
 )
 from rating.models import EntityRating, Observation, RatingSnapshot
-from rating.selectors import study_model_spec
+from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
 from rating.services import HEADER_RECORD_TYPE, SCORE_FIELDS
 from studyapp.csv_safety import csv_writer
-from studyapp.models import Agent, BackgroundJob, Episode, Participant, ParticipantIdentity, Study, TaskInstance
+from studyapp.dashboard.selectors import finished_stability_job
+from studyapp.models import Agent, Episode, Participant, ParticipantIdentity, Study, TaskInstance
 from surveys.models import Answer, Question
 
 Progress = Callable[[int, int], None]
@@ -394,14 +395,7 @@ def latest_stability(study: Study, snapshot: RatingSnapshot | None) -> dict[str,
     """Return the stored stability result of the snapshot, if one was computed."""
     if snapshot is None:
         return None
-    job = (
-        BackgroundJob.objects.filter(
-            study=study, kind="stability", status=BackgroundJob.Status.DONE,
-            cache_key__startswith=f"stability:{study.pk}:v{snapshot.version}:",
-        )
-        .order_by("-finished_at")
-        .first()
-    )
+    job = finished_stability_job(study, snapshot)
     return job.result if job else None
 
 
@@ -828,10 +822,11 @@ def build_export(
     """Write the study's export ZIP into ``handle`` and return a summary (row counts per file)."""
     report = progress or (lambda done, total: None)
     hasher = Pseudonymizer(study)
-    snapshot = RatingSnapshot.objects.filter(study=study).order_by("-version").first()
+    snapshot = latest_snapshot(study)
     stability = latest_stability(study, snapshot)
     total = _row_total(study, include_pii, snapshot)
     report(0, total)
+    paper = study_rating_config(study)
     with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
         writer = _Writer(archive, include_pii, report, total)
         writer.table(TABLE_BY_FILE["participants.csv"], _participant_rows(study, hasher))
@@ -874,7 +869,7 @@ def build_export(
             "blend_expert_weight": study.blend_expert_weight,
             "rating_model": study_rating_model(study),
             "rating_config": {
-                "mu0": study.rating_mu0, "sigma0": study.rating_sigma0, "beta": study.rating_beta, "k": study.rating_k,
+                "mu0": paper.mu0, "sigma0": paper.sigma0, "beta": paper.beta, "k": paper.k,
             },
             "snapshot_config": snapshot.config if snapshot else None,
             "snapshot_fit": snapshot.fit if snapshot else None,

@@ -29,7 +29,8 @@ from typing import IO, Any
 from django.db.models import Count, DecimalField, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
-from rating.models import EntityRating, RatingSnapshot
+from rating.models import EntityRating
+from rating.selectors import latest_snapshot, snapshot_ratings
 from studyapp.csv_safety import csv_writer
 from studyapp.models import Participant, ParticipantIdentity, Payment, Study
 
@@ -70,13 +71,13 @@ def rank_bonus_amounts(study: Study) -> list[Decimal]:
 
 def bonus_ranks(study: Study) -> dict[int, int]:
     """Return ``{participant id: rank}`` among completed participants by their latest CollabSkill score."""
-    snapshot = RatingSnapshot.objects.filter(study=study).order_by("-version").first()
+    snapshot = latest_snapshot(study)
     if snapshot is None:
         return {}
     completed = Participant.objects.filter(study=study, status=Participant.Status.COMPLETE).values("pk")
     ordered = (
-        EntityRating.objects.filter(snapshot=snapshot, entity_kind=EntityRating.Kind.HUMAN, entity_id__in=completed)
-        .order_by("rank")
+        snapshot_ratings(snapshot, EntityRating.Kind.HUMAN)
+        .filter(entity_id__in=completed)
         .values_list("entity_id", flat=True)
     )
     return {int(entity_id): position for position, entity_id in enumerate(ordered, start=1)}

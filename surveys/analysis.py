@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rating.selectors import SKILL_MEASURES, human_skill, snapshot_model_kind
 from studyapp.models import Study
 from surveys import stats
 from surveys.models import Question
-from surveys.selectors import SKILL_MEASURES, StudyAnswers, human_skill, study_answers
+from surveys.selectors import StudyAnswers, study_answers
 
 _NUMERIC_KINDS = {Question.Kind.LIKERT, Question.Kind.HAS, Question.Kind.NUMBER, Question.Kind.CHOICE}
 
@@ -75,7 +76,7 @@ def survey_statistics(study: Study, *, skill_measure: str = "conservative", holm
         "skill_label": SKILL_MEASURES[skill_measure],
         "snapshot_version": snapshot.version if snapshot else None,
         # Skill comes from the snapshot, i.e. from the study's rating model when it was computed.
-        "rating_model": (snapshot.config or {}).get("kind", "paper") if snapshot else None,
+        "rating_model": snapshot_model_kind(snapshot),
         "holm_correction": holm_correction,
         "n_respondents_pre": len(respondents_pre),
         "n_respondents_post": len(respondents_post),

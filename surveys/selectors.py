@@ -13,12 +13,8 @@ from typing import Any
 
 from django.db.models import Count, Max
 
-from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Participant, Study
 from surveys.models import Answer, Question, SurveyResponse
-
-# The skill every survey statistic is related to; the paper correlates answers with the CollabSkill score.
-SKILL_MEASURES = {"conservative": "CollabSkill μ − kσ", "mu": "posterior mean μ"}
 
 _EXCLUDED_STATUSES = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED)
 
@@ -112,24 +108,6 @@ def study_answers(study: Study) -> StudyAnswers:
                 continue
             result.categorical[phase].setdefault(info.code, {})[participant_id] = label
     return result
-
-
-def latest_snapshot(study: Study) -> RatingSnapshot | None:
-    """Return the study's newest posterior snapshot, or None before the first refresh."""
-    return RatingSnapshot.objects.filter(study=study).order_by("-version").first()
-
-
-def human_skill(study: Study, measure: str = "conservative") -> tuple[dict[int, float], RatingSnapshot | None]:
-    """Return each rated participant's skill from the latest snapshot, keyed by participant id."""
-    if measure not in SKILL_MEASURES:
-        raise ValueError(f"measure must be one of {sorted(SKILL_MEASURES)}, got {measure!r}")
-    snapshot = latest_snapshot(study)
-    if snapshot is None:
-        return {}, None
-    rows = EntityRating.objects.filter(snapshot=snapshot, entity_kind=EntityRating.Kind.HUMAN).values_list(
-        "entity_id", measure
-    )
-    return {int(entity_id): float(value) for entity_id, value in rows}, snapshot
 
 
 def answers_fingerprint(study: Study) -> str:

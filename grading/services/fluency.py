@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 
 from grading import llm
+from grading.consent import consent_refusal
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater
 from grading.extract import Extraction
 from grading.extract.budget import cut_text
@@ -21,7 +22,6 @@ from grading.providers import fluency_coder, grading_settings, not_configured_no
 from grading.schemas import FLUENCY_CODES, FluencyOut, one_line
 from grading.selectors import current_fluency_coding
 from grading.services.budget import budget_ensure_available, llm_usage_record
-from grading.services.consent_check import consent_refusal
 from grading.services.extraction import episode_log_extract
 from grading.services.transcripts import episode_transcript_build
 from grading.transcripts.render import render_transcripts

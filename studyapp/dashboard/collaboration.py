@@ -21,10 +21,10 @@ import numpy as np
 import scipy.stats
 
 from grading.models import FluencyCoding
+from rating import selectors as rating_selectors
 from rating.models import EntityRating
 from studyapp.dashboard.transcripts import transcript_analysis
 from studyapp.models import Agent, Episode, Participant, SoloRun, Study
-from surveys.selectors import human_skill
 
 # The 11 AI Fluency Index behaviours in the order the paper lists them (App. H); unknown codes follow.
 BEHAVIOUR_ORDER: tuple[str, ...] = (
@@ -267,20 +267,20 @@ def collab_vs_solo_by_agent(
 
 def collaboration_analysis(study: Study) -> dict[str, Any]:
     """Return the study's fluency, win-rate and collaboration-vs-solo analyses as JSON-ready data."""
-    skill, snapshot = human_skill(study, "conservative")
+    skill, snapshot = rating_selectors.human_skill(study, "conservative")
     ratings: dict[int, tuple[float, float]] = {}
     if snapshot is not None:
         ratings = {
             int(entity_id): (conservative, mu)
-            for entity_id, conservative, mu in EntityRating.objects.filter(
-                snapshot=snapshot, entity_kind=EntityRating.Kind.AGENT
+            for entity_id, conservative, mu in rating_selectors.snapshot_ratings(
+                snapshot, EntityRating.Kind.AGENT
             ).values_list("entity_id", "conservative", "mu")
         }
     episodes = _scored_episodes(study)
     solo = _solo_scores(study)
     return {
         "snapshot_version": snapshot.version if snapshot else None,
-        "rating_model": (snapshot.config or {}).get("kind", "paper") if snapshot else None,
+        "rating_model": rating_selectors.snapshot_model_kind(snapshot),
         "skill_measure": "conservative",
         "fluency": fluency_analysis(study),
         "win_rates": solo_win_rates(episodes, solo, skill),

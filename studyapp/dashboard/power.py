@@ -14,8 +14,8 @@ from django.core.cache import cache
 from django.db import transaction
 
 from rating import design
+from rating import selectors as rating_selectors
 from rating.models import RatingSnapshot
-from studyapp.dashboard import selectors
 from studyapp.dashboard.exceptions import JobRefused
 from studyapp.dashboard.services import ProgressReporter, _job_execute, _user_or_none
 from studyapp.models import BackgroundJob, Study
@@ -47,7 +47,7 @@ def _enqueue(job: BackgroundJob) -> None:
 
 def power_request(*, study: Study, actor: Any) -> BackgroundJob:
     """Return the stopping-rule estimate job for the study's current posterior, creating it if needed."""
-    snapshot = selectors.latest_snapshot(study)
+    snapshot = rating_selectors.latest_snapshot(study)
     if snapshot is None:
         raise JobRefused("There is no data yet: use planning instead.")
     key = f"power:v{snapshot.version}"
@@ -155,7 +155,7 @@ def _rows(goals: dict[str, Any], now: dict[str, float], current: str) -> list[di
 
 def power_context(study: Study) -> dict[str, Any]:
     """Return what the design panel shows: mode, the latest estimate (current or older), jobs in progress, plans."""
-    snapshot = selectors.latest_snapshot(study)
+    snapshot = rating_selectors.latest_snapshot(study)
     jobs = BackgroundJob.objects.filter(study=study, kind__in=POWER_KINDS).order_by("-created_at")
     latest_power = jobs.filter(kind="power").first()
     done_power = jobs.filter(kind="power", status=BackgroundJob.Status.DONE).first()

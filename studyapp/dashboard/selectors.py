@@ -35,6 +35,7 @@ from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from studyapp.roles import file_jobs_visible
+from studyapp.task_choice import task_available
 from surveys.selectors import answers_fingerprint
 
 ANALYSIS_KINDS = ("stability", "surveys", "collaboration")
@@ -85,11 +86,6 @@ def study_list() -> list[dict[str, Any]]:
 def study_get(slug: str) -> Study:
     """Return the study or raise 404."""
     return get_object_or_404(Study, slug=slug)
-
-
-def latest_snapshot(study: Study) -> RatingSnapshot | None:
-    """Return the newest posterior snapshot of the study, or None before the first refresh."""
-    return RatingSnapshot.objects.filter(study=study).order_by("-version").first()
 
 
 # -------------------------------------------------------------------------------------------- overview
@@ -233,8 +229,6 @@ def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITO
 def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[str, Any]]:
     """Participants on the task step with no open task, fewer tasks than the session asks, and no task that
     can still be matched to them: they are waiting for nothing unless staff act (add tasks or fallbacks)."""
-    from studyapp.services.matching import task_available
-
     # Under the "all submitted" gate a skipped task is replaced, so only submitted ones count as done.
     counted = (~Q(episodes__status=Episode.Status.SKIPPED)
                if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else None)
@@ -464,6 +458,18 @@ def analysis_state(
     )
 
 
+def finished_stability_job(study: Study, snapshot: RatingSnapshot | None = None) -> BackgroundJob | None:
+    """Return the study's newest finished stability job, or the newest of one posterior version.
+
+    The API shows the newest result whatever posterior it describes; an export includes only the result of
+    the snapshot it exports (``snapshot``), under either resampling unit.
+    """
+    jobs = BackgroundJob.objects.filter(study=study, kind="stability", status=BackgroundJob.Status.DONE)
+    if snapshot is not None:
+        jobs = jobs.filter(cache_key__startswith=f"stability:{study.pk}:v{snapshot.version}:")
+    return jobs.order_by("-finished_at", "-created_at").first()
+
+
 def job_get(study: Study, job_id: int, *, user: Any) -> BackgroundJob:
     """Return one of the study's jobs the user may open, or raise 404."""
     return get_object_or_404(file_jobs_visible(BackgroundJob.objects.all(), user), pk=job_id, study=study)
@@ -481,25 +487,22 @@ def file_jobs(study: Study, *, user: Any, limit: int = 20) -> list[BackgroundJob
 def agent_ratings(snapshot: RatingSnapshot) -> list[dict[str, Any]]:
     """Return the snapshot's agent rows in rank order."""
     return list(
-        EntityRating.objects.filter(snapshot=snapshot, entity_kind=EntityRating.Kind.AGENT)
-        .order_by("rank")
+        rating_selectors.snapshot_ratings(snapshot, EntityRating.Kind.AGENT)
         .values("entity_id", "label", "mu", "sigma", "conservative", "n", "rank")
     )
 
 
 def human_ratings_page(snapshot: RatingSnapshot, page: int | str | None) -> Page:
     """Return one page of the snapshot's human rows in rank order (labels are pseudonyms)."""
-    rows = (
-        EntityRating.objects.filter(snapshot=snapshot, entity_kind=EntityRating.Kind.HUMAN)
-        .order_by("rank")
-        .values("entity_id", "label", "mu", "sigma", "conservative", "n", "rank")
+    rows = rating_selectors.snapshot_ratings(snapshot, EntityRating.Kind.HUMAN).values(
+        "entity_id", "label", "mu", "sigma", "conservative", "n", "rank"
     )
     return Paginator(rows, HUMANS_PER_PAGE).get_page(page)
 
 
 def leaderboard(study: Study, page: int | str | None = None, *, cluster: str = "observation") -> dict[str, Any]:
     """Return the agent leaderboard merged with the stored stability result, and a page of humans."""
-    snapshot = latest_snapshot(study)
+    snapshot = rating_selectors.latest_snapshot(study)
     if snapshot is None:
         return {"snapshot": None}
     state = analysis_state(study, "stability", snapshot, cluster=cluster)

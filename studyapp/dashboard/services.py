@@ -20,6 +20,7 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
+from rating import selectors as rating_selectors
 from studyapp.celery import send_task_on_commit
 from studyapp.dashboard import selectors
 from studyapp.dashboard.collaboration import collaboration_analysis
@@ -57,7 +58,7 @@ def analysis_request(*, study: Study, kind: str, actor: Any, cluster: str = "obs
         raise JobRefused(f"Unknown analysis “{kind}”.")
     if cluster not in selectors.STABILITY_CLUSTERS:
         raise JobRefused(f"Unknown resampling unit “{cluster}”.")
-    snapshot = selectors.latest_snapshot(study)
+    snapshot = rating_selectors.latest_snapshot(study)
     key = selectors.analysis_cache_key(study, kind, snapshot, cluster=cluster)
     if key is None:
         raise JobRefused("There is no data to analyse yet.")
@@ -191,7 +192,7 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
     def work(job: BackgroundJob, progress: ProgressReporter) -> dict[str, Any]:
         study = job.study
         if job.kind == "stability":
-            snapshot = selectors.latest_snapshot(study)
+            snapshot = rating_selectors.latest_snapshot(study)
             if snapshot is None:
                 raise JobRefused("The study has no posterior snapshot yet.")
             return study_stability(

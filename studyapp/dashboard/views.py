@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from rating import selectors as rating_selectors
 from studyapp.dashboard import pages, power, selectors, services
 from studyapp.dashboard.exceptions import DashboardError
 from studyapp.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
@@ -50,7 +51,7 @@ def _render(
 
 def _analysis_context(request: HttpRequest, study: Study, kind: str, *, auto: bool) -> selectors.AnalysisState:
     """Return the analysis state; cheap analyses start by themselves when their data has no result yet."""
-    snapshot = selectors.latest_snapshot(study)
+    snapshot = rating_selectors.latest_snapshot(study)
     state = selectors.analysis_state(study, kind, snapshot)
     if auto and state.has_data and state.result is None and state.job is None and state.failed is None:
         try:

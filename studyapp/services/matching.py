@@ -35,12 +35,12 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 
-from studyapp.exceptions import NoTaskAvailable, StepNotAvailable
-from studyapp.models import Episode, Participant, SectorFallback, Study, TaskInstance
+from studyapp.exceptions import StepNotAvailable
+from studyapp.models import Episode, Participant, Study, TaskInstance
 from studyapp.services.design import agent_pair
+from studyapp.task_choice import choose_task
 
 _FINISHED = (
     Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED,
@@ -59,7 +59,7 @@ def episode_assign(*, participant: Participant, position: int, seed: int | None 
         _check_may_start(locked, position)
         seed = secrets.randbits(63) if seed is None else seed
         rng = random.Random(seed)
-        task = _choose_task(locked, rng)
+        task = choose_task(locked, rng)
         # The agent comes from the study's pairing design (studyapp/services/design.py), which also says how
         # likely this agent was, for weighted analyses.
         pairing = agent_pair(participant=locked, rng=rng)
@@ -69,15 +69,6 @@ def episode_assign(*, participant: Participant, position: int, seed: int | None 
             status=Episode.Status.ASSIGNED,
             started_at=timezone.now(), deadline_at=_deadline(locked.study, task),
         )
-
-
-def task_available(*, participant: Participant) -> bool:
-    """Whether some task could still be matched to the participant (without locking or assigning)."""
-    try:
-        _choose_task(participant, random.Random(0), lock=False)
-    except NoTaskAvailable:
-        return False
-    return True
 
 
 def _deadline(study: Study, task: TaskInstance) -> datetime | None:
@@ -101,50 +92,3 @@ def _check_may_start(participant: Participant, position: int) -> None:
         raise StepNotAvailable("Please finish (or skip) your current task before starting the next one.")
     if position != len(positions) + 1:
         raise StepNotAvailable("Tasks are taken in order; please continue with your next task.")
-
-
-def _sectors_for(participant: Participant) -> list[int]:
-    occupation = participant.occupation
-    if occupation is None or occupation.sector_id is None:
-        return []
-    fallbacks = (SectorFallback.objects.filter(study=participant.study, from_sector_id=occupation.sector_id)
-                 .order_by("priority", "pk").values_list("to_sector_id", flat=True))
-    ordered = [occupation.sector_id]
-    for sector_id in fallbacks:
-        if sector_id not in ordered:
-            ordered.append(sector_id)
-    return ordered
-
-
-def _choose_task(participant: Participant, rng: random.Random, *, lock: bool = True) -> TaskInstance:
-    study = participant.study
-    sectors = _sectors_for(participant)
-    if not sectors:
-        raise NoTaskAvailable("Your occupation is not linked to a work sector, so no task can be matched. Please "
-                              "contact the study team.")
-    done = Episode.objects.filter(participant__user_id=participant.user_id) if participant.user_id else \
-        Episode.objects.filter(participant=participant)
-    # Lock every candidate of every sector the worker may fall back to in one statement, in primary-key
-    # order: locking sector by sector could deadlock two workers whose fallbacks point at each other.
-    candidates = (TaskInstance.objects.filter(studies=study, is_active=True, sector_id__in=sectors)
-                  .exclude(pk__in=done.values("task_id")).order_by("pk"))
-    if lock:
-        candidates = candidates.select_for_update(of=("self",))
-    rows = list(candidates.values_list("pk", "sector_id"))
-    coverage = dict(
-        Episode.objects.filter(study=study, task_id__in=[pk for pk, _ in rows])
-        .exclude(status=Episode.Status.SKIPPED).values("task_id").annotate(n=Count("id")).values_list("task_id", "n")
-    )
-    for sector_id in sectors:
-        capacity = study.max_episodes_per_task
-        open_ids = [pk for pk, sector in rows if sector == sector_id and coverage.get(pk, 0) < capacity]
-        if not open_ids:
-            continue
-        exact = set(TaskInstance.occupations.through.objects.filter(
-            taskinstance_id__in=open_ids, occupation_id=participant.occupation_id
-        ).values_list("taskinstance_id", flat=True))
-        # One random number per candidate, drawn in primary-key order, so a seed replays the same choice.
-        keyed = [(coverage.get(pk, 0), pk not in exact, rng.random(), pk) for pk in open_ids]
-        return TaskInstance.objects.get(pk=min(keyed)[3])
-    raise NoTaskAvailable("There is no task left that fits your occupation right now. Please come back later or "
-                          "contact the study team; nothing you already did is lost.")

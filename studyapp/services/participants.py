@@ -24,7 +24,7 @@ from studyapp.invitations import PlatformClaim
 from studyapp.models import Episode, EpisodeFile, Occupation, Participant, ParticipantIdentity, StepVisit, Study
 from studyapp.roles import WORKER, grant_role
 from studyapp.services.audit import audit_record
-from studyapp.services.matching import task_available
+from studyapp.task_choice import task_available
 
 # A step visit continues while requests keep arriving within this gap; a longer pause starts a new visit,
 # so a worker who leaves overnight is not counted as working all night.

@@ -15,11 +15,11 @@ from rating import selectors as rating_selectors
 from rating import services as rating_services
 from rating.fit import fit_model
 from rating.models import EntityRating
+from rating.selectors import human_skill
 from studyapp.dashboard import selectors, services
 from studyapp.dashboard.collaboration import collaboration_analysis
 from studyapp.exports import build_export
 from surveys.analysis import survey_statistics
-from surveys.selectors import human_skill
 from tests.factories.scenarios import populated_study
 from tests.rating.ledger import fit_rows
 

@@ -61,18 +61,47 @@ def test_progress_only_moves_forward_and_ends_complete(populated):
 
 
 @pytest.mark.django_db
-def test_the_command_and_the_dashboard_print_the_same_stability_when_some_observations_have_no_task(populated):
+def test_the_command_the_dashboard_and_the_api_give_the_same_stability_when_some_observations_have_no_task(
+    populated, staff_client, settings
+):
+    """One stability path: ``rating_report`` (text and ``--json``), the dashboard job and the API agree."""
+    settings.RATING = {**settings.RATING, "BOOTSTRAP_ROUNDS": 200}
     study = populated.study
-    Observation.objects.filter(pk__in=list(
-        Observation.objects.filter(study=study).order_by("pk").values_list("pk", flat=True)[:5]
-    )).update(task=None, task_uuid=None)
-    snapshot = rating_services.posterior_refresh(study_id=study.pk)
-    dashboard = study_stability(study, snapshot, rounds=200, seed=4)
-    assert dashboard["leave_one_task_out"] is not None  # task-less observations do not disable it
+    ledger = Observation.objects.filter(study=study).order_by("pk")
+    Observation.objects.filter(pk__in=list(ledger.values_list("pk", flat=True)[:7])).update(task=None, task_uuid=None)
+    arrays = rating_selectors.observations_arrays(study)
+    tasks = {t for t in arrays.task_ids.tolist() if t}
+    assert 0 < int((arrays.task_ids == "").sum()) < arrays.n and len(tasks) > 1
+    rating_services.posterior_refresh(study_id=study.pk)
 
-    out = io.StringIO()
-    call_command("rating_report", study=study.slug, rounds=200, seed=4, stdout=out)
-    lines = out.getvalue().splitlines()
+    job = services.analysis_request(study=study, kind="stability", actor=None)
+    services.analysis_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == "done", job.error
+    dashboard = job.result
+    api = staff_client.get(f"/api/studies/{study.slug}/stability/")
+    assert api.status_code == 200
+    assert api.json()["job"] == job.pk and api.json()["result"] == dashboard
+
+    # Task-less observations never form a "task" of their own, and do not switch leave-one-task-out off.
+    loo_task = dashboard["leave_one_task_out"]
+    assert loo_task is not None and loo_task["n_groups"] == len(tasks) == dashboard["n_tasks"]
+    assert set(loo_task["changed_groups"]) <= tasks
+
+    # --json: the fit behind the stability leaderboard, number for number.
+    printed = json.loads(_command("rating_report", "--study", study.slug, "--json"))
+    assert printed["agent_names"] == dashboard["agent_names"]
+    fitted = {row["agent_id"]: row for row in printed["fit"]["agents"]}
+    for row in dashboard["leaderboard"]:
+        assert {key: fitted[row["agent_id"]][key] for key in ("mu", "sigma", "conservative", "n")} == {
+            key: row[key] for key in ("mu", "sigma", "conservative", "n")
+        }
+    assert printed["fit"]["prob_greater"] == dashboard["pairwise"]["prob_greater"]
+    assert [a["agent_id"] for a in printed["fit"]["agents"]] == dashboard["pairwise"]["agent_ids"]
+
+    # The report's stability tables, as printed, are the dashboard's numbers.
+    text = _command("rating_report", "--study", study.slug, "--rounds", "200", "--seed", "0")
+    lines = text.splitlines()
     names = dashboard["agent_names"]
     for row in dashboard["leaderboard"]:
         name = names[row["agent_id"]]
@@ -83,7 +112,17 @@ def test_the_command_and_the_dashboard_print_the_same_stability_when_some_observ
         ]
         loo = next(line for line in lines if line.startswith(name) and f"#{row['rank']}" in line.split())
         assert loo.split()[-2:] == [f"{row['loo_human_mean_rank']:.2f}", f"{row['loo_task_mean_rank']:.2f}"]
-    assert f"{dashboard['leave_one_task_out']['n_groups']} tasks left out in turn" in out.getvalue()
+    assert f"{loo_task['n_groups']} tasks left out in turn; {len(loo_task['changed_groups'])} of them" in text
+    # The numbers the report prints are computed by the same call, unrounded.
+    reference = rating_selectors.study_stability_report(study, rounds=200, seed=0)
+    for key in ("leaderboard", "bootstrap", "leave_one_human_out", "leave_one_task_out", "pairwise"):
+        assert reference[key] == dashboard[key]
+
+
+def _command(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
 
 
 @pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from grading.exceptions import BudgetBusy, BudgetExhausted
 from grading.models import JudgeRun, LLMUsage, Rubric
-from grading.selectors import budget_exhausted, studies_over_budget, study_llm_spend
+from grading.selectors import studies_over_budget, study_llm_spend
 from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.pipeline import episode_grade
 from studyapp.models import Episode
@@ -39,16 +39,16 @@ def test_spend_adds_up_every_purpose_for_that_study_only():
 def test_a_study_without_a_cap_is_never_over_budget():
     study = StudyFactory(llm_budget_usd=None)
     spend(study, "1000")
-    assert not budget_exhausted(study)
     budget_ensure_available(study=study)
+    assert studies_over_budget() == []
 
 
 def test_reaching_the_cap_exactly_counts_as_exhausted():
     study = StudyFactory(llm_budget_usd=Decimal("2.00"))
     spend(study, "1.99")
-    assert not budget_exhausted(study)
+    budget_ensure_available(study=study)
+    assert studies_over_budget() == []
     spend(study, "0.01")
-    assert budget_exhausted(study)
     with pytest.raises(BudgetExhausted, match=r"spent \$2.00 of its \$2.00 cap"):
         budget_ensure_available(study=study)
     assert studies_over_budget() == [(study, Decimal("2.000000"))]

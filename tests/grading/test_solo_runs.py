@@ -6,13 +6,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from grading.models import JudgeRun, Rubric
-from grading.selectors import collab_vs_solo
 from grading.services.solo_runs import solo_run_attach, solo_run_grade
 from studyapp.files import FileRejected
 from studyapp.models import AuditEvent, Episode, SoloRun, SoloRunFile
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.grading import make_rubric
-from tests.factories.scenarios import submitted_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -63,15 +61,3 @@ def test_a_solo_run_is_graded_by_the_same_judges_and_rubric(llm_server, sent_tas
     assert {(r.provider, r.rubric_id, r.is_current) for r in judge_runs} == {("openai", rubric.pk, True),
                                                                              ("anthropic", rubric.pk, True)}
     assert not any(name.startswith("rating.") for name, _ in sent_tasks)  # baselines never enter the ledger
-
-
-def test_collaboration_versus_solo_win_rates_per_task_and_agent(llm_server, sent_tasks):
-    study = StudyFactory()
-    task, agent = TaskFactory(studies=[study]), AgentFactory()
-    SoloRun.objects.create(study=study, task=task, agent=agent, score=70, status=Episode.Status.GRADED)
-    for score in (90, 70, 40):
-        episode = submitted_episode(study=study, task=task, agent=agent)
-        Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.GRADED, score=score)
-    rows = collab_vs_solo(study)
-    assert rows == [{"task_id": task.pk, "agent_id": agent.pk, "solo_score": 70, "collab_mean": pytest.approx(200 / 3),
-                     "episodes": 3, "win_rate": pytest.approx(1.5 / 3)}]

@@ -11,7 +11,8 @@ from django.db import close_old_connections, connection
 
 from studyapp import models as m
 from studyapp.exceptions import NoAgentAvailable, NoTaskAvailable, StepNotAvailable
-from studyapp.services.matching import episode_assign, task_available
+from studyapp.services.matching import episode_assign
+from studyapp.task_choice import task_available
 from tests.factories import (
     AgentFactory,
     EpisodeFactory,

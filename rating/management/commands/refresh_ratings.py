@@ -31,8 +31,8 @@ class Command(BaseCommand):
                 snapshot = services.posterior_refresh(study_id=study.pk)
             except ValueError as exc:  # the maths names the bad hyperparameter or what the data lack
                 raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
-            agents = snapshot.ratings.filter(entity_kind=EntityRating.Kind.AGENT).count()
-            humans = snapshot.ratings.filter(entity_kind=EntityRating.Kind.HUMAN).count()
+            agents = selectors.snapshot_ratings(snapshot, EntityRating.Kind.AGENT).count()
+            humans = selectors.snapshot_ratings(snapshot, EntityRating.Kind.HUMAN).count()
             self.stdout.write(
                 f"{study.slug}: snapshot v{snapshot.version} from {snapshot.n_observations} active observations "
                 f"({agents} agents, {humans} humans) in {snapshot.timings['total_ms']:.1f} ms"

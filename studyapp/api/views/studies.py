@@ -25,6 +25,7 @@ from studyapp.api.serializers import (
     StudySerializer,
 )
 from studyapp.api.views.base import StaffApiMixin
+from studyapp.dashboard.selectors import finished_stability_job
 from studyapp.dashboard.services import export_request, job_download_record
 from studyapp.files import serve_private_file
 from studyapp.models import BackgroundJob, Episode, Participant, Study, TaskInstance
@@ -88,8 +89,7 @@ class StudyViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def stability(self, request: Request, slug: str) -> Response:
         study = self._study()
-        job = (BackgroundJob.objects.filter(study=study, kind="stability", status=BackgroundJob.Status.DONE)
-               .order_by("-finished_at", "-created_at").first())
+        job = finished_stability_job(study)
         if job is None:
             raise NotFound("No stability analysis has finished for this study yet; start one from the dashboard.",
                            code="no_stability_analysis")
