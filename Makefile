@@ -70,6 +70,7 @@ run: demo
 
 lint: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 check: lockcheck install-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 from statistics import fmean
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
@@ -48,7 +48,7 @@ def studies_over_budget() -> list[tuple[Study, Decimal]]:
     over = []
     for study in Study.objects.filter(llm_budget_usd__isnull=False).order_by("name"):
         spend = spend_by_study.get(study.pk) or Decimal("0")
-        if spend >= study.llm_budget_usd:
+        if study.llm_budget_usd is not None and spend >= study.llm_budget_usd:
             over.append((study, spend))
     return over
 
@@ -123,7 +123,7 @@ def collab_vs_solo(study: Study) -> list[dict[str, Any]]:
     """
     solos: dict[tuple[int, int], list[float]] = {}
     for run in SoloRun.objects.filter(study=study, score__isnull=False).values("task_id", "agent_id", "score"):
-        solos.setdefault((run["task_id"], run["agent_id"]), []).append(run["score"])
+        solos.setdefault((run["task_id"], run["agent_id"]), []).append(cast(float, run["score"]))  # score__isnull=False
     episodes: dict[tuple[int, int], list[float]] = {}
     rows = Episode.objects.filter(study=study, status=Episode.Status.GRADED).exclude(
         participant__status=Participant.Status.WITHDRAWN).values("task_id", "agent_id", "score", "auto_score")

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import csv
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -27,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.conf import settings
 from django.core.files import File
@@ -264,7 +265,7 @@ class _ZipTree(_Tree):
                                                        f"{limits.max_ratio:.0f}:1 limit (possible zip bomb)"))
                 continue
             declared_total += info.file_size
-            self._by_path[name] = _Entry(name, info.file_size, lambda info=info: self.archive.open(info))
+            self._by_path[name] = _Entry(name, info.file_size, functools.partial(self.archive.open, info))
         if declared_total > limits.max_total_bytes:
             self.problems.append(Problem("", "", f"the archive unpacks to {human_bytes(declared_total)}, more "
                                                  f"than the {human_bytes(limits.max_total_bytes)} import limit"))
@@ -316,7 +317,8 @@ def _open_tree(source: Path | IO[bytes], name: str | None, limits: BundleLimits,
     if name.lower().endswith(TABLE_SUFFIXES):
         base = PurePosixPath(name.replace("\\", "/")).name
         size = _stream_size(source)
-        yield _SingleFileTree(_Entry(base, size, lambda: _Unclosing(source)), limits, problems), base
+        # A RawIOBase is a binary file object, though typeshed does not count it as IO[bytes].
+        yield _SingleFileTree(_Entry(base, size, lambda: cast(IO[bytes], _Unclosing(source))), limits, problems), base
         return
     with _open_zip(source, name, limits, problems) as tree:
         yield tree, None
