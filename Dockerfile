@@ -6,8 +6,11 @@ WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends libpq5 && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 1000 study
 
+# Exact, hash-checked versions from the runtime lock (`make lock` regenerates it), then the project without deps.
+COPY requirements/lock.txt requirements/lock.txt
+RUN pip install --upgrade pip && pip install --require-hashes -r requirements/lock.txt
 COPY pyproject.toml README.md ./
-RUN pip install --upgrade pip && pip install .
+RUN pip install --no-deps .
 COPY . .
 RUN mkdir -p /app/var && chown -R study /app/var \
     && DJANGO_SECRET_KEY=build-only DJANGO_ALLOWED_HOSTS=localhost python manage.py collectstatic --noinput -v 0

@@ -7,23 +7,40 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test install install-dev chromium lint check migrate demo worker clean
+.PHONY: run test install install-dev lock lockcheck chromium lint check migrate demo worker clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# Dependencies come from the hashed lock files (exact versions, tested in CI); the project itself is then
+# installed editable without dependencies. A changed lock reinstalls.
+$(VENV)/.runtime: requirements/lock.txt pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --require-hashes -r requirements/lock.txt
+	$(BIN)/pip install -q --no-deps -e .
 	@touch $@
 
-$(VENV)/.dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+$(VENV)/.dev: requirements/dev.txt pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --require-hashes -r requirements/dev.txt
+	$(BIN)/pip install -q --no-deps -e .
 	@touch $@ $(VENV)/.runtime
 
 install: $(VENV)/.runtime
 install-dev: $(VENV)/.dev
+
+# Regenerate the locks after changing dependencies in pyproject.toml (keeps existing pins where they still fit;
+# `make lock LOCK_ARGS=--upgrade` moves everything to the newest allowed versions). Python 3.11 on x86-64 Linux.
+LOCK_FLAGS := --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
+	--custom-compile-command 'make lock' $(LOCK_ARGS)
+lock: install-dev
+	$(BIN)/uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements/lock.txt
+	$(BIN)/uv pip compile pyproject.toml --extra dev $(LOCK_FLAGS) -o requirements/dev.txt
+	$(PYTHON) requirements/check_lock.py --write
+
+# Fails when pyproject.toml's requirements changed without `make lock` (standard library only, no venv needed).
+lockcheck:
+	$(PYTHON) requirements/check_lock.py
 
 # Browser tests drive Debian's chromium; install it when missing and we are allowed to (root + apt-get).
 chromium:
@@ -53,8 +70,9 @@ run: demo
 
 lint: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
-check: install-dev
+check: lockcheck install-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python manage.py check
 

@@ -11,7 +11,7 @@ import hashlib
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.core.cache import cache
 from django.db.models import Count, Prefetch, Q, QuerySet
@@ -302,7 +302,8 @@ def double_graded(study: Study | None = None) -> list[DoubleGraded]:
 
 def _consensus_grades(grades: QuerySet[ExpertGrade]) -> dict[tuple[int, int], ExpertGrade]:
     """One grade per (episode, attempt): the adjudication if any, else the primary, else the second."""
-    rank = {ExpertAssignment.Role.ADJUDICATION: 0, ExpertAssignment.Role.PRIMARY: 1, ExpertAssignment.Role.SECOND: 2}
+    rank: dict[str, int] = {
+        ExpertAssignment.Role.ADJUDICATION: 0, ExpertAssignment.Role.PRIMARY: 1, ExpertAssignment.Role.SECOND: 2}
     chosen: dict[tuple[int, int], ExpertGrade] = {}
     for grade in (grades.filter(status=ExpertGrade.Status.SUBMITTED)
                   .exclude(assignment__role=ExpertAssignment.Role.GOLD)
@@ -349,12 +350,12 @@ def _score_agreement(study: Study | None) -> dict[str, Any]:
     episodes = Episode.objects.filter(is_gold=False, expert_score__isnull=False, auto_score__isnull=False)
     if study is not None:
         episodes = episodes.filter(study=study)
-    pairs = list(episodes.values_list("expert_score", "auto_score"))
+    pairs = cast(list[tuple[float, float]], list(episodes.values_list("expert_score", "auto_score")))  # non-null
     per_expert: dict[int, list[tuple[float, float]]] = defaultdict(list)
     experts: dict[int, ExpertProfile] = {}
     for grade in _submitted(study).exclude(assignment__role=ExpertAssignment.Role.GOLD).filter(
             score__isnull=False, episode__auto_score__isnull=False):
-        per_expert[grade.expert_id].append((grade.score, grade.episode.auto_score))
+        per_expert[grade.expert_id].append((cast(float, grade.score), cast(float, grade.episode.auto_score)))
         experts[grade.expert_id] = grade.expert
     return {
         "n": len(pairs),
@@ -380,6 +381,7 @@ def _kappa_report(study: Study | None) -> dict[str, Any]:
                 per_criterion[row.criterion_id][0].append(row.verdict)
                 per_criterion[row.criterion_id][1].append(other)
                 criteria[row.criterion_id] = row.criterion
+    rows: list[dict[str, Any]]
     rows, pooled_a, pooled_b = [], [], []
     for criterion_id, (a, b) in per_criterion.items():
         pooled_a += a
@@ -401,6 +403,7 @@ def _coverage_report(study: Study | None) -> dict[str, Any]:
     for rubric in rubrics:
         marks = {c.pk: [m.pk for m in c.matches_auto.all()] for c in rubric.criteria.all()}
         marked_rubrics = Counter(m.rubric_id for c in rubric.criteria.all() for m in c.matches_auto.all())
+        auto: Rubric | None
         if marked_rubrics:
             auto = Rubric.objects.get(pk=marked_rubrics.most_common(1)[0][0])
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 VERDICTS = (PASS, FAIL, SKIP)
@@ -327,7 +328,7 @@ class Coverage:
                         self.expert_covered + other.expert_covered, self.auto_used + other.auto_used)
 
 
-def rubric_coverage(matches: Mapping[Hashable, Collection[Hashable]], auto_ids: Collection[Hashable]) -> Coverage:
+def rubric_coverage(matches: Mapping[Any, Collection[Hashable]], auto_ids: Iterable[Hashable]) -> Coverage:
     """Return coverage of an expert rubric by an auto rubric.
 
     ``matches`` maps each expert criterion to the auto criteria the expert marked as checking the same

@@ -39,7 +39,7 @@ def studies_over_budget() -> list[tuple[Study, Decimal]]:
     over = []
     for study in Study.objects.filter(llm_budget_usd__isnull=False).order_by("name"):
         spend = spend_by_study.get(study.pk) or Decimal("0")
-        if spend >= study.llm_budget_usd:
+        if study.llm_budget_usd is not None and spend >= study.llm_budget_usd:
             over.append((study, spend))
     return over
 

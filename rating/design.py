@@ -524,7 +524,9 @@ def simulate_sessions(
     rows = np.arange(r)
     outer = np.empty((r, a, a))
     diag_idx = np.arange(a)
-    cov_lap = klk = pairwise = None
+    cov_lap: np.ndarray | None = None
+    klk: np.ndarray | None = None
+    pairwise: np.ndarray | None = None
 
     def refresh_weights() -> None:
         nonlocal cov_lap, klk
@@ -564,7 +566,7 @@ def simulate_sessions(
         used = np.zeros((r, a), dtype=np.int64)
         used_flat = used.ravel()
         state = (_WorkerState(cov, cov_lap, klk, human_var, noise_var, tasks)
-                 if mode == "adaptive" else None)
+                 if mode == "adaptive" and cov_lap is not None and klk is not None else None)
         y_sum = np.zeros((r, a))
         y_sum_flat = y_sum.ravel()
         for _ in range(tasks):
@@ -572,7 +574,7 @@ def simulate_sessions(
             gains = state.gains() if state is not None else None
             p = _probabilities(mode, eligible, counts, gains, floor)
             cdf = np.cumsum(p, axis=1)
-            u = design_rng.random(r)[:, None] * cdf[:, -1:]
+            u = design_rng.random((r,))[:, None] * cdf[:, -1:]
             choice = np.minimum((cdf <= u).sum(axis=1), a - 1)
             while True:     # rounding at the top of the CDF must never pick an ineligible agent
                 bad = p[rows, choice] <= 0

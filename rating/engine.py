@@ -25,7 +25,7 @@ import gc
 import math
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import scipy.linalg
@@ -134,6 +134,10 @@ class RatingConfig:
         return cls(**data)
 
 
+@overload
+def conservative_score(mu: np.ndarray, sigma: np.ndarray | float, k: float) -> np.ndarray: ...
+@overload
+def conservative_score(mu: float, sigma: float, k: float) -> float: ...
 def conservative_score(mu: np.ndarray | float, sigma: np.ndarray | float, k: float) -> np.ndarray | float:
     """Return the CollabSkill score :math:`\\mu - k\\sigma` (paper §4; the 0.13 % lower quantile at k = 3)."""
     return mu - k * sigma
@@ -181,7 +185,8 @@ def _id_array(values: Any, name: str) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if arr.dtype == object and arr.size:
-        missing = np.flatnonzero(np.equal(arr, None))
+        # numpy's stubs reject None as a ufunc operand; equal() compares it elementwise on object arrays.
+        missing = np.flatnonzero(np.equal(arr, None))  # type: ignore[call-overload]
         if missing.size:
             raise ValueError(f"{name} contains None at index {int(missing[0])}")
     if arr.dtype.kind == "b":

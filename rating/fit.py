@@ -168,7 +168,8 @@ def _codes(values: Any, name: str, n: int | None, *, optional: bool = False) -> 
     present = np.ones(arr.shape[0], dtype=bool)
     if arr.dtype.kind not in "iu":
         if arr.dtype == object and arr.size:
-            missing = np.equal(arr, None)
+            # numpy's stubs reject None as a ufunc operand; equal() compares it elementwise on object arrays.
+            missing = np.equal(arr, None)  # type: ignore[call-overload]
             if missing.any():
                 if not optional:
                     raise ValueError(f"{name} contains None at index {int(np.flatnonzero(missing)[0])}")
@@ -224,7 +225,9 @@ class _Obs:
         """Return the observations ``rows`` re-coded so every entity present has a contiguous code."""
         agent, agent_ids = _recode(self.agent[rows], self.agent_ids)
         human, human_ids = _recode(self.human[rows], self.human_ids)
-        task, task_ids = (None, None) if self.task is None else _recode(self.task[rows], self.task_ids)
+        task, task_ids = (
+            (None, None) if self.task is None or self.task_ids is None else _recode(self.task[rows], self.task_ids)
+        )
         return _Obs(agent, human, task, self.y[rows], self.omega[rows], agent_ids, human_ids, task_ids)
 
 
@@ -959,7 +962,9 @@ class FitResult:
         )
 
 
-def _diagnostics(residuals: np.ndarray, beta: float, omega: np.ndarray, leverage: np.ndarray | None) -> dict:
+def _diagnostics(
+    residuals: np.ndarray, beta: float, omega: np.ndarray, leverage: np.ndarray | None
+) -> tuple[dict[str, Any], np.ndarray]:
     """Summarise the residuals against the model's noise: SD ratio, standardised residual tails."""
     n = residuals.shape[0]
     scale = beta / np.sqrt(omega)
@@ -1107,7 +1112,7 @@ def _obs_quadratic(
     if b_s_b is None:
         b_s_b = _row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if given:
+    if given and s_inv_b is not None:
         for ci in core_cols:
             has = ci >= 0
             cross[has] += s_inv_b[human[has], ci[has]]
@@ -1327,7 +1332,7 @@ def compare_models(
     on the boundary of its space under the null, so the p-value uses the 50:50 mixture of
     :math:`\\chi^2_0` and :math:`\\chi^2_1` (Self & Liang 1987).
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     fits = {}
     for kind in ("calibrated", "calibrated_task"):
         spec = ModelSpec(kind=kind, integrate_hyper=False)
@@ -1431,7 +1436,10 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
 
     agent = lookup(obs.agent, sub.agent_ids, obs.agent_ids, test)
     human = lookup(obs.human, sub.human_ids, obs.human_ids, test)
-    task = None if obs.task is None else lookup(obs.task, sub.task_ids, obs.task_ids, test)
+    task = (
+        None if obs.task is None or obs.task_ids is None or sub.task_ids is None
+        else lookup(obs.task, sub.task_ids, obs.task_ids, test)
+    )
     ok = agent >= 0
     omega = obs.omega[test]
     if spec.kind == "paper":
@@ -1450,7 +1458,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
         )  # fmt: skip
         u_h, prior_h_mean, prior_h_var = sol.mu_humans, mu_h0, sigma_h**2
         core_cols: list[np.ndarray] = [np.where(ok, agent, 0)]
-        task_var = 0.0
+        task_var: np.ndarray | float = 0.0
     else:
         st = _structure(sub, tasks=spec.kind == "calibrated_task")
         reml = _reml(st)
@@ -1462,7 +1470,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
         prior_h_mean, prior_h_var = 0.0, ev.gamma["human"]
         core_cols = [np.where(ok, agent, 0)]
         task_var = 0.0
-        if task is not None:
+        if task is not None and obs.task is not None:
             n_a = sub.n_agents
             seen = task >= 0
             core_cols.append(np.where(seen, task + n_a, -1))

@@ -253,7 +253,7 @@ def occupation_search(query: str, *, limit: int = 25, study: Study | None = None
     rows = rows.filter(sector_id__in=[sector for sector, n in reach.items() if n > 0])
     found = list(rows[:limit])
     for occupation in found:
-        occupation.reach = reach.get(occupation.sector_id, 0)
+        occupation.reach = reach.get(occupation.sector_id, 0) if occupation.sector_id is not None else 0
     return found
 
 

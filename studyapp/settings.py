@@ -13,6 +13,7 @@ import secrets
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -247,7 +248,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20
 FILE_UPLOAD_TEMP_DIR = None
 FILE_UPLOAD_PERMISSIONS = 0o600
 
-UPLOADS = {
+UPLOADS: dict[str, Any] = {
     "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", str(2 * 2**30))),
     "MAX_EPISODE_BYTES": int(os.environ.get("UPLOAD_MAX_EPISODE_BYTES", str(4 * 2**30))),
     "MAX_FILES_PER_EPISODE": int(os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", "50")),
@@ -308,7 +309,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_QUEUES = ("default", "grading", "rating")
 
 # --- App knobs --------------------------------------------------------------------------------------------
-GRADING = {
+GRADING: dict[str, Any] = {
     # Judges used when a study does not list its own: two model families, as the design asks.
     "DEFAULT_JUDGES": [
         {"provider": "openai", "model": os.environ.get("GRADING_OPENAI_MODEL", "gpt-4.1")},
@@ -352,7 +353,7 @@ GRADING = {
     "REQUEUE_AFTER_SECONDS": float(os.environ.get("GRADING_REQUEUE_AFTER_SECONDS", "60")),
     "FOLLOW_UP_GRACE_SECONDS": float(os.environ.get("GRADING_FOLLOW_UP_GRACE_SECONDS", "30")),
 }
-RATING = {
+RATING: dict[str, Any] = {
     "REFRESH_DEBOUNCE_SECONDS": float(os.environ.get("RATING_REFRESH_DEBOUNCE_SECONDS", "5")),
     "BOOTSTRAP_ROUNDS": int(os.environ.get("RATING_BOOTSTRAP_ROUNDS", "10000")),
 }

@@ -72,12 +72,11 @@ def _category_map(options: Any) -> tuple[tuple[str, ...], dict[str, str]]:
 
 def study_answers(study: Study) -> StudyAnswers:
     """Return every counted answer of the study, coded for the statistics (two queries)."""
-    rows = (
+    rows = list(
         Answer.objects.filter(response__participant__study=study, response__submitted_at__isnull=False)
         .exclude(response__participant__status__in=_EXCLUDED_STATUSES)
         .values_list("response__participant_id", "response__phase", "question_id", "numeric", "value")
     )
-    rows = list(rows)
     question_ids = {row[2] for row in rows}
     questions = Question.objects.filter(pk__in=question_ids).values(
         "pk", "code", "order", "kind", "phases", "text", "construct", "options"

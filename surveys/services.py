@@ -52,6 +52,8 @@ def answer_code(question: Question, raw: Any) -> tuple[str, float | None]:
     options = question.options or {}
     kind = question.kind
     if kind == Question.Kind.LIKERT:
+        low: float
+        high: float
         low, high = int(options.get("min", 1)), int(options.get("max", 7))
         if not value.isdigit() or not low <= int(value) <= high:
             raise SurveyAnswerInvalid(f"Choose a point from {low} to {high}.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, transaction
 from django.db.models.fields.files import FieldFile
@@ -29,7 +29,9 @@ def stored_files_extract(files: Sequence[tuple[str, FieldFile]], *,
             try:
                 sources.append((name, Path(field_file.path)))
             except (NotImplementedError, AttributeError):  # remote storage (S3): read through the storage
-                sources.append((name, stack.enter_context(field_file.storage.open(field_file.name, "rb"))))
+                sources.append((name, stack.enter_context(
+                    # .path raised no ValueError, so the row names a file
+                    field_file.storage.open(cast(str, field_file.name), "rb"))))
             except ValueError:  # a row whose file is missing
                 sources.append((name, b""))
         return extract.extract_files(sources, limits=limits)

@@ -182,7 +182,7 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
         run.reserved_usd = None  # settled: the usage rows above now count instead, in the same commit
         run.raw_response = outcome.responses[-1].text if outcome.responses else ""
         run.finished_at = timezone.now()
-        if accepted:
+        if outcome.verdict is not None:  # accepted
             verdict = outcome.verdict
             totals = judge_totals(verdict, job.criteria)
             criteria = {c.key: c for c in Criterion.objects.filter(rubric_id=run.rubric_id)}

@@ -113,7 +113,7 @@ class Subject:
 
     @property
     def participant(self) -> Participant | None:
-        return self.obj.participant if self.is_episode else None
+        return self.obj.participant if isinstance(self.obj, Episode) else None
 
     @property
     def run_filter(self) -> dict[str, Any]:
@@ -127,7 +127,9 @@ class Subject:
         return type(self.obj)
 
     def extract(self) -> Extraction:
-        return episode_extract(episode=self.obj) if self.is_episode else solo_run_extract(solo_run=self.obj)
+        if isinstance(self.obj, Episode):
+            return episode_extract(episode=self.obj)
+        return solo_run_extract(solo_run=self.obj)
 
     def score_of(self, obj: Any) -> float | None:
         return obj.auto_score if self.is_episode else obj.score
@@ -137,7 +139,7 @@ class Subject:
 
 
 def _save_status(subject: Subject, *, status: str | None, note: str) -> None:
-    fields = {"grading_note": note[:4000]}
+    fields: dict[str, Any] = {"grading_note": note[:4000]}
     if status is not None:
         fields["status"] = status
     if subject.is_episode:
@@ -183,6 +185,12 @@ def _threshold(subject: Subject) -> float:
     return float(value if value is not None else grading_settings()["DISAGREEMENT_THRESHOLD"])
 
 
+def _total(run: JudgeRun) -> float:
+    """A succeeded run's total (judge_run_record writes it together with the succeeded status)."""
+    assert run.total is not None, f"judge run {run.pk} succeeded without a total"
+    return float(run.total)
+
+
 def _reasons(runs: list[JudgeRun]) -> str:
     return "; ".join(f"{r.provider}/{r.model}: {r.error or r.get_status_display()}" for r in runs)
 
@@ -196,7 +204,7 @@ def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[Ju
     The episode waits (submitted with the reason; a graded one keeps its previous score) and the sweep retries
     the missing judge at the waiting cadence; staff may accept single-judge scores for the study instead.
     """
-    judges = ", ".join(f"{r.provider}/{r.model} {float(r.total):g}" for r in succeeded)
+    judges = ", ".join(f"{r.provider}/{r.model} {_total(r):g}" for r in succeeded)
     note = (f"{HELD_PREFIX}: only {len(succeeded)} of {len(succeeded) + len(failed)} judges scored it ({judges}); "
             f"missing: {_reasons(failed)}. The missing judge is retried; an expert grade or the study's "
             "'accept partial panels' policy releases it.")
@@ -234,7 +242,7 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
             return _fail(subject, "Every judge failed. " + _reasons(failed))
         if failed and subject.study.partial_panel == subject.study.PartialPanel.HOLD:
             return _hold(subject, obj, succeeded, failed)
-        totals = [float(r.total) for r in succeeded]
+        totals = [_total(r) for r in succeeded]
         score = round(fmean(totals), 4)
         flags = []
         spread = max(totals) - min(totals)
@@ -250,14 +258,14 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         old_score = subject.score_of(obj)
         note = " ".join(n for n in [*notes, *flags] if n)
         if obj.status == Status.GRADED and old_ids == new_ids and old_score == score:
-            if subject.is_episode:
+            if isinstance(obj, Episode):
                 _owe_observation_if_missing(obj)
             return GradingOutcome("unchanged", note=obj.grading_note, score=score, judge_runs=sorted(new_ids))
         JudgeRun.objects.filter(**subject.run_filter, is_current=True).exclude(pk__in=new_ids).update(
             is_current=False)
         JudgeRun.objects.filter(pk__in=new_ids).update(is_current=True)
         updates: dict[str, Any] = {"status": Status.GRADED, "grading_note": note[:4000]}
-        if subject.is_episode:
+        if isinstance(obj, Episode):
             updates.update(auto_score=score, updated_at=timezone.now(),
                            needs_expert_review=obj.needs_expert_review or bool(flags))
         else:
@@ -272,7 +280,7 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
                    "rubric": succeeded[0].rubric_id, "prompt_version": succeeded[0].prompt_version,
                    "flagged": bool(flags)},
             note=note[:2000])
-        if subject.is_episode:
+        if isinstance(obj, Episode):
             # The outbox rows commit with the grade; the messages are only the fast path (see reconcile.py).
             GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.OBSERVATION)
             send_task_on_commit(RECORD_OBSERVATION_TASK, obj.pk)
@@ -449,7 +457,9 @@ def episode_grading_fail(*, episode_id: int, reason: str) -> GradingOutcome:
 
 def run_in_current_plan(run: JudgeRun) -> bool:
     """True when re-grading the run's submission now would redo this run (same rubric, judge and prompt)."""
-    subject = Subject(run.episode if run.episode_id else run.solo_run)
+    obj = run.episode if run.episode_id else run.solo_run
+    assert obj is not None, "the judge_run_has_one_subject constraint gives every run an episode or a solo run"
+    subject = Subject(obj)
     decision, _notes = _judges_for(subject)
     return (run.prompt_version == JUDGE_PROMPT_VERSION
             and rubric_for_grading(subject.task) == run.rubric
@@ -498,6 +508,7 @@ def judge_run_retry(*, run: JudgeRun, actor: Any) -> bool:
     if (run.status not in (JudgeRun.Status.FAILED, JudgeRun.Status.WAITING) and not abandoned) or (
             not run_in_current_plan(run)):
         return False
-    if run.episode_id:
+    if run.episode is not None:
         return episode_grading_retry(episode=run.episode, actor=actor)
+    assert run.solo_run is not None, "the judge_run_has_one_subject constraint gives every run a subject"
     return solo_run_grading_retry(solo_run=run.solo_run, actor=actor)

@@ -18,7 +18,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Max, ProtectedError
@@ -141,7 +141,7 @@ def _criterion_problems(rows: Sequence[CriterionInput]) -> list[tuple[int | None
             problems.append((None, f"No criterion is in “{name}”. Every category needs at least one "
                                    f"(it carries {required:g} of the 100 points)."))
             continue
-        given = math.fsum(rows[i].points for i in indices if rows[i].points is not None)
+        given = math.fsum(p for i in indices if (p := rows[i].points) is not None)
         blanks = [i for i in indices if rows[i].points is None]
         if blanks and required - given <= POINT_TOLERANCE:
             problems.append((None, f"“{name}”: the points you gave already add up to {given:g} of {required:g}, "
@@ -166,7 +166,7 @@ def fill_blank_points(rows: Sequence[CriterionInput]) -> list[float]:
         for index in blanks[:-1]:
             points[index] = share
         points[blanks[-1]] = round(remaining - share * (len(blanks) - 1), 2)
-    return [float(p) for p in points]
+    return [float(cast(float, p)) for p in points]  # every blank got its share above
 
 
 def _write_criteria(rubric: Rubric, rows: Sequence[CriterionInput], points: Sequence[float | None]) -> None:

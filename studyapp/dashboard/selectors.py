@@ -8,9 +8,10 @@ here: pages read the result a background job stored under a cache key derived fr
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -200,7 +201,8 @@ def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITO
         )
     people = list(active.order_by("seen", "pk").values("pk", "pseudonym", "status", "seen")[:limit])
     # The open task of just these participants: one more query, whatever the size of the study.
-    open_tasks: dict[int, dict[str, Any]] = {}
+    open_tasks: dict[int, Mapping[str, Any]] = {}
+    episode: Mapping[str, Any]
     for episode in (
         Episode.objects.filter(participant_id__in=[person["pk"] for person in people], status__in=OPEN_EPISODE)
         .order_by("participant_id", "position")
@@ -261,7 +263,7 @@ def grading_queue(
 ) -> dict[str, Any]:
     """Return queue counts, the oldest waiting submission and failed episodes with reasons."""
     breakdown = breakdown or episode_breakdown(study)
-    counts = {"submitted": 0, "grading": 0, "failed": 0, "graded": 0, "needs_review": 0}
+    counts: dict[str, Any] = {"submitted": 0, "grading": 0, "failed": 0, "graded": 0, "needs_review": 0}
     oldest = None
     for row in breakdown["rows"]:
         if row["status"] in counts:
@@ -486,10 +488,10 @@ def file_jobs(study: Study, *, user: Any, limit: int = 20) -> list[BackgroundJob
 
 def agent_ratings(snapshot: RatingSnapshot) -> list[dict[str, Any]]:
     """Return the snapshot's agent rows in rank order."""
-    return list(
+    return cast(list[dict[str, Any]], list(  # the stubs type values() rows as TypedDicts, which are not dicts
         rating_selectors.snapshot_ratings(snapshot, EntityRating.Kind.AGENT)
         .values("entity_id", "label", "mu", "sigma", "conservative", "n", "rank")
-    )
+    ))
 
 
 def human_ratings_page(snapshot: RatingSnapshot, page: int | str | None) -> Page:

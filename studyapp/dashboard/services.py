@@ -78,7 +78,7 @@ def analysis_request(*, study: Study, kind: str, actor: Any, cluster: str = "obs
         )
         if existing is not None and not abandoned:
             return existing
-        if abandoned:
+        if abandoned and existing is not None:
             BackgroundJob.objects.filter(pk=existing.pk).update(
                 status=BackgroundJob.Status.FAILED, error="No worker picked this job up; it was requested again.",
                 finished_at=timezone.now(),
@@ -186,11 +186,18 @@ def _job_execute(job_id: int, work: Callable[[BackgroundJob, ProgressReporter], 
     return job
 
 
+def _study_of(job: BackgroundJob) -> Study:
+    """The study an analysis, export or payout job was requested for (the column is nullable, these jobs never are)."""
+    if job.study is None:
+        raise JobRefused("This job names no study.")
+    return job.study
+
+
 def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
     """Compute a stored analysis (stability, surveys or collaboration) for its job."""
 
     def work(job: BackgroundJob, progress: ProgressReporter) -> dict[str, Any]:
-        study = job.study
+        study = _study_of(job)
         if job.kind == "stability":
             snapshot = rating_selectors.latest_snapshot(study)
             if snapshot is None:
@@ -234,10 +241,11 @@ def export_job_run(*, job_id: int) -> BackgroundJob | None:
         include_pii = bool(job.params.get("include_pii")) and can_export_pii(job.requested_by)
         if job.params.get("include_pii") and not include_pii:
             raise JobRefused("The requester may no longer export identities.")
+        study = _study_of(job)
         with tempfile.TemporaryFile() as handle:
-            summary = build_export(job.study, handle, include_pii=include_pii, progress=progress)
+            summary = build_export(study, handle, include_pii=include_pii, progress=progress)
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-            stored = _store_file(job, handle, f"{job.study.slug}-export-{stamp}.zip")
+            stored = _store_file(job, handle, f"{study.slug}-export-{stamp}.zip")
         result = {**summary, **stored, "include_pii": include_pii}
         audit_record(
             actor=job.requested_by, action="export.completed", obj=job, study=job.study,
@@ -259,12 +267,13 @@ def payouts_job_run(*, job_id: int) -> BackgroundJob | None:
             raise JobRefused("The requester may no longer export recruitment-platform ids.")
         file_format = job.params.get("format", "detailed")
         progress(0, 2)
-        rows = payout_rows(job.study, include_pii=include_pii)
+        study = _study_of(job)
+        rows = payout_rows(study, include_pii=include_pii)
         progress(1, 2)
         with tempfile.TemporaryFile() as handle:
             summary = write_payout_csv(rows, file_format, handle)
             stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-            stored = _store_file(job, handle, f"{job.study.slug}-payouts-{file_format}-{stamp}.csv")
+            stored = _store_file(job, handle, f"{study.slug}-payouts-{file_format}-{stamp}.csv")
         progress(2, 2)
         result = {**summary, **stored, "include_pii": include_pii, "format": file_format}
         audit_record(

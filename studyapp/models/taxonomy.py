@@ -27,6 +27,8 @@ class Occupation(models.Model):
     sector = models.ForeignKey(
         Sector, null=True, blank=True, on_delete=models.SET_NULL, related_name="occupations"
     )
+    # Not a column: how many tasks the study can still give, set on picker results by the occupation search.
+    reach: int
 
     class Meta:
         ordering = ["title"]

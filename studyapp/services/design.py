@@ -133,7 +133,7 @@ def _posterior_for(
     cov = np.eye(a) * (level_var + posterior.get("agent_sd", DESIGN_PRIOR["agent_sd"]) ** 2)
     idx = [known.get(str(pk)) for pk in agent_ids]
     have = [i for i, k in enumerate(idx) if k is not None]
-    src = [idx[i] for i in have]
+    src = [k for k in idx if k is not None]
     mu[have] = mu_all[src]
     cov[np.ix_(have, have)] = cov_all[np.ix_(src, src)]
     return mu, cov, float(posterior["human_sd"]), float(posterior["noise_sd"])

@@ -138,7 +138,7 @@ def _non_public_address(host: str) -> bool:
             infos = socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)
         except (OSError, UnicodeError):
             return False
-        addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos}
+        addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
     return any(not address.is_global or address.is_multicast for address in addresses)
 
 
@@ -236,12 +236,15 @@ def episodes_expire_abandoned(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     expired = 0
     for study in Study.objects.filter(abandon_after_hours__gt=0).only("pk", "abandon_after_hours"):
-        cutoff = now - timedelta(hours=study.abandon_after_hours)
+        hours = study.abandon_after_hours
+        if not hours:  # excluded by the filter; narrows the nullable field to int
+            continue
+        cutoff = now - timedelta(hours=hours)
         stale = (Episode.objects.filter(study=study, status__in=EDITABLE_STATUSES, is_simulated=False,
                                         updated_at__lt=cutoff, assigned_at__lt=cutoff)
                  .filter(Q(participant__last_activity_at__isnull=True) | Q(participant__last_activity_at__lt=cutoff)))
         for episode in stale.only("pk", "participant_id"):
-            expired += _expire_one(episode, cutoff=cutoff, hours=study.abandon_after_hours)
+            expired += _expire_one(episode, cutoff=cutoff, hours=hours)
     return expired
 
 

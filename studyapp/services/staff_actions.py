@@ -42,7 +42,7 @@ def _state_message(episode: Episode, rule: str) -> str:
 
 def _recipient(participant: Participant) -> str:
     email = ParticipantIdentity.objects.filter(participant=participant).values_list("email", flat=True).first()
-    if not email and participant.user_id:
+    if not email and participant.user is not None:
         email = participant.user.email
     return (email or "").strip()
 

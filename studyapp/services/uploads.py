@@ -159,6 +159,9 @@ class _ChunkSink:
     def flush(self) -> None:
         pass
 
+    def close(self) -> None:
+        """ZipFile never closes a file object it was handed; typeshed's writable protocol still asks for it."""
+
     def take(self) -> bytes:
         data = bytes(self._buffer)
         self._buffer.clear()

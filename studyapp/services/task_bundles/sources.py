@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import stat
@@ -10,7 +11,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from studyapp.archives import member_path_problem, zip_member_problem
 from studyapp.byte_format import human_bytes
@@ -150,7 +151,7 @@ class _ZipTree(Tree):
                                                        f"{limits.max_ratio:.0f}:1 limit (possible zip bomb)"))
                 continue
             declared_total += info.file_size
-            self._by_path[name] = Entry(name, info.file_size, lambda info=info: self.archive.open(info))
+            self._by_path[name] = Entry(name, info.file_size, functools.partial(self.archive.open, info))
         if declared_total > limits.max_total_bytes:
             self.problems.append(Problem("", "", f"the archive unpacks to {human_bytes(declared_total)}, more "
                                                  f"than the {human_bytes(limits.max_total_bytes)} import limit"))
@@ -202,7 +203,8 @@ def open_tree(source: Path | IO[bytes], name: str | None, limits: BundleLimits,
     if name.lower().endswith(TABLE_SUFFIXES):
         base = PurePosixPath(name.replace("\\", "/")).name
         size = _stream_size(source)
-        yield _SingleFileTree(Entry(base, size, lambda: _Unclosing(source)), limits, problems), base
+        # A RawIOBase is a binary file object, though typeshed does not count it as IO[bytes].
+        yield _SingleFileTree(Entry(base, size, lambda: cast(IO[bytes], _Unclosing(source))), limits, problems), base
         return
     with _open_zip(source, name, limits, problems) as tree:
         yield tree, None
