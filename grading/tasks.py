@@ -19,8 +19,8 @@ from typing import Any
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from grading.conf import grading_settings
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
-from grading.providers import grading_settings
 from grading.services import fluency, pipeline, rubric_generation, solo_runs
 from studyapp.models import Episode, SoloRun, TaskInstance
 

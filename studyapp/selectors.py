@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.urls import reverse
 
+from grading.conf import grading_settings
 from studyapp.models import (
     ConsentVersion,
     Episode,
@@ -222,9 +222,9 @@ def consent_providers(version: ConsentVersion) -> list[str]:
     """
     keys = [str(k).strip().lower() for k in version.llm_providers or [] if str(k).strip()]
     if not keys:
-        judges = version.study.judges or settings.GRADING.get("DEFAULT_JUDGES", [])
+        judges = version.study.judges or grading_settings()["DEFAULT_JUDGES"]
         keys = [str(j.get("provider", "")).lower() for j in judges if isinstance(j, dict)]
-        generator = settings.GRADING.get("RUBRIC_GENERATOR") or {}
+        generator = grading_settings()["RUBRIC_GENERATOR"] or {}
         keys.append(str(generator.get("provider", "")).lower())
     names: list[str] = []
     for key in keys:

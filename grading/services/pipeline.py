@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from grading.conf import grading_settings
 from grading.exceptions import (
     BudgetBusy,
     BudgetExhausted,
@@ -33,7 +34,7 @@ from grading.exceptions import (
 from grading.extract import Extraction
 from grading.models import GradingFollowUp, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
-from grading.providers import JudgeSpec, grading_settings, not_configured_note, provider_configured, study_judges
+from grading.providers import JudgeSpec, not_configured_note, provider_configured, study_judges
 from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
 from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.consent_check import ConsentDecision, judges_allowed

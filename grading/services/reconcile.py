@@ -25,8 +25,8 @@ from celery import current_app
 from django.db.models import F
 from django.utils import timezone
 
+from grading.conf import grading_settings
 from grading.models import GradingFollowUp
-from grading.providers import grading_settings
 from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
 from grading.services.pipeline import CODE_LOG_TASK, GRADE_EPISODE_TASK, GRADE_SOLO_RUN_TASK
 from studyapp.models import Episode, Participant
