@@ -20,6 +20,7 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
+from studyapp import task_names
 from studyapp.celery import send_task_on_commit
 from studyapp.dashboard import selectors
 from studyapp.dashboard.collaboration import collaboration_analysis
@@ -32,9 +33,6 @@ from surveys.analysis import survey_statistics
 
 logger = logging.getLogger(__name__)
 
-ANALYSIS_TASK = "studyapp.dashboard.tasks.run_analysis"
-EXPORT_TASK = "studyapp.dashboard.tasks.run_export"
-PAYOUTS_TASK = "studyapp.dashboard.tasks.run_payouts"
 # A queued job nobody picked up within this time (worker down) no longer blocks a new request.
 ABANDONED_AFTER = timedelta(minutes=30)
 PROGRESS_INTERVAL_SECONDS = 0.2
@@ -88,7 +86,7 @@ def analysis_request(*, study: Study, kind: str, actor: Any, cluster: str = "obs
         job = BackgroundJob.objects.create(
             kind=kind, study=study, requested_by=_user_or_none(actor), params=params, cache_key=key
         )
-        _enqueue(ANALYSIS_TASK, job)
+        _enqueue(task_names.RUN_ANALYSIS, job)
     return job
 
 
@@ -103,7 +101,7 @@ def export_request(*, study: Study, actor: Any, include_pii: bool = False) -> Ba
         audit_record(
             actor=actor, action="export.requested", obj=job, study=study, after={"include_pii": bool(include_pii)}
         )
-        _enqueue(EXPORT_TASK, job)
+        _enqueue(task_names.RUN_EXPORT, job)
     return job
 
 
@@ -123,7 +121,7 @@ def payouts_request(*, study: Study, actor: Any, file_format: str, include_pii: 
             params={"format": file_format, "include_pii": bool(include_pii)},
         )
         audit_record(actor=actor, action="payouts.requested", obj=job, study=study, after=dict(job.params))
-        _enqueue(PAYOUTS_TASK, job)
+        _enqueue(task_names.RUN_PAYOUTS, job)
     return job
 
 
