@@ -29,7 +29,7 @@ from studyapp.dashboard.stability import study_stability
 from studyapp.models import BackgroundJob, Study
 from studyapp.roles import can_export_pii
 from studyapp.services.audit import audit_record
-from surveys.analysis import survey_statistics
+from surveys.study_statistics import survey_statistics
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from rating.models import EntityRating
 from studyapp.dashboard import selectors, services
 from studyapp.dashboard.collaboration import collaboration_analysis
 from studyapp.exports import build_export
-from surveys.analysis import survey_statistics
 from surveys.selectors import human_skill
+from surveys.study_statistics import survey_statistics
 from tests.dashboard.factories import populated_study
 from tests.rating.factories import fit_rows
 
