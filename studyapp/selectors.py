@@ -22,7 +22,6 @@ from studyapp.models import (
     Occupation,
     Participant,
     Payment,
-    StepVisit,
     Study,
     TaskFile,
 )
@@ -76,11 +75,6 @@ class JourneyState:
     @property
     def tasks_total(self) -> int:
         return self.participant.study.tasks_per_session
-
-    @property
-    def finished_count(self) -> int:
-        """Positions that are over (submitted or skipped): what moves the session forward."""
-        return sum(1 for e in self.episodes if e.status in FINISHED)
 
     @property
     def submitted_count(self) -> int:
@@ -329,10 +323,3 @@ def participant_payments(participant: Participant) -> tuple[list[Payment], Any]:
     rows = Payment.objects.filter(participant=participant).order_by("created_at")
     return list(rows), rows.aggregate(total=Sum("amount"))["total"]
 
-
-def step_seconds(participant: Participant) -> dict[str, float]:
-    """Seconds spent per step (visits summed), for the worker's own overview and staff reconciliation."""
-    totals: dict[str, float] = {}
-    for visit in StepVisit.objects.filter(participant=participant).only("step", "started_at", "last_seen_at"):
-        totals[visit.step] = totals.get(visit.step, 0.0) + visit.seconds
-    return totals
