@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from grading import conf as grading_conf
 from rating import conf as rating_conf
+from studyapp import conf as studyapp_conf
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -250,15 +251,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20
 FILE_UPLOAD_TEMP_DIR = None
 FILE_UPLOAD_PERMISSIONS = 0o600
 
-UPLOADS = {
-    "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", str(2 * 2**30))),
-    "MAX_EPISODE_BYTES": int(os.environ.get("UPLOAD_MAX_EPISODE_BYTES", str(4 * 2**30))),
-    "MAX_FILES_PER_EPISODE": int(os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", "50")),
-    "ALLOWED_EXTENSIONS": [
-        "pdf", "docx", "doc", "xlsx", "xlsm", "xls", "pptx", "ppt", "csv", "tsv", "txt", "md", "json", "jsonl",
-        "html", "htm", "xml", "png", "jpg", "jpeg", "gif", "webp", "zip", "mp3", "wav", "m4a", "mp4",
-        "mov", "webm", "py", "ipynb", "r", "sql", "log", "odt", "ods", "odp", "rtf",
-    ],
+UPLOADS = {  # only what the environment sets; studyapp/conf.py holds every default
+    "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", studyapp_conf.UPLOAD_DEFAULTS["MAX_FILE_BYTES"])),
+    "MAX_EPISODE_BYTES": int(
+        os.environ.get("UPLOAD_MAX_EPISODE_BYTES", studyapp_conf.UPLOAD_DEFAULTS["MAX_EPISODE_BYTES"])),
+    "MAX_FILES_PER_EPISODE": int(
+        os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", studyapp_conf.UPLOAD_DEFAULTS["MAX_FILES_PER_EPISODE"])),
 }
 
 # --- Celery -----------------------------------------------------------------------------------------------

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 
+from studyapp.conf import upload_limits
 from studyapp.files import FileRejected, check_type, sanitize_filename
 from studyapp.models import Occupation, Sector, Study, TaskFile, TaskInstance
 from studyapp.services.audit import audit_record
@@ -660,7 +660,7 @@ def _hash_entry(entry: _Entry, limits: BundleLimits) -> tuple[bytes, str, int]:
 def _check_files(draft: _Draft, limits: BundleLimits, problems: list[Problem]) -> list[_PlannedFile]:
     planned: list[_PlannedFile] = []
     seen: dict[tuple[str, str], str] = {}
-    allowed = settings.UPLOADS["ALLOWED_EXTENSIONS"]
+    allowed = upload_limits()["ALLOWED_EXTENSIONS"]
     for draft_file in draft.files:
         path = draft_file.entry.path
         try:
