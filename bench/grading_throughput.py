@@ -145,6 +145,7 @@ def run_round(env: dict[str, str], concurrency: int, episodes: int, var_dir: Pat
     from celery import current_app
 
     from grading.models import JudgeRun
+    from grading.task_names import GRADE_EPISODE
     from studyapp.models import Episode
 
     ids = seed(episodes)
@@ -155,7 +156,7 @@ def run_round(env: dict[str, str], concurrency: int, episodes: int, var_dir: Pat
         wait_ready()
         started = time.perf_counter()
         for pk in ids:
-            current_app.send_task("grading.tasks.grade_episode", args=[pk])
+            current_app.send_task(GRADE_EPISODE, args=[pk])
         deadline = time.monotonic() + 600
         while True:
             done = Episode.objects.filter(pk__in=ids, status__in=[Episode.Status.GRADED,

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from grading import models as m
+from grading import task_names
 from grading.exceptions import RubricInvalid
 from grading.providers import PROVIDERS, not_configured_note, provider_configured
 from grading.selectors import studies_over_budget
@@ -116,7 +117,7 @@ class RubricAdmin(admin.ModelAdmin):
     def generate_new_version(self, request: HttpRequest, queryset: QuerySet[m.Rubric]) -> None:
         task_ids = sorted(set(queryset.values_list("task_id", flat=True)))
         for task_id in task_ids:
-            pipeline.send_task_on_commit("grading.tasks.generate_rubric", task_id)
+            pipeline.send_task_on_commit(task_names.GENERATE_RUBRIC, task_id)
         self.message_user(request, f"Queued rubric generation for {len(task_ids)} task(s).", messages.SUCCESS)
 
 
@@ -284,7 +285,7 @@ class EpisodeGradingAdmin(ReadOnlyAdmin):
     def code_logs(self, request: HttpRequest, queryset: QuerySet[sm.Episode]) -> None:
         ids = list(queryset.values_list("pk", flat=True))
         for pk in ids:
-            pipeline.send_task_on_commit(pipeline.CODE_LOG_TASK, pk)
+            pipeline.send_task_on_commit(task_names.CODE_LOG, pk)
         self.message_user(request, f"Queued log coding for {len(ids)} episode(s).", messages.SUCCESS)
 
 

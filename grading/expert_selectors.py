@@ -17,10 +17,10 @@ from django.core.cache import cache
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from grading import metrics
+from grading.conf import grading_settings
 from grading.extract import Extraction as ExtractedContent
 from grading.models import Criterion, ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile, Rubric
 from grading.models import Extraction as ExtractionRow
-from grading.providers import grading_settings
 from grading.selectors import current_judge_runs
 from grading.services.extraction import extraction_limits, stored_files_extract
 from studyapp.models import Episode, EpisodeFile, Study, TaskFile, TaskInstance

@@ -1,8 +1,4 @@
-"""Build `llm.ProviderConfig`s from the GRADING settings dict and a study's judge list.
-
-`grading_settings()` is the only reader of `settings.GRADING` (like DRF's `api_settings`): it fills in
-defaults for keys a deployment leaves out and is read at call time, so tests can override settings.
-"""
+"""Build `llm.ProviderConfig`s from the GRADING settings (`grading.conf`) and a study's judge list."""
 
 from __future__ import annotations
 
@@ -12,60 +8,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from grading.conf import grading_settings
 from grading.llm import ProviderConfig
 from grading.rate_limits import LocalWindow, RateLimiter, RedisWindow
 
 PROVIDERS = ("openai", "anthropic")
-
-_DEFAULTS: dict[str, Any] = {
-    "DEFAULT_JUDGES": [{"provider": "openai", "model": "gpt-4.1"},
-                       {"provider": "anthropic", "model": "claude-sonnet-4-5"}],
-    "RUBRIC_GENERATOR": {"provider": "openai", "model": "gpt-4.1"},
-    # Log coding uses the rubric generator unless a deployment names its own coder.
-    "FLUENCY_CODER": None,
-    "OPENAI_API_KEY": None,
-    "OPENAI_BASE_URL": None,
-    "ANTHROPIC_API_KEY": None,
-    "ANTHROPIC_BASE_URL": None,
-    "TIMEOUT_SECONDS": 180.0,
-    "MAX_RETRIES": 4,
-    "RETRY_BASE_DELAY": 2.0,
-    "PROVIDER_CONCURRENCY": {"openai": 4, "anthropic": 4},
-    # Requests per window per provider, shared by every worker process when Redis is configured; 0: no limit.
-    "PROVIDER_RATE_LIMITS": {},
-    "PROVIDER_RATE_WINDOW_SECONDS": 60.0,
-    "PRICES": {},
-    "DISAGREEMENT_THRESHOLD": 15.0,
-    "EXTRACT_MAX_CHARS": 400_000,
-    "RUBRIC_REPAIR_ATTEMPTS": 2,
-    "JUDGE_REPAIR_ATTEMPTS": 2,
-    "JUDGE_MAX_TOKENS": 8192,
-    "RUBRIC_MAX_TOKENS": 8192,
-    # Celery-level retries of a whole grading task after the client's own retries gave up (429/5xx/timeouts).
-    "TASK_RETRIES": 3,
-    "TASK_RETRY_DELAY": 30.0,
-    # Leases: a claimed judge run or rubric generation is renewed every third of this while the call is in
-    # flight; when its worker dies the claim lapses after at most this long and the work is taken over.
-    "LEASE_SECONDS": 60.0,
-    "ATTEMPT_SECONDS": 600.0,
-    # The reconciliation sweep (beat, every GRADING_SWEEP_SECONDS): submissions untouched this long with no
-    # live lease are sent to grading again; waiting ones (no key, budget) are looked at less often.
-    "REQUEUE_AFTER_SECONDS": 60.0,
-    "WAITING_RECHECK_SECONDS": 900.0,
-    # Follow-ups a grade owes (observation, log coding) are done by the sweep once this old and still open.
-    "FOLLOW_UP_GRACE_SECONDS": 30.0,
-    "FOLLOW_UP_MAX_ATTEMPTS": 5,
-    # Characters of hidden (gold) task files shown to rubric writers and judges.
-    "HIDDEN_MAX_CHARS": 100_000,
-}
-
-
-def grading_settings() -> dict[str, Any]:
-    """Return the GRADING settings with defaults filled in (the one accessor for these knobs)."""
-    merged = {**_DEFAULTS, **getattr(settings, "GRADING", {})}
-    if merged["FLUENCY_CODER"] is None:
-        merged["FLUENCY_CODER"] = merged["RUBRIC_GENERATOR"]
-    return merged
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from typing import Any
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from grading import task_names
+from grading.conf import grading_settings
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
-from grading.providers import grading_settings
 from grading.services import fluency, pipeline, rubric_generation, solo_runs
 from studyapp.models import Episode, SoloRun, TaskInstance
 
@@ -69,7 +70,7 @@ def _run_grading(task: Any, run: Callable[[bool], pipeline.GradingOutcome],
         raise
 
 
-@shared_task(name="grading.tasks.grade_episode", **_GRADING_LIMITS, **_COMMON)
+@shared_task(name=task_names.GRADE_EPISODE, **_GRADING_LIMITS, **_COMMON)
 def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
     """Grade one submitted episode: extract, ensure the rubric, run the judges, combine, enqueue rating."""
     if not Episode.objects.filter(pk=episode_id).exists():
@@ -80,7 +81,7 @@ def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
         f"episode {episode_id}")
 
 
-@shared_task(name="grading.tasks.grade_solo_run", **_GRADING_LIMITS, **_COMMON)
+@shared_task(name=task_names.GRADE_SOLO_RUN, **_GRADING_LIMITS, **_COMMON)
 def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
     """Grade one solo-agent baseline through the same pipeline."""
     if not SoloRun.objects.filter(pk=solo_run_id).exists():
@@ -91,7 +92,7 @@ def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
         f"solo run {solo_run_id}")
 
 
-@shared_task(name="grading.tasks.generate_rubric", **_GRADING_LIMITS, **_COMMON)
+@shared_task(name=task_names.GENERATE_RUBRIC, **_GRADING_LIMITS, **_COMMON)
 def generate_rubric(self: Any, task_id: int) -> dict[str, Any]:
     """Generate a new rubric version for a task (staff action or command)."""
     task = TaskInstance.objects.filter(pk=task_id).first()
@@ -111,7 +112,7 @@ def generate_rubric(self: Any, task_id: int) -> dict[str, Any]:
     return {"status": "generated", "rubric": rubric.pk, "version": rubric.version}
 
 
-@shared_task(name="grading.tasks.code_log", soft_time_limit=10 * 60, time_limit=15 * 60, **_COMMON)
+@shared_task(name=task_names.CODE_LOG, soft_time_limit=10 * 60, time_limit=15 * 60, **_COMMON)
 def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     """Code one episode's collaboration log for the AI-fluency behaviours."""
     if not Episode.objects.filter(pk=episode_id).exists():
@@ -126,7 +127,7 @@ def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     return {"status": coding.status, "coding": coding.pk, "behaviours": coding.behaviour_count}
 
 
-@shared_task(name="grading.tasks.reconcile", acks_late=True, soft_time_limit=240, time_limit=300)
+@shared_task(name=task_names.RECONCILE, acks_late=True, soft_time_limit=240, time_limit=300)
 def reconcile() -> dict[str, int]:
     """Beat sweep (every minute): finish whatever a lost message, dead worker or broker outage left undone."""
     from grading.services.reconcile import grading_reconcile
@@ -134,7 +135,7 @@ def reconcile() -> dict[str, int]:
     return asdict(grading_reconcile())
 
 
-@shared_task(name="grading.tasks.grade_pending", acks_late=True, soft_time_limit=240, time_limit=300)
+@shared_task(name=task_names.GRADE_PENDING, acks_late=True, soft_time_limit=240, time_limit=300)
 def grade_pending() -> dict[str, int]:
     """The former name of the sweep, kept so messages queued before an upgrade still run."""
     return reconcile()

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.core.cache import cache
 from django.core.validators import validate_slug
 from django.db import OperationalError, connection, transaction
@@ -28,6 +27,7 @@ from django.utils.text import slugify
 
 from rating import selectors
 from rating.analysis import connectivity
+from rating.conf import rating_settings
 from rating.exceptions import InvalidScore, SessionsImportError
 from rating.fit import ModelSpec
 from rating.models import EntityRating, Observation, RatingSnapshot
@@ -269,7 +269,7 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
     committed and is read, and a caller arriving after the delete (or after the key expired) enqueues a
     refresh of its own.
     """
-    debounce = float(settings.RATING["REFRESH_DEBOUNCE_SECONDS"])
+    debounce = float(rating_settings()["REFRESH_DEBOUNCE_SECONDS"])
     key = refresh_key(study_id)
     from rating.tasks import refresh_posterior  # the tasks module imports this one
 

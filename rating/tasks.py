@@ -12,7 +12,7 @@ from typing import Any
 from celery import shared_task
 from django.db import OperationalError
 
-from rating import services
+from rating import services, task_names
 from studyapp.models import Study
 
 logger = logging.getLogger(__name__)
@@ -28,20 +28,20 @@ RETRY = {
 }
 
 
-@shared_task(name="rating.tasks.record_observation", **RETRY)
+@shared_task(name=task_names.RECORD_OBSERVATION, **RETRY)
 def record_observation(episode_id: int) -> int | None:
     """Record an episode's score in the ledger; return the observation id (``None`` when it has none)."""
     observation = services.observation_record(episode_id=episode_id)
     return None if observation is None else observation.pk
 
 
-@shared_task(name="rating.tasks.retract_participant", **RETRY)
+@shared_task(name=task_names.RETRACT_PARTICIPANT, **RETRY)
 def retract_participant(participant_id: int, reason: str) -> int:
     """Retract a withdrawn participant's observations; return how many were active."""
     return services.observations_retract_participant(participant_id=participant_id, reason=reason)
 
 
-@shared_task(name="rating.tasks.refresh_posterior", **RETRY)
+@shared_task(name=task_names.REFRESH_POSTERIOR, **RETRY)
 def refresh_posterior(study_id: int) -> dict[str, Any] | None:
     """Write the study's next posterior snapshot, unless the ledger is unchanged since the latest one."""
     try:
@@ -52,13 +52,13 @@ def refresh_posterior(study_id: int) -> dict[str, Any] | None:
     return {"study_id": study_id, "version": snapshot.version, "n_observations": snapshot.n_observations}
 
 
-@shared_task(name="rating.tasks.rerecord_study", **RETRY)
+@shared_task(name=task_names.RERECORD_STUDY, **RETRY)
 def rerecord_study(study_id: int) -> int:
     """Re-record every scored episode of the study (after a score-source switch)."""
     return services.study_rerecord(study_id=study_id)
 
 
-@shared_task(name="rating.tasks.refresh_all_posteriors", **RETRY)
+@shared_task(name=task_names.REFRESH_ALL_POSTERIORS, **RETRY)
 def refresh_all_posteriors() -> list[int]:
     """Beat sweep: refresh the studies whose ledger changed since their latest snapshot."""
     return services.posteriors_refresh_stale()

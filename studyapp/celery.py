@@ -10,6 +10,10 @@ from typing import Any
 from celery import Celery
 from kombu import Queue
 
+from grading import task_names as grading_task_names
+from rating import task_names as rating_task_names
+from studyapp import task_names as studyapp_task_names
+
 logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studyapp.settings")
@@ -20,13 +24,13 @@ app.conf.task_queues = [Queue(name) for name in ("default", "grading", "rating")
 # Periodic jobs: later features add entries here; beat runs with the worker in `make run`.
 app.conf.beat_schedule = {
     "rating-refresh-sweep": {
-        "task": "rating.tasks.refresh_all_posteriors",
+        "task": rating_task_names.REFRESH_ALL_POSTERIORS,
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
     },
     # Reconciliation: finish whatever a lost message, a dead worker or a broker outage left undone
     # (grades whose lease lapsed, unsent grading messages, observations and log codings a grade owes).
     "grading-reconcile-sweep": {
-        "task": "grading.tasks.reconcile",
+        "task": grading_task_names.RECONCILE,
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
     },
     "expert-routing-sweep": {
@@ -35,7 +39,7 @@ app.conf.beat_schedule = {
     },
     # Open tasks whose worker went silent for the study's limit are released for others.
     "abandoned-episodes-sweep": {
-        "task": "studyapp.tasks.expire_abandoned_episodes",
+        "task": studyapp_task_names.EXPIRE_ABANDONED_EPISODES,
         "schedule": 15 * 60.0,
     },
 }

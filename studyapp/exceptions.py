@@ -26,10 +26,6 @@ class InvalidInvitation(StudyError):
     """The invitation parameters are malformed."""
 
 
-class ConsentMissing(StudyError):
-    """The study has no consent text yet, so nobody can start."""
-
-
 class StepNotAvailable(StudyError):
     """The participant cannot do this step now (withdrawn, finished, or an earlier step is open)."""
 

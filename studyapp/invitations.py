@@ -38,9 +38,6 @@ class PlatformClaim:
     worker_id: str = ""
     signed: bool = False
 
-    def as_query(self) -> dict[str, str]:
-        return {"platform": self.platform, "worker_id": self.worker_id} if self.worker_id else {}
-
 
 def claim_from_query(query) -> PlatformClaim:
     """Read the platform and worker id an open link carries; raise InvalidInvitation if they are malformed."""

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.urls import reverse
 
+from grading.conf import grading_settings
 from studyapp.models import (
     ConsentVersion,
     Episode,
@@ -22,7 +22,6 @@ from studyapp.models import (
     Occupation,
     Participant,
     Payment,
-    StepVisit,
     Study,
     TaskFile,
 )
@@ -76,11 +75,6 @@ class JourneyState:
     @property
     def tasks_total(self) -> int:
         return self.participant.study.tasks_per_session
-
-    @property
-    def finished_count(self) -> int:
-        """Positions that are over (submitted or skipped): what moves the session forward."""
-        return sum(1 for e in self.episodes if e.status in FINISHED)
 
     @property
     def submitted_count(self) -> int:
@@ -222,9 +216,9 @@ def consent_providers(version: ConsentVersion) -> list[str]:
     """
     keys = [str(k).strip().lower() for k in version.llm_providers or [] if str(k).strip()]
     if not keys:
-        judges = version.study.judges or settings.GRADING.get("DEFAULT_JUDGES", [])
+        judges = version.study.judges or grading_settings()["DEFAULT_JUDGES"]
         keys = [str(j.get("provider", "")).lower() for j in judges if isinstance(j, dict)]
-        generator = settings.GRADING.get("RUBRIC_GENERATOR") or {}
+        generator = grading_settings()["RUBRIC_GENERATOR"] or {}
         keys.append(str(generator.get("provider", "")).lower())
     names: list[str] = []
     for key in keys:
@@ -329,10 +323,3 @@ def participant_payments(participant: Participant) -> tuple[list[Payment], Any]:
     rows = Payment.objects.filter(participant=participant).order_by("created_at")
     return list(rows), rows.aggregate(total=Sum("amount"))["total"]
 
-
-def step_seconds(participant: Participant) -> dict[str, float]:
-    """Seconds spent per step (visits summed), for the worker's own overview and staff reconciliation."""
-    totals: dict[str, float] = {}
-    for visit in StepVisit.objects.filter(participant=participant).only("step", "started_at", "last_seen_at"):
-        totals[visit.step] = totals.get(visit.step, 0.0) + visit.seconds
-    return totals

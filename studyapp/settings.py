@@ -18,6 +18,10 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from grading import conf as grading_conf
+from rating import conf as rating_conf
+from studyapp import conf as studyapp_conf
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -248,15 +252,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20
 FILE_UPLOAD_TEMP_DIR = None
 FILE_UPLOAD_PERMISSIONS = 0o600
 
-UPLOADS: dict[str, Any] = {
-    "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", str(2 * 2**30))),
-    "MAX_EPISODE_BYTES": int(os.environ.get("UPLOAD_MAX_EPISODE_BYTES", str(4 * 2**30))),
-    "MAX_FILES_PER_EPISODE": int(os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", "50")),
-    "ALLOWED_EXTENSIONS": [
-        "pdf", "docx", "doc", "xlsx", "xlsm", "xls", "pptx", "ppt", "csv", "tsv", "txt", "md", "json", "jsonl",
-        "html", "htm", "xml", "png", "jpg", "jpeg", "gif", "webp", "zip", "mp3", "wav", "m4a", "mp4",
-        "mov", "webm", "py", "ipynb", "r", "sql", "log", "odt", "ods", "odp", "rtf",
-    ],
+UPLOADS: dict[str, Any] = {  # only what the environment sets; studyapp/conf.py holds every default
+    "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", studyapp_conf.UPLOAD_DEFAULTS["MAX_FILE_BYTES"])),
+    "MAX_EPISODE_BYTES": int(
+        os.environ.get("UPLOAD_MAX_EPISODE_BYTES", studyapp_conf.UPLOAD_DEFAULTS["MAX_EPISODE_BYTES"])),
+    "MAX_FILES_PER_EPISODE": int(
+        os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", studyapp_conf.UPLOAD_DEFAULTS["MAX_FILES_PER_EPISODE"])),
 }
 
 # --- Celery -----------------------------------------------------------------------------------------------
@@ -309,53 +310,48 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_QUEUES = ("default", "grading", "rating")
 
 # --- App knobs --------------------------------------------------------------------------------------------
+# Only what the environment sets; every default lives once in the app's conf.py, whose accessor reads these.
+_GRADING_DEFAULTS = grading_conf.DEFAULTS
 GRADING: dict[str, Any] = {
-    # Judges used when a study does not list its own: two model families, as the design asks.
     "DEFAULT_JUDGES": [
-        {"provider": "openai", "model": os.environ.get("GRADING_OPENAI_MODEL", "gpt-4.1")},
-        {"provider": "anthropic", "model": os.environ.get("GRADING_ANTHROPIC_MODEL", "claude-sonnet-4-6")},
+        {"provider": "openai", "model": os.environ.get("GRADING_OPENAI_MODEL", grading_conf.DEFAULT_MODELS["openai"])},
+        {"provider": "anthropic",
+         "model": os.environ.get("GRADING_ANTHROPIC_MODEL", grading_conf.DEFAULT_MODELS["anthropic"])},
     ],
     "RUBRIC_GENERATOR": {
-        "provider": os.environ.get("GRADING_RUBRIC_PROVIDER", "openai"),
-        "model": os.environ.get("GRADING_RUBRIC_MODEL", "gpt-4.1"),
+        "provider": os.environ.get("GRADING_RUBRIC_PROVIDER", _GRADING_DEFAULTS["RUBRIC_GENERATOR"]["provider"]),
+        "model": os.environ.get("GRADING_RUBRIC_MODEL", _GRADING_DEFAULTS["RUBRIC_GENERATOR"]["model"]),
     },
     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY") or None,
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL") or None,
     "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY") or None,
     "ANTHROPIC_BASE_URL": os.environ.get("ANTHROPIC_BASE_URL") or None,
-    "TIMEOUT_SECONDS": float(os.environ.get("GRADING_TIMEOUT_SECONDS", "180")),
-    "MAX_RETRIES": int(os.environ.get("GRADING_MAX_RETRIES", "4")),
-    "RETRY_BASE_DELAY": float(os.environ.get("GRADING_RETRY_BASE_DELAY", "2.0")),
-    "PROVIDER_CONCURRENCY": {"openai": 4, "anthropic": 4},
-    # Requests per window per provider, shared by all worker processes through Redis (per process without it).
-    "PROVIDER_RATE_LIMITS": {"openai": int(os.environ.get("GRADING_OPENAI_RATE_LIMIT", "0")),
-                             "anthropic": int(os.environ.get("GRADING_ANTHROPIC_RATE_LIMIT", "0"))},
-    "PROVIDER_RATE_WINDOW_SECONDS": float(os.environ.get("GRADING_RATE_WINDOW_SECONDS", "60")),
-    # USD per million tokens (input, output); unknown models cost 0 and say so in the run record.
-    "PRICES": {
-        "gpt-4.1": [2.0, 8.0],
-        "gpt-4.1-mini": [0.4, 1.6],
-        "gpt-4o": [2.5, 10.0],
-        "claude-sonnet-4-6": [3.0, 15.0],
-        "claude-sonnet-4-5": [3.0, 15.0],
-        "claude-haiku-4-5": [1.0, 5.0],
+    "TIMEOUT_SECONDS": float(os.environ.get("GRADING_TIMEOUT_SECONDS", _GRADING_DEFAULTS["TIMEOUT_SECONDS"])),
+    "MAX_RETRIES": int(os.environ.get("GRADING_MAX_RETRIES", _GRADING_DEFAULTS["MAX_RETRIES"])),
+    "RETRY_BASE_DELAY": float(os.environ.get("GRADING_RETRY_BASE_DELAY", _GRADING_DEFAULTS["RETRY_BASE_DELAY"])),
+    "PROVIDER_RATE_LIMITS": {
+        "openai": int(os.environ.get("GRADING_OPENAI_RATE_LIMIT", _GRADING_DEFAULTS["PROVIDER_RATE_LIMITS"]["openai"])),
+        "anthropic": int(
+            os.environ.get("GRADING_ANTHROPIC_RATE_LIMIT", _GRADING_DEFAULTS["PROVIDER_RATE_LIMITS"]["anthropic"])),
     },
-    "DISAGREEMENT_THRESHOLD": float(os.environ.get("GRADING_DISAGREEMENT_THRESHOLD", "15")),
-    "EXTRACT_MAX_CHARS": int(os.environ.get("GRADING_EXTRACT_MAX_CHARS", "400000")),
-    "RUBRIC_REPAIR_ATTEMPTS": 2,
-    # Crash safety (docs/grading-reliability.md): claim leases and the reconciliation sweep's clocks.
-    "LEASE_SECONDS": float(os.environ.get("GRADING_LEASE_SECONDS", "60")),
-    # Wall-time budget of one grading attempt (soft limit; the hard limit is a minute later). A slower attempt
-    # frees its judge runs and retries later instead of holding a pool slot for the LLM client's worst case.
-    "ATTEMPT_SECONDS": float(os.environ.get("GRADING_ATTEMPT_SECONDS", "600")),
-    "TASK_RETRIES": int(os.environ.get("GRADING_TASK_RETRIES", "3")),
-    "TASK_RETRY_DELAY": float(os.environ.get("GRADING_TASK_RETRY_DELAY", "30")),
-    "REQUEUE_AFTER_SECONDS": float(os.environ.get("GRADING_REQUEUE_AFTER_SECONDS", "60")),
-    "FOLLOW_UP_GRACE_SECONDS": float(os.environ.get("GRADING_FOLLOW_UP_GRACE_SECONDS", "30")),
+    "PROVIDER_RATE_WINDOW_SECONDS": float(
+        os.environ.get("GRADING_RATE_WINDOW_SECONDS", _GRADING_DEFAULTS["PROVIDER_RATE_WINDOW_SECONDS"])),
+    "DISAGREEMENT_THRESHOLD": float(
+        os.environ.get("GRADING_DISAGREEMENT_THRESHOLD", _GRADING_DEFAULTS["DISAGREEMENT_THRESHOLD"])),
+    "EXTRACT_MAX_CHARS": int(os.environ.get("GRADING_EXTRACT_MAX_CHARS", _GRADING_DEFAULTS["EXTRACT_MAX_CHARS"])),
+    "LEASE_SECONDS": float(os.environ.get("GRADING_LEASE_SECONDS", _GRADING_DEFAULTS["LEASE_SECONDS"])),
+    "ATTEMPT_SECONDS": float(os.environ.get("GRADING_ATTEMPT_SECONDS", _GRADING_DEFAULTS["ATTEMPT_SECONDS"])),
+    "TASK_RETRIES": int(os.environ.get("GRADING_TASK_RETRIES", _GRADING_DEFAULTS["TASK_RETRIES"])),
+    "TASK_RETRY_DELAY": float(os.environ.get("GRADING_TASK_RETRY_DELAY", _GRADING_DEFAULTS["TASK_RETRY_DELAY"])),
+    "REQUEUE_AFTER_SECONDS": float(
+        os.environ.get("GRADING_REQUEUE_AFTER_SECONDS", _GRADING_DEFAULTS["REQUEUE_AFTER_SECONDS"])),
+    "FOLLOW_UP_GRACE_SECONDS": float(
+        os.environ.get("GRADING_FOLLOW_UP_GRACE_SECONDS", _GRADING_DEFAULTS["FOLLOW_UP_GRACE_SECONDS"])),
 }
 RATING: dict[str, Any] = {
-    "REFRESH_DEBOUNCE_SECONDS": float(os.environ.get("RATING_REFRESH_DEBOUNCE_SECONDS", "5")),
-    "BOOTSTRAP_ROUNDS": int(os.environ.get("RATING_BOOTSTRAP_ROUNDS", "10000")),
+    "REFRESH_DEBOUNCE_SECONDS": float(
+        os.environ.get("RATING_REFRESH_DEBOUNCE_SECONDS", rating_conf.DEFAULTS["REFRESH_DEBOUNCE_SECONDS"])),
+    "BOOTSTRAP_ROUNDS": int(os.environ.get("RATING_BOOTSTRAP_ROUNDS", rating_conf.DEFAULTS["BOOTSTRAP_ROUNDS"])),
 }
 
 # --- Email ----------------------------------------------------------------------------------------------

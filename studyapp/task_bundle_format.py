@@ -10,8 +10,9 @@ import uuid as uuid_lib
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from studyapp.conf import upload_limits
 
 FORMAT_VERSION = 1
 TASK_FILE = "task.json"
@@ -183,11 +184,11 @@ class BundleLimits:
 
     @classmethod
     def from_settings(cls) -> BundleLimits:
-        uploads = settings.UPLOADS
+        uploads = upload_limits()
         return cls(
             max_file_bytes=int(uploads["MAX_FILE_BYTES"]),
-            max_members=int(uploads.get("BUNDLE_MAX_MEMBERS", 5000)),
-            max_total_bytes=int(uploads.get("BUNDLE_MAX_TOTAL_BYTES", 16 * 2**30)),
-            max_ratio=float(uploads.get("BUNDLE_MAX_RATIO", 100.0)),
+            max_members=int(uploads["BUNDLE_MAX_MEMBERS"]),
+            max_total_bytes=int(uploads["BUNDLE_MAX_TOTAL_BYTES"]),
+            max_ratio=float(uploads["BUNDLE_MAX_RATIO"]),
         )
 

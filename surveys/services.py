@@ -21,7 +21,7 @@ from studyapp.exceptions import StepNotAvailable, SurveyAnswerInvalid, SurveyInc
 from studyapp.models import Participant
 from studyapp.services.participants import participant_complete, participant_pre_survey_done
 from surveys.models import Answer, Instrument, Question, SurveyResponse
-from surveys.taking import instrument_for, questions_for
+from surveys.selectors import instrument_for, questions_for
 
 DEFAULT_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "default_instrument.json"
 MAX_TEXT = 5000

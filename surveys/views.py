@@ -17,8 +17,8 @@ from studyapp.services.participants import step_visit_record
 from studyapp.views.worker import guard, load_participant
 from surveys.forms import AutosaveForm, raw_answers
 from surveys.models import SurveyResponse
+from surveys.selectors import has_levels, instrument_for, questions_for, response_for, survey_items
 from surveys.services import answers_save, response_submit
-from surveys.taking import has_levels, instrument_for, questions_for, response_for, survey_items
 
 _STEP = {SurveyResponse.Phase.PRE: Step.PRE_SURVEY, SurveyResponse.Phase.POST: Step.POST_SURVEY}
 _TITLES = {SurveyResponse.Phase.PRE: "First survey", SurveyResponse.Phase.POST: "Final survey"}

@@ -18,9 +18,9 @@ from django.core import signing
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 
+from grading.conf import grading_settings
 from grading.expert_exceptions import InviteInvalid
 from grading.models import ExpertProfile
-from grading.providers import grading_settings
 from studyapp.models import AuditEvent, Sector
 from studyapp.roles import EXPERT, grant_role
 from studyapp.services.audit import audit_record

@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.db.models.fields.files import FieldFile
 
 from grading import extract
+from grading.conf import grading_settings
 from grading.models import Extraction as ExtractionRow
-from grading.providers import grading_settings
 from studyapp.models import Episode, EpisodeFile, SoloRun, TaskFile, TaskInstance
 
 

@@ -12,13 +12,14 @@ from typing import Any
 from django.db import transaction
 
 from grading import llm
+from grading.conf import grading_settings
 from grading.consent import consent_refusal
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater
 from grading.extract import Extraction
 from grading.extract.budget import cut_text
 from grading.models import EpisodeTranscript, FluencyCoding, LLMUsage
 from grading.prompts import FLUENCY_PROMPT_VERSION, render_fluency_prompt
-from grading.providers import fluency_coder, grading_settings, not_configured_note, provider_config, provider_configured
+from grading.providers import fluency_coder, not_configured_note, provider_config, provider_configured
 from grading.schemas import FLUENCY_CODES, FluencyOut, one_line
 from grading.selectors import current_fluency_coding
 from grading.services.budget import budget_ensure_available, llm_usage_record

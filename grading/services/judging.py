@@ -21,10 +21,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from grading import llm
+from grading.conf import grading_settings
 from grading.extract import ExtractedImage, Extraction
 from grading.models import Criterion, CriterionScore, JudgeRun, LLMUsage, Rubric
 from grading.prompts import JudgeCriterion, RenderedPrompt, RubricContext, render_judge_prompt
-from grading.providers import JudgeSpec, grading_settings, price_of, provider_config
+from grading.providers import JudgeSpec, price_of, provider_config
 from grading.schemas import CriterionSpec, JudgeOut, judge_problems, judge_totals
 from grading.services.budget import call_cost_estimate, llm_usage_record, usd
 from studyapp.models import Study, TaskInstance

@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from grading.conf import grading_settings
 from grading.consent import ConsentDecision, judges_allowed
 from grading.exceptions import (
     BudgetBusy,
@@ -34,7 +35,7 @@ from grading.exceptions import (
 from grading.extract import Extraction
 from grading.models import GradingFollowUp, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
-from grading.providers import JudgeSpec, grading_settings, not_configured_note, provider_configured, study_judges
+from grading.providers import JudgeSpec, not_configured_note, provider_configured, study_judges
 from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
 from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.extraction import episode_extract, solo_run_extract, task_hidden_text
@@ -53,6 +54,8 @@ from grading.services.judging import (
 )
 from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
+from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
+from rating.task_names import RECORD_OBSERVATION
 from studyapp.celery import send_task_on_commit as enqueue_on_commit
 from studyapp.models import Episode, Participant, SoloRun
 from studyapp.services.audit import audit_record
@@ -60,10 +63,6 @@ from studyapp.services.audit import audit_record
 logger = logging.getLogger(__name__)
 
 Status = Episode.Status
-GRADE_EPISODE_TASK = "grading.tasks.grade_episode"
-GRADE_SOLO_RUN_TASK = "grading.tasks.grade_solo_run"
-CODE_LOG_TASK = "grading.tasks.code_log"
-RECORD_OBSERVATION_TASK = "rating.tasks.record_observation"
 
 
 @dataclass
@@ -222,7 +221,7 @@ def _owe_observation_if_missing(episode: Episode) -> None:
             episode_id=episode.pk, kind=GradingFollowUp.Kind.OBSERVATION, done_at__isnull=True).exists():
         return
     GradingFollowUp.objects.create(episode_id=episode.pk, kind=GradingFollowUp.Kind.OBSERVATION)
-    send_task_on_commit(RECORD_OBSERVATION_TASK, episode.pk)
+    send_task_on_commit(RECORD_OBSERVATION, episode.pk)
 
 
 def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -> GradingOutcome:
@@ -283,10 +282,10 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         if isinstance(obj, Episode):
             # The outbox rows commit with the grade; the messages are only the fast path (see reconcile.py).
             GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.OBSERVATION)
-            send_task_on_commit(RECORD_OBSERVATION_TASK, obj.pk)
+            send_task_on_commit(RECORD_OBSERVATION, obj.pk)
             if current_fluency_coding(obj) is None:
                 GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.FLUENCY)
-                send_task_on_commit(CODE_LOG_TASK, obj.pk)
+                send_task_on_commit(CODE_LOG, obj.pk)
     return GradingOutcome("graded", note=note, score=score, judge_runs=sorted(new_ids))
 
 
@@ -480,7 +479,7 @@ def episode_grading_retry(*, episode: Episode, actor: Any) -> bool:
                                                          updated_at=timezone.now())
         audit_record(actor=actor, action="grading.retry", obj=episode, study=episode.study, before=before,
                      after={"status": Status.GRADED if episode.status == Status.GRADED else Status.SUBMITTED})
-        send_task_on_commit(GRADE_EPISODE_TASK, episode.pk)
+        send_task_on_commit(GRADE_EPISODE, episode.pk)
     return True
 
 
@@ -493,7 +492,7 @@ def solo_run_grading_retry(*, solo_run: SoloRun, actor: Any) -> bool:
         if solo_run.status in (Status.FAILED, Status.GRADING):
             SoloRun.objects.filter(pk=solo_run.pk).update(status=Status.SUBMITTED, grading_note="")
         audit_record(actor=actor, action="grading.retry", obj=solo_run, study=solo_run.study, before=before)
-        send_task_on_commit(GRADE_SOLO_RUN_TASK, solo_run.pk)
+        send_task_on_commit(GRADE_SOLO_RUN, solo_run.pk)
     return True
 
 

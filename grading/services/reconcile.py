@@ -25,10 +25,10 @@ from celery import current_app
 from django.db.models import F
 from django.utils import timezone
 
+from grading.conf import grading_settings
 from grading.models import GradingFollowUp
-from grading.providers import grading_settings
 from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
-from grading.services.pipeline import CODE_LOG_TASK, GRADE_EPISODE_TASK, GRADE_SOLO_RUN_TASK
+from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
 from studyapp.models import Episode, Participant
 
 logger = logging.getLogger(__name__)
@@ -64,14 +64,14 @@ def _resend_grading(report: ReconcileReport) -> None:
     pending = episodes_pending_grading(quiet_for=float(conf["REQUEUE_AFTER_SECONDS"]),
                                        waiting_quiet_for=float(conf["WAITING_RECHECK_SECONDS"]))
     for pk in list(pending.values_list("pk", flat=True)[:BATCH]):
-        if not _send(GRADE_EPISODE_TASK, [pk], report):
+        if not _send(GRADE_EPISODE, [pk], report):
             return  # the broker is down: stop here, the next sweep tries again
         # Touching the row keeps the next sweeps from sending it again while this message waits in a queue.
         Episode.objects.filter(pk=pk).update(updated_at=timezone.now())
         report.grading_sent += 1
     recent = timezone.now() - timedelta(seconds=float(conf["REQUEUE_AFTER_SECONDS"]))
     for pk in list(solo_runs_pending_grading().filter(created_at__lte=recent).values_list("pk", flat=True)[:BATCH]):
-        if not _send(GRADE_SOLO_RUN_TASK, [pk], report):
+        if not _send(GRADE_SOLO_RUN, [pk], report):
             return
         report.solo_runs_sent += 1
 
@@ -108,7 +108,7 @@ def _finish_follow_ups(report: ReconcileReport) -> None:
             _close(row, f"gave up after {limit} sends; run `manage.py code_logs` once the coder works")
             report.follow_ups_closed += 1
         elif now >= row.created_at + timedelta(seconds=grace * 2 ** row.attempts):
-            if not _send(CODE_LOG_TASK, [row.episode_id], report):
+            if not _send(CODE_LOG, [row.episode_id], report):
                 return
             GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1)
             report.codings_sent += 1

@@ -16,6 +16,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from grading import llm
+from grading.conf import grading_settings
 from grading.exceptions import (
     GradingWaiting,
     RetryLater,
@@ -26,7 +27,6 @@ from grading.exceptions import (
 from grading.models import Criterion, LLMUsage, Rubric
 from grading.prompts import RUBRIC_PROMPT_VERSION, render_rubric_prompt
 from grading.providers import (
-    grading_settings,
     not_configured_note,
     provider_config,
     provider_configured,

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 
 from grading.expert_exceptions import ExpertError
+from rating.task_names import RERECORD_STUDY
 from studyapp.celery import send_task_on_commit
 from studyapp.models import Study
 from studyapp.services.audit import audit_record
@@ -39,6 +40,6 @@ def study_set_score_source(*, study: Study, source: str, actor: Any, blend_exper
         audit_record(actor=actor, action="study.score_source", obj=locked, study=locked, before=before, after=after,
                      note="every observation is re-recorded from the new source")
         study_id = locked.pk
-        send_task_on_commit("rating.tasks.rerecord_study", [study_id])
+        send_task_on_commit(RERECORD_STUDY, [study_id])
     study.score_source, study.blend_expert_weight = source, weight
     return True

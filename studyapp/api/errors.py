@@ -7,8 +7,6 @@ error is not about particular fields. Domain errors are mapped here, in one plac
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -21,17 +19,25 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-# Domain error base classes (dotted path) → (HTTP status, error code). Subclasses inherit the mapping;
-# the most specific entry wins, so list subclasses before their bases.
-DOMAIN_ERRORS: tuple[tuple[str, int, str], ...] = (
-    ("studyapp.task_bundle_format.TaskBundleInvalid", status.HTTP_400_BAD_REQUEST, "invalid_task_bundle"),
-    ("studyapp.files.FileRejected", status.HTTP_400_BAD_REQUEST, "file_rejected"),
-    ("studyapp.dashboard.exceptions.JobRefused", status.HTTP_403_FORBIDDEN, "job_refused"),
-    ("studyapp.dashboard.exceptions.DashboardError", status.HTTP_409_CONFLICT, "dashboard_error"),
-    ("studyapp.exceptions.StudyError", status.HTTP_409_CONFLICT, "study_error"),
-    ("grading.exceptions.GradingError", status.HTTP_409_CONFLICT, "grading_error"),
-    ("rating.exceptions.RatingError", status.HTTP_400_BAD_REQUEST, "rating_error"),
+from grading.exceptions import GradingError
+from rating.exceptions import RatingError
+from studyapp.dashboard.exceptions import DashboardError, JobRefused
+from studyapp.exceptions import StudyError
+from studyapp.files import FileRejected
+from studyapp.task_bundle_format import TaskBundleInvalid
+
+# Domain error base classes → (HTTP status, error code). Subclasses inherit the mapping; the first matching
+# entry wins, so list subclasses before their bases.
+DOMAIN_ERRORS: tuple[tuple[type[Exception], int, str], ...] = (
+    (TaskBundleInvalid, status.HTTP_400_BAD_REQUEST, "invalid_task_bundle"),
+    (FileRejected, status.HTTP_400_BAD_REQUEST, "file_rejected"),
+    (JobRefused, status.HTTP_403_FORBIDDEN, "job_refused"),
+    (DashboardError, status.HTTP_409_CONFLICT, "dashboard_error"),
+    (StudyError, status.HTTP_409_CONFLICT, "study_error"),
+    (GradingError, status.HTTP_409_CONFLICT, "grading_error"),
+    (RatingError, status.HTTP_400_BAD_REQUEST, "rating_error"),
 )
+
 
 class Conflict(exceptions.APIException):
     """The request is valid but the object is not in a state that allows it (e.g. an export still running)."""
@@ -45,19 +51,6 @@ _GENERIC_MESSAGES = {
     "invalid": "Some fields are invalid.",
     "parse_error": "The request body could not be parsed.",
 }
-
-
-@cache
-def _domain_classes() -> tuple[tuple[type[BaseException], int, str], ...]:
-    resolved = []
-    for dotted, http_status, code in DOMAIN_ERRORS:
-        module_name, _, class_name = dotted.rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):  # an app left out of this installation
-            continue
-        resolved.append((cls, http_status, code))
-    return tuple(resolved)
 
 
 def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
@@ -102,7 +95,7 @@ def _drf_body(exc: exceptions.APIException) -> dict[str, Any]:
 
 
 def _domain_response(exc: BaseException) -> Response | None:
-    for cls, http_status, code in _domain_classes():
+    for cls, http_status, code in DOMAIN_ERRORS:
         if isinstance(exc, cls):
             fields = getattr(exc, "fields", None) or getattr(exc, "errors", None)
             if not isinstance(fields, dict):

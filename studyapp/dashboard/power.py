@@ -20,8 +20,8 @@ from studyapp.dashboard.exceptions import JobRefused
 from studyapp.dashboard.services import ProgressReporter, _job_execute, _user_or_none
 from studyapp.models import BackgroundJob, Study
 from studyapp.services.design import DESIGN_PRIOR, design_posterior_refresh, posterior_cache_key
+from studyapp.task_names import RUN_POWER
 
-POWER_TASK = "studyapp.dashboard.tasks.run_power"
 POWER_KINDS = ("power", "plan")
 GOAL_LABELS = {
     "top": "the top agent is identified",
@@ -42,7 +42,7 @@ def _progress(reporter: ProgressReporter) -> Any:
 
 def _enqueue(job: BackgroundJob) -> None:
     job_id = job.pk
-    transaction.on_commit(lambda: current_app.send_task(POWER_TASK, args=[job_id]))
+    transaction.on_commit(lambda: current_app.send_task(RUN_POWER, args=[job_id]))
 
 
 def power_request(*, study: Study, actor: Any) -> BackgroundJob:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import (
     Count,
@@ -33,6 +32,7 @@ from django.utils import timezone
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from grading.selectors import episodes_held
 from rating import selectors as rating_selectors
+from rating.conf import rating_settings
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from studyapp.roles import file_jobs_visible
@@ -66,7 +66,7 @@ OPEN_EPISODE = (Episode.Status.ASSIGNED, Episode.Status.IN_PROGRESS)
 
 def bootstrap_rounds() -> int:
     """Return the configured number of bootstrap rounds (paper: 10 000)."""
-    return int(settings.RATING.get("BOOTSTRAP_ROUNDS", 10_000))
+    return int(rating_settings()["BOOTSTRAP_ROUNDS"])
 
 
 # ------------------------------------------------------------------------------------------ studies

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from rating import selectors as rating_selectors
+from studyapp import task_names
 from studyapp.celery import send_task_on_commit
 from studyapp.dashboard import selectors
 from studyapp.dashboard.collaboration import collaboration_analysis
@@ -29,13 +30,10 @@ from studyapp.dashboard.stability import study_stability
 from studyapp.models import BackgroundJob, Study
 from studyapp.roles import can_export_pii
 from studyapp.services.audit import audit_record
-from surveys.analysis import survey_statistics
+from surveys.study_statistics import survey_statistics
 
 logger = logging.getLogger(__name__)
 
-ANALYSIS_TASK = "studyapp.dashboard.tasks.run_analysis"
-EXPORT_TASK = "studyapp.dashboard.tasks.run_export"
-PAYOUTS_TASK = "studyapp.dashboard.tasks.run_payouts"
 # A queued job nobody picked up within this time (worker down) no longer blocks a new request.
 ABANDONED_AFTER = timedelta(minutes=30)
 PROGRESS_INTERVAL_SECONDS = 0.2
@@ -89,7 +87,7 @@ def analysis_request(*, study: Study, kind: str, actor: Any, cluster: str = "obs
         job = BackgroundJob.objects.create(
             kind=kind, study=study, requested_by=_user_or_none(actor), params=params, cache_key=key
         )
-        _enqueue(ANALYSIS_TASK, job)
+        _enqueue(task_names.RUN_ANALYSIS, job)
     return job
 
 
@@ -104,7 +102,7 @@ def export_request(*, study: Study, actor: Any, include_pii: bool = False) -> Ba
         audit_record(
             actor=actor, action="export.requested", obj=job, study=study, after={"include_pii": bool(include_pii)}
         )
-        _enqueue(EXPORT_TASK, job)
+        _enqueue(task_names.RUN_EXPORT, job)
     return job
 
 
@@ -124,7 +122,7 @@ def payouts_request(*, study: Study, actor: Any, file_format: str, include_pii: 
             params={"format": file_format, "include_pii": bool(include_pii)},
         )
         audit_record(actor=actor, action="payouts.requested", obj=job, study=study, after=dict(job.params))
-        _enqueue(PAYOUTS_TASK, job)
+        _enqueue(task_names.RUN_PAYOUTS, job)
     return job
 
 

@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import studyapp.models.episodes
-import studyapp.models.ledger
+import studyapp.models.jobs
 import studyapp.models.participants
 import studyapp.models.study
 import studyapp.models.tasks
@@ -162,7 +162,7 @@ class Migration(migrations.Migration):
                 ('progress_done', models.PositiveIntegerField(default=0)),
                 ('progress_total', models.PositiveIntegerField(default=0)),
                 ('result', models.JSONField(blank=True, null=True)),
-                ('file', models.FileField(blank=True, max_length=500, upload_to=studyapp.models.ledger.job_file_path)),
+                ('file', models.FileField(blank=True, max_length=500, upload_to=studyapp.models.jobs.job_file_path)),
                 ('error', models.TextField(blank=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('started_at', models.DateTimeField(blank=True, null=True)),

@@ -24,12 +24,12 @@ from rating import selectors as rating_selectors
 from studyapp.exceptions import NoAgentAvailable
 from studyapp.models import Agent, Episode, Participant, Study
 from studyapp.services.audit import audit_record
+from studyapp.task_names import REFRESH_DESIGN_POSTERIOR
 
 logger = logging.getLogger(__name__)
 
 # Planning defaults on the 0-100 score scale (paper-like spreads); a study's own calibrated fit replaces them.
 DESIGN_PRIOR = {"agent_sd": 3.0, "human_sd": 8.0, "noise_sd": 15.0, "level_mean": 50.0, "level_sd": 20.0}
-POSTERIOR_TASK = "studyapp.tasks.refresh_design_posterior"
 _CACHE_SECONDS = 7 * 24 * 3600
 
 
@@ -112,7 +112,7 @@ def design_posterior_get(study: Study) -> dict[str, Any] | None:
     stale = value is None or (snapshot is not None and value.get("version", 0) < snapshot.version)
     if stale and (snapshot is not None or value is None) and cache.add(_pending_key(study.pk), 1, 300):
         study_id = study.pk
-        transaction.on_commit(lambda: current_app.send_task(POSTERIOR_TASK, args=[study_id]))
+        transaction.on_commit(lambda: current_app.send_task(REFRESH_DESIGN_POSTERIOR, args=[study_id]))
     return value
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from grading.task_names import GRADE_EPISODE
 from studyapp.celery import send_task_on_commit
 from studyapp.exceptions import EpisodeLocked, InvalidShareUrl, SubmitRejected, UploadRejected
 from studyapp.models import Agent, Episode, EpisodeFile, Participant, Study
@@ -212,7 +213,7 @@ def episode_submit(*, episode: Episode, actor: Any) -> Episode:
         _unlock_post_survey_if_done(locked)
         episode_id = locked.pk
         # Never a 500 for a saved submission: with the broker down the grading sweep sends it later.
-        send_task_on_commit("grading.tasks.grade_episode", [episode_id])
+        send_task_on_commit(GRADE_EPISODE, [episode_id])
     return locked
 
 

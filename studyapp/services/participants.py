@@ -18,6 +18,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from rating.task_names import RETRACT_PARTICIPANT
 from studyapp.celery import send_task_on_commit
 from studyapp.exceptions import IdentityConflict, StepNotAvailable, StudyNotOpen
 from studyapp.invitations import PlatformClaim
@@ -190,7 +191,7 @@ def participant_withdraw(*, participant: Participant, actor: Any, reason: str) -
                      note=reason)
         participant_id = locked.pk
         transaction.on_commit(lambda: _delete_files(paths))
-        send_task_on_commit("rating.tasks.retract_participant", [participant_id, reason])
+        send_task_on_commit(RETRACT_PARTICIPANT, [participant_id, reason])
     return locked
 
 

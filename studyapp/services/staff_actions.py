@@ -15,6 +15,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from grading.task_names import GRADE_EPISODE
 from studyapp.celery import send_task_on_commit
 from studyapp.models import Agent, Episode, Participant, ParticipantIdentity
 from studyapp.services.audit import audit_record
@@ -174,5 +175,5 @@ def episode_grading_retry(*, episode: Episode, actor: Any) -> Episode:
             before=before, after={"status": locked.status},
         )
         episode_id = locked.pk
-        send_task_on_commit("grading.tasks.grade_episode", [episode_id])
+        send_task_on_commit(GRADE_EPISODE, [episode_id])
     return locked

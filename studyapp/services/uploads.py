@@ -2,7 +2,7 @@
 
 Large uploads never sit in memory: Django spools anything above ``FILE_UPLOAD_MAX_MEMORY_SIZE`` to a
 temporary file, hashing reads it in 1 MB chunks, and local storage moves the temporary file into place.
-Limits come from ``settings.UPLOADS``. A rejected file leaves every file already attached untouched.
+Limits come from `studyapp.conf.upload_limits`. A rejected file leaves every file already attached untouched.
 """
 
 from __future__ import annotations
@@ -10,34 +10,22 @@ from __future__ import annotations
 import mimetypes
 import zipfile
 from collections.abc import Iterable, Iterator
-from typing import Any
 
-from django.conf import settings
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Count, Sum
 from django.template.defaultfilters import filesizeformat
 
+from studyapp.conf import upload_limits
 from studyapp.exceptions import DuplicateFileName, EpisodeLocked, UploadRejected
 from studyapp.files import FileRejected, check_type, sanitize_filename, sha256_and_size
 from studyapp.models import Episode, EpisodeFile, TaskFile
 
-_DEFAULT_LIMITS: dict[str, Any] = {
-    "MAX_FILE_BYTES": 2 * 2**30,
-    "MAX_EPISODE_BYTES": 4 * 2**30,
-    "MAX_FILES_PER_EPISODE": 50,
-    "ALLOWED_EXTENSIONS": ["pdf", "docx", "xlsx", "pptx", "csv", "txt", "md", "png", "jpg", "jpeg", "zip"],
-}
 SCREENSHOT_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "gif", "webp", "pdf"})
 EDITABLE_STATUSES = (Episode.Status.ASSIGNED, Episode.Status.IN_PROGRESS)
 _HEAD_BYTES = 8192
 _CHUNK = 1 << 20
-
-
-def upload_limits() -> dict[str, Any]:
-    """Return the upload limits (settings.UPLOADS over the defaults)."""
-    return {**_DEFAULT_LIMITS, **getattr(settings, "UPLOADS", {})}
 
 
 def allowed_extensions(kind: str) -> list[str]:

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from studyapp.conf import upload_limits
 from studyapp.exceptions import InvalidShareUrl, NoAgentAvailable, NoTaskAvailable, StudyError
 from studyapp.log_sources import agent_log_source
 from studyapp.markdown import render_markdown
@@ -34,7 +35,7 @@ from studyapp.services.episodes import (
 )
 from studyapp.services.matching import episode_assign
 from studyapp.services.participants import participant_finish_tasks_early, step_visit_record
-from studyapp.services.uploads import EDITABLE_STATUSES, allowed_extensions, upload_limits
+from studyapp.services.uploads import EDITABLE_STATUSES, allowed_extensions
 from studyapp.views.worker import error_response, guard, load_participant, wants_json
 from studyapp.worker_forms import NOTES_MAX_LENGTH, LogForm, SetupFailedForm, SetupForm
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
+from studyapp.conf import upload_limits
 from studyapp.exceptions import StudyError, UploadRejected
 from studyapp.files import sanitize_filename, serve_private_file
 from studyapp.models import Episode, EpisodeFile, TaskFile
@@ -22,7 +23,6 @@ from studyapp.services.uploads import (
     episode_file_add,
     episode_file_remove,
     reference_zip_chunks,
-    upload_limits,
 )
 from studyapp.views.task_page import task_url
 from studyapp.views.worker import error_response, wants_json

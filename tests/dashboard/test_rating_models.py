@@ -19,7 +19,7 @@ from rating.selectors import human_skill
 from studyapp.dashboard import selectors, services
 from studyapp.dashboard.collaboration import collaboration_analysis
 from studyapp.exports import build_export
-from surveys.analysis import survey_statistics
+from surveys.study_statistics import survey_statistics
 from tests.factories.scenarios import populated_study
 from tests.rating.ledger import fit_rows
 

@@ -1,4 +1,4 @@
-"""surveys.analysis.survey_statistics on stored answers, checked against direct scipy calls."""
+"""surveys.study_statistics.survey_statistics on stored answers, checked against direct scipy calls."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import scipy.stats
 
 from rating.models import EntityRating
 from studyapp.models import Participant
-from surveys.analysis import survey_statistics
 from surveys.models import Answer, Question, SurveyResponse
 from surveys.selectors import study_answers
+from surveys.study_statistics import survey_statistics
 from tests.factories.surveys import add_survey, default_instrument
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 from django.apps import apps
 from django.contrib import admin
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
+from studyapp import context_processors
+from studyapp.context_processors import NAV_ITEMS
+from studyapp.roles import ROLES, STAFF
 from tests.factories import EpisodeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +42,23 @@ def test_staff_navigation_shows_the_admin(client):
     labels = _nav_labels(client.get("/"))
     assert "Admin" in labels
     assert "Expert workspace" not in labels  # staff manage experts from their own pages, not the grading queue
+
+
+def test_a_user_with_every_role_gets_every_navigation_link_rendered(client):
+    client.force_login(UserFactory(roles=list(ROLES)))
+    response = client.get("/")
+    assert response.status_code == 200
+    assert _nav_labels(response) == [label for _, label, _ in NAV_ITEMS]
+    for _, _, name in NAV_ITEMS:
+        assert f'href="{reverse(name)}"'.encode() in response.content
+
+
+def test_a_misspelt_navigation_url_name_fails_loudly(rf, monkeypatch):
+    monkeypatch.setattr(context_processors, "NAV_ITEMS", ((STAFF, "Dashboard", "dashboard:indx"),))
+    request = rf.get("/")
+    request.user = UserFactory(roles=[STAFF])
+    with pytest.raises(NoReverseMatch):
+        context_processors.navigation(request)
 
 
 def test_expert_does_not_get_into_the_admin(client):

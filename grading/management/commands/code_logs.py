@@ -7,9 +7,9 @@ from collections import Counter
 from celery import current_app
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from grading import task_names
 from grading.exceptions import GradingError
 from grading.selectors import episodes_pending_log_coding
-from grading.services import pipeline
 from grading.services.fluency import episode_code_log
 from studyapp.models import Episode
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             if force:
                 raise CommandError("--force needs --sync (queued codings never replace a current one).")
             for pk in ids:
-                current_app.send_task(pipeline.CODE_LOG_TASK, args=[pk])
+                current_app.send_task(task_names.CODE_LOG, args=[pk])
             self.stdout.write(f"Queued log coding for {len(ids)} episode(s).")
             return
         counts: Counter[str] = Counter()

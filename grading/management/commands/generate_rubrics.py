@@ -6,6 +6,7 @@ from celery import current_app
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from grading import task_names
 from grading.exceptions import GradingWaiting, RetryLater, RubricGenerationFailed
 from grading.selectors import rubric_for_grading
 from grading.services.rubric_generation import rubric_generate
@@ -36,7 +37,7 @@ class Command(BaseCommand):
         skipped = len(tasks) - len(todo)
         if enqueue:
             for t in todo:
-                current_app.send_task("grading.tasks.generate_rubric", args=[t.pk])
+                current_app.send_task(task_names.GENERATE_RUBRIC, args=[t.pk])
             self.stdout.write(f"Queued rubric generation for {len(todo)} task(s); {skipped} already had a rubric.")
             return
         generated = failed = waiting = 0

@@ -7,6 +7,7 @@ from collections import Counter
 from celery import current_app
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from grading import task_names
 from grading.exceptions import GradingError, NotGradable
 from grading.selectors import episodes_pending_grading, episodes_with_outdated_scores, solo_runs_pending_grading
 from grading.services import pipeline, solo_runs
@@ -52,9 +53,9 @@ class Command(BaseCommand):
             runs = list(solo_runs_pending_grading().values_list("pk", flat=True))
         if not sync:
             for pk in episodes:
-                current_app.send_task(pipeline.GRADE_EPISODE_TASK, args=[pk])
+                current_app.send_task(task_names.GRADE_EPISODE, args=[pk])
             for pk in runs:
-                current_app.send_task(pipeline.GRADE_SOLO_RUN_TASK, args=[pk])
+                current_app.send_task(task_names.GRADE_SOLO_RUN, args=[pk])
             self.stdout.write(f"Queued grading for {len(episodes)} episode(s) and {len(runs)} solo run(s).")
             return
         counts: Counter[str] = Counter()

@@ -6,10 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from rating import selectors
+from rating.conf import rating_settings
 from rating.management.study_option import studies_for_option
 from studyapp.models import Study
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
         parser.add_argument("--study", metavar="SLUG", help="only this study (default: every study with ratings)")
         parser.add_argument(
             "--rounds", type=int, default=None,
-            help=f"bootstrap rounds (default RATING['BOOTSTRAP_ROUNDS'] = {settings.RATING['BOOTSTRAP_ROUNDS']})",
+            help=f"bootstrap rounds (default RATING['BOOTSTRAP_ROUNDS'] = {rating_settings()['BOOTSTRAP_ROUNDS']})",
         )
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
         parser.add_argument(
@@ -67,7 +67,7 @@ class Command(BaseCommand):
         if options["json"]:
             self._json(options["study"])
             return
-        rounds = options["rounds"] if options["rounds"] is not None else settings.RATING["BOOTSTRAP_ROUNDS"]
+        rounds = options["rounds"] if options["rounds"] is not None else rating_settings()["BOOTSTRAP_ROUNDS"]
         if rounds < 1:
             raise CommandError("--rounds must be at least 1")
         studies = studies_for_option(options["study"])

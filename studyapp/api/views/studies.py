@@ -30,7 +30,7 @@ from studyapp.dashboard.services import export_request, job_download_record
 from studyapp.files import serve_private_file
 from studyapp.models import BackgroundJob, Episode, Participant, Study, TaskInstance
 from studyapp.roles import file_jobs_visible
-from surveys.analysis import survey_statistics
+from surveys.study_statistics import survey_statistics
 
 _NOT_YET = OpenApiResponse(ErrorSerializer, description="Nothing computed yet, or no such study.")
 

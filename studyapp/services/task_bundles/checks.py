@@ -8,9 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
 from studyapp.byte_format import human_bytes
+from studyapp.conf import upload_limits
 from studyapp.files import FileRejected, check_type, sanitize_filename
 from studyapp.models import Occupation, Sector
 from studyapp.services.task_bundles.drafts import Draft
@@ -58,7 +57,7 @@ def _hash_entry(entry: Entry, limits: BundleLimits) -> tuple[bytes, str, int]:
 def _check_files(draft: Draft, limits: BundleLimits, problems: list[Problem]) -> list[PlannedFile]:
     planned: list[PlannedFile] = []
     seen: dict[tuple[str, str], str] = {}
-    allowed = settings.UPLOADS["ALLOWED_EXTENSIONS"]
+    allowed = upload_limits()["ALLOWED_EXTENSIONS"]
     for draft_file in draft.files:
         path = draft_file.entry.path
         try:

@@ -2,7 +2,8 @@
 
 Skill is each participant's CollabSkill score μ − kσ in the latest posterior snapshot by default (the
 estimate the paper correlates with), or the posterior mean μ on request. Holm-adjusted p-values are given
-next to the raw ones, each table being its own family.
+next to the raw ones, each table being its own family. The tests themselves are the pure functions of
+:mod:`surveys.stats`; this module feeds them a study's stored answers.
 """
 
 from __future__ import annotations

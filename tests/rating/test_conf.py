@@ -1,0 +1,31 @@
+"""The rating knobs have their defaults in one place and are read through `rating_settings()`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.test import override_settings
+
+from rating import conf as rating_conf
+from rating.conf import rating_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+READ = re.compile(r'rating_settings\(\)\["([A-Z_]+)"\]')
+
+
+def test_every_rating_key_read_has_a_default():
+    read = {key for app in ("rating", "studyapp") for p in (ROOT / app).rglob("*.py")
+            for key in READ.findall(p.read_text())}
+    assert read == {"BOOTSTRAP_ROUNDS", "REFRESH_DEBOUNCE_SECONDS"}
+    assert read <= set(rating_conf.DEFAULTS)
+
+
+def test_settings_set_only_rating_keys_the_defaults_know():
+    assert set(settings.RATING) <= set(rating_conf.DEFAULTS)
+
+
+@override_settings(RATING={"BOOTSTRAP_ROUNDS": 7})
+def test_a_partial_rating_dict_is_laid_over_the_defaults():
+    assert rating_settings() == {**rating_conf.DEFAULTS, "BOOTSTRAP_ROUNDS": 7}
