@@ -10,6 +10,8 @@ from typing import Any
 from celery import Celery
 from kombu import Queue
 
+from experts.task_names import ROUTE_EXPERT_REVIEWS_TASK
+
 logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studyapp.settings")
@@ -30,7 +32,7 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
     },
     "expert-routing-sweep": {
-        "task": "grading.tasks.route_expert_reviews",
+        "task": ROUTE_EXPERT_REVIEWS_TASK,
         "schedule": 10 * 60.0,
     },
     # Open tasks whose worker went silent for the study's limit are released for others.

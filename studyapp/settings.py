@@ -17,6 +17,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from experts.task_names import ROUTE_EXPERT_REVIEWS_TASK
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -77,6 +79,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "studyapp.apps.StudyAppConfig",
     "grading.apps.GradingConfig",
+    "experts.apps.ExpertsConfig",
     "rating.apps.RatingConfig",
     "surveys.apps.SurveysConfig",
     "axes",
@@ -291,7 +294,12 @@ else:
     }
     CELERY_RESULT_BACKEND = f"file://{CELERY_QUEUE_DIR / 'results'}"
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"grading.tasks.*": {"queue": "grading"}, "rating.tasks.*": {"queue": "rating"}}
+CELERY_TASK_ROUTES = {
+    "grading.tasks.*": {"queue": "grading"},
+    # The expert routing sweep ran as grading.tasks.route_expert_reviews and stays on the grading queue.
+    ROUTE_EXPERT_REVIEWS_TASK: {"queue": "grading"},
+    "rating.tasks.*": {"queue": "rating"},
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

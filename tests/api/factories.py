@@ -7,6 +7,7 @@ import hashlib
 import factory
 from django.core.files.base import ContentFile
 
+from experts import models as x
 from grading import models as g
 from rating import models as r
 from studyapp import models as m
@@ -86,14 +87,14 @@ class JudgeRunFactory(factory.django.DjangoModelFactory):
 
 class ExpertProfileFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = g.ExpertProfile
+        model = x.ExpertProfile
 
     user = factory.SubFactory(UserFactory, roles=["expert"])
 
 
 class ExpertAssignmentFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = g.ExpertAssignment
+        model = x.ExpertAssignment
 
     episode = factory.SubFactory(EpisodeFactory)
     expert = factory.SubFactory(ExpertProfileFactory)
@@ -101,14 +102,14 @@ class ExpertAssignmentFactory(factory.django.DjangoModelFactory):
 
 class ExpertGradeFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = g.ExpertGrade
+        model = x.ExpertGrade
 
     assignment = factory.SubFactory(ExpertAssignmentFactory)
     episode = factory.SelfAttribute("assignment.episode")
     expert = factory.SelfAttribute("assignment.expert")
     rubric = factory.SubFactory(RubricFactory, task=factory.SelfAttribute("..assignment.episode.task"))
-    status = g.ExpertGrade.Status.SUBMITTED
-    overall = g.ExpertGrade.Judgement.ACCEPT
+    status = x.ExpertGrade.Status.SUBMITTED
+    overall = x.ExpertGrade.Judgement.ACCEPT
     score = 80.0
 
 

@@ -6,7 +6,8 @@ import hashlib
 
 from django.core.files.base import ContentFile
 
-from grading.models import Criterion, ExpertProfile, Rubric
+from experts.models import ExpertProfile
+from grading.models import Criterion, Rubric
 from studyapp.models import Episode, EpisodeFile
 from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, SectorFactory, TaskFactory, UserFactory
 
