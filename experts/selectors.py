@@ -7,13 +7,10 @@ exists).
 
 from __future__ import annotations
 
-import hashlib
-import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from experts import metrics
@@ -23,15 +20,11 @@ from grading.models import Criterion, Rubric
 from grading.models import Extraction as ExtractionRow
 from grading.providers import grading_settings
 from grading.selectors import current_judge_runs
-from grading.services.extraction import extraction_limits, stored_files_extract
 from studyapp.models import Episode, EpisodeFile, Study, TaskFile, TaskInstance
-
-logger = logging.getLogger(__name__)
 
 OPEN = (ExpertAssignment.Status.ASSIGNED, ExpertAssignment.Status.IN_PROGRESS)
 UNUSABLE_RUBRIC = (Rubric.Status.GENERATING, Rubric.Status.FAILED)
 DEFAULT_ADJUDICATION_GAP = 20.0
-PREVIEW_MAX_CHARS = 200_000
 
 
 def expert_profile(user: Any) -> ExpertProfile | None:
@@ -131,26 +124,13 @@ def deliverable_files(episode: Episode) -> QuerySet[EpisodeFile]:
     return episode.files.filter(kind=EpisodeFile.Kind.DELIVERABLE).order_by("name")
 
 
-def deliverable_preview(episode: Episode) -> DeliverablePreview:
-    """The deliverables' text as judges saw it (stored extraction), else extracted now and cached."""
-    content = ExtractionRow.objects.filter(episode=episode).values_list("content", flat=True).first()
-    if not content:
-        files = list(deliverable_files(episode))
-        if not files:
-            return DeliverablePreview()
-        # Keyed by content: the same bytes always give the same preview.
-        key = "expert-preview:" + hashlib.sha256("|".join(f"{f.name}:{f.sha256}:{f.size}" for f in files)
-                                                 .encode()).hexdigest()
-        content = cache.get(key)
-        if content is None:
-            try:
-                result = stored_files_extract([(f.name, f.file) for f in files],
-                                              limits=extraction_limits(max_chars=PREVIEW_MAX_CHARS))
-            except Exception:  # a broken upload must not take the grading page down with it
-                logger.exception("preview extraction failed for episode %s", episode.pk)
-                return DeliverablePreview(error="The files could not be read for preview; download them instead.")
-            content = result.to_json()
-            cache.set(key, content, timeout=24 * 3600)
+def stored_deliverable_text(episode: Episode) -> str | None:
+    """The deliverables' extracted text (JSON) as the judges saw it, if grading stored it."""
+    return ExtractionRow.objects.filter(episode=episode).values_list("content", flat=True).first()
+
+
+def preview_from_extraction(content: str) -> DeliverablePreview:
+    """Turn extracted deliverable text (JSON) into the grading page's preview."""
     try:
         extracted = ExtractedContent.from_json(content)
     except (KeyError, TypeError, ValueError):

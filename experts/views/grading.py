@@ -18,6 +18,7 @@ from experts import selectors as sel
 from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, NoGradingRubric
 from experts.forms import JUDGEMENTS, GradeInput, grade_input_from_json, grade_input_from_post
 from experts.models import ExpertAssignment, ExpertGrade, ExpertProfile
+from experts.services import preview
 from experts.services.grading import grade_open, grade_save_draft, grade_submit
 from experts.views.access import grader_page
 from studyapp.files import serve_private_file
@@ -44,7 +45,7 @@ def _render_grade(request: HttpRequest, assignment: ExpertAssignment, grade: Exp
         context["completed"] = metrics.completion((row.criterion.label, row.verdict) for row in context["rows"]
                                                   if row.verdict in metrics.VERDICTS)
         return render(request, "experts/grade_submitted.html", context, status=status)
-    context["preview"] = sel.deliverable_preview(episode)
+    context["preview"] = preview.deliverable_preview(episode)
     return render(request, "experts/grade.html", context, status=status)
 
 
