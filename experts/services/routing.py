@@ -28,7 +28,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from experts.exceptions import NoGradingRubric, RoutingError
 from experts.metrics import FAIL, PASS
 from experts.models import ExpertAssignment, ExpertGrade, ExpertProfile
-from grading.models import Extraction, Rubric
+from grading.models import Extraction
 from grading.selectors import rubric_for_grading
 from studyapp.models import Episode, EpisodeFile, Participant, Study
 from studyapp.services.audit import audit_record
@@ -352,8 +352,3 @@ def episode_route_reattempt(*, episode: Episode, actor: Any, expert: ExpertProfi
         audit_record(actor=actor, action="episode.reattempt_route", obj=locked, study=locked.study,
                      after={"attempt": last.attempt + 1, "expert": expert.pk, "rubric": last.rubric_id})
     return assignment
-
-
-def grading_rubric(episode: Episode) -> Rubric | None:
-    """The rubric an expert grades this episode against when no grade pinned one yet."""
-    return rubric_for_grading(episode.task)

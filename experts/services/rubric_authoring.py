@@ -28,7 +28,7 @@ from experts.models import ExpertProfile
 from grading.exceptions import RubricInvalid
 from grading.models import Criterion, Rubric
 from grading.rubric_lint import blocking, lint_rubric
-from grading.schemas import CATEGORY_NAMES, CATEGORY_POINTS, POINT_TOLERANCE, RUBRIC_CATEGORIES
+from grading.schemas import CATEGORY_POINTS, POINT_TOLERANCE, RUBRIC_CATEGORIES
 from grading.services.rubric_generation import rubric_approve, rubric_used
 from studyapp.models import TaskInstance
 from studyapp.services.audit import audit_record
@@ -295,7 +295,3 @@ def _check_reviewable(rubric: Rubric, actor: Any) -> None:
                                 "for review.")
     if rubric.author_id is not None and rubric.author_id == getattr(actor, "pk", None):
         raise RubricReviewError("You wrote this rubric; another staff member must review it.")
-
-
-def category_label(code: str) -> str:
-    return CATEGORY_NAMES.get(code, code)
