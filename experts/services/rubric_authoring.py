@@ -25,9 +25,9 @@ from django.db.models import Max, ProtectedError
 
 from experts.exceptions import RubricIncomplete, RubricNotEditable, RubricReviewError, StaleRubricEdit
 from experts.models import ExpertProfile
+from experts.rubric_lint import blocking, lint_rubric
 from grading.exceptions import RubricInvalid
 from grading.models import Criterion, Rubric
-from grading.rubric_lint import blocking, lint_rubric
 from grading.schemas import CATEGORY_POINTS, POINT_TOLERANCE, RUBRIC_CATEGORIES
 from grading.services.rubric_generation import rubric_approve, rubric_used
 from studyapp.models import TaskInstance

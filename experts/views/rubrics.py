@@ -21,10 +21,10 @@ from experts.forms import (
     formset_inputs,
 )
 from experts.models import ExpertProfile
+from experts.rubric_lint import MAX_CRITERIA, MIN_CRITERIA, lint_rubric
 from experts.services.rubric_authoring import CriterionInput, draft_rows, rubric_draft_save, rubric_draft_start
 from experts.views.access import expert_page
 from grading.models import Rubric
-from grading.rubric_lint import MAX_CRITERIA, MIN_CRITERIA, lint_rubric
 from grading.schemas import RUBRIC_CATEGORIES
 from studyapp.files import serve_private_file
 from studyapp.models import TaskInstance

@@ -25,12 +25,12 @@ from experts.forms import (
     ScoreSourceForm,
 )
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile
+from experts.rubric_lint import lint_rubric
 from experts.services import routing
 from experts.services.invites import expert_invite_create, expert_profile_update
 from experts.services.rubric_authoring import rubric_review_approve, rubric_review_reject
 from experts.services.score_source import study_set_score_source
 from grading.models import Rubric
-from grading.rubric_lint import lint_rubric
 from grading.selectors import current_judge_runs, rubric_for_grading
 from studyapp.models import Episode, Study
 from studyapp.roles import staff_required

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grading.rubric_lint import blocking, lint_criterion, lint_rubric
+from experts.rubric_lint import blocking, lint_criterion, lint_rubric
 
 
 def _codes(hints):
