@@ -1,4 +1,4 @@
-"""Admin for rubrics, judge runs, expert grades, log codings, solo runs and the grading queue.
+"""Admin for rubrics, judge runs, log codings, solo runs and the grading queue.
 
 Actions call grading services (which audit and enqueue); nothing here decides a score.
 """
@@ -381,43 +381,3 @@ class SoloRunAdmin(admin.ModelAdmin):
 class SoloRunFileAdmin(ReadOnlyAdmin):
     list_display = ("name", "run", "size")
     exclude = ("file",)
-
-
-# --------------------------------------------------------------------------------------------- experts
-
-
-@admin.register(m.ExpertProfile)
-class ExpertProfileAdmin(admin.ModelAdmin):
-    list_display = ("user", "is_active", "created_at")
-    list_filter = ("is_active", "sectors")
-    search_fields = ("user__username", "user__email")
-    filter_horizontal = ("sectors",)
-    raw_id_fields = ("user", "invited_by")
-
-
-@admin.register(m.ExpertAssignment)
-class ExpertAssignmentAdmin(admin.ModelAdmin):
-    list_display = ("episode", "expert", "role", "status", "assigned_at")
-    list_filter = ("role", "status")
-    raw_id_fields = ("episode", "expert", "assigned_by")
-
-
-class ExpertCriterionGradeInline(admin.TabularInline):
-    model = m.ExpertCriterionGrade
-    extra = 0
-    readonly_fields = ("criterion", "verdict", "feedback")
-
-    def has_add_permission(self, request, obj=None) -> bool:  # noqa: ARG002
-        return False
-
-
-@admin.register(m.ExpertGrade)
-class ExpertGradeAdmin(ReadOnlyAdmin):
-    list_display = ("episode", "expert", "status", "overall", "score", "attempt", "submitted_at")
-    list_filter = ("status", "overall")
-    inlines = [ExpertCriterionGradeInline]
-
-
-@admin.register(m.ExpertCriterionGrade)
-class ExpertCriterionGradeAdmin(ReadOnlyAdmin):
-    list_display = ("grade", "criterion", "verdict")

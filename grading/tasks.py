@@ -140,12 +140,3 @@ def grade_pending() -> dict[str, int]:
     """The former name of the sweep, kept so messages queued before an upgrade still run."""
     return reconcile()
 
-
-@shared_task(name="grading.tasks.route_expert_reviews", acks_late=True)
-def route_expert_reviews() -> dict[str, int]:
-    """Hand graded or flagged episodes to experts of their domain (periodic, so nobody has to press a button)."""
-    from grading.services.expert_routing import episodes_route_pending
-
-    report = episodes_route_pending()
-    return {"episodes_routed": report.episodes_routed, "assignments": report.assignments,
-            "without_expert": len(report.without_expert)}

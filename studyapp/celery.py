@@ -10,6 +10,7 @@ from typing import Any
 from celery import Celery
 from kombu import Queue
 
+from experts import task_names as experts_task_names
 from grading import task_names as grading_task_names
 from rating import task_names as rating_task_names
 from studyapp import task_names as studyapp_task_names
@@ -34,7 +35,7 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
     },
     "expert-routing-sweep": {
-        "task": "grading.tasks.route_expert_reviews",
+        "task": experts_task_names.ROUTE_EXPERT_REVIEWS,
         "schedule": 10 * 60.0,
     },
     # Open tasks whose worker went silent for the study's limit are released for others.

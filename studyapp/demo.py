@@ -182,7 +182,7 @@ def _sector_fallbacks(study: Study) -> None:
 
 
 def _accounts(study: Study) -> None:
-    from grading.models import ExpertProfile
+    from experts.models import ExpertProfile
 
     User = get_user_model()
     for username, role in DEMO_ACCOUNTS:
@@ -211,8 +211,9 @@ SAMPLE_SUBMISSIONS = (
 
 def _sample_submissions(study: Study, agents: list[Agent], tasks: list[TaskInstance]) -> int:
     """Create (once) a few real submitted episodes with files and route them to ``demo-expert``."""
-    from grading.models import Criterion, ExpertProfile, Rubric
-    from grading.services.expert_routing import episode_assign_expert
+    from experts.models import ExpertProfile
+    from experts.services.routing import episode_assign_expert
+    from grading.models import Criterion, Rubric
     from studyapp.services.payments import payment_record_task
 
     User = get_user_model()

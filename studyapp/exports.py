@@ -28,14 +28,8 @@ from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from grading.models import (
-    CriterionScore,
-    EpisodeTranscript,
-    ExpertCriterionGrade,
-    ExpertGrade,
-    FluencyCoding,
-    JudgeRun,
-)
+from experts.models import ExpertCriterionGrade, ExpertGrade
+from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun
 from rating.models import EntityRating, Observation, RatingSnapshot
 from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
 from rating.services import HEADER_RECORD_TYPE, SCORE_FIELDS

@@ -21,7 +21,7 @@ User = AbstractBaseUser | AnonymousUser
 
 # Apps whose admin pages staff work in. Identity (PII) permissions are left out on purpose: seeing names,
 # e-mails or recruitment ids is a separate, explicit grant (it also gates identifying exports).
-STAFF_APPS = ("studyapp", "grading", "rating", "surveys", "authtoken")
+STAFF_APPS = ("studyapp", "grading", "experts", "rating", "surveys", "authtoken")
 PII_PERMISSION = "studyapp.view_participantidentity"
 PII_CODENAMES = ("view_participantidentity", "change_participantidentity", "add_participantidentity",
                  "delete_participantidentity")

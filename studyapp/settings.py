@@ -3,7 +3,7 @@
 Without any variable the platform runs embedded: SQLite, Celery over kombu's filesystem transport and
 private local storage, all under ``var/``. ``DATABASE_URL``, ``REDIS_URL`` and ``STORAGE_BACKEND=s3``
 switch to PostgreSQL, Redis and S3; ``DJANGO_ENV=production`` demands real secrets and hardens cookies.
-Each app reads its own knobs from one dict (``GRADING``, ``RATING``, ``UPLOADS``) through an accessor.
+Each app reads its own knobs from one dict (``GRADING``, ``RATING``, ``EXPERTS``, ``UPLOADS``) through an accessor.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from experts import conf as experts_conf
+from experts import task_names as experts_task_names
 from grading import conf as grading_conf
 from rating import conf as rating_conf
 from studyapp import conf as studyapp_conf
@@ -82,6 +84,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "studyapp.apps.StudyAppConfig",
     "grading.apps.GradingConfig",
+    "experts.apps.ExpertsConfig",
     "rating.apps.RatingConfig",
     "surveys.apps.SurveysConfig",
     "axes",
@@ -293,7 +296,12 @@ else:
     }
     CELERY_RESULT_BACKEND = f"file://{CELERY_QUEUE_DIR / 'results'}"
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"grading.tasks.*": {"queue": "grading"}, "rating.tasks.*": {"queue": "rating"}}
+CELERY_TASK_ROUTES = {
+    "grading.tasks.*": {"queue": "grading"},
+    # The expert routing sweep ran as grading.tasks.route_expert_reviews and stays on the grading queue.
+    experts_task_names.ROUTE_EXPERT_REVIEWS: {"queue": "grading"},
+    "rating.tasks.*": {"queue": "rating"},
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -352,6 +360,11 @@ RATING: dict[str, Any] = {
     "REFRESH_DEBOUNCE_SECONDS": float(
         os.environ.get("RATING_REFRESH_DEBOUNCE_SECONDS", rating_conf.DEFAULTS["REFRESH_DEBOUNCE_SECONDS"])),
     "BOOTSTRAP_ROUNDS": int(os.environ.get("RATING_BOOTSTRAP_ROUNDS", rating_conf.DEFAULTS["BOOTSTRAP_ROUNDS"])),
+}
+EXPERTS: dict[str, Any] = {
+    "INVITE_DAYS": int(os.environ.get("EXPERT_INVITE_DAYS", experts_conf.DEFAULTS["INVITE_DAYS"])),
+    "ADJUDICATION_SCORE_GAP": float(
+        os.environ.get("EXPERT_ADJUDICATION_SCORE_GAP", experts_conf.DEFAULTS["ADJUDICATION_SCORE_GAP"])),
 }
 
 # --- Email ----------------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def choose_task(participant: Participant, rng: random.Random, *, lock: bool = Tr
     """
     study = participant.study
     sectors = _sectors_for(participant)
-    if not sectors:
+    if not sectors or participant.occupation_id is None:  # no occupation gives no sectors
         raise NoTaskAvailable("Your occupation is not linked to a work sector, so no task can be matched. Please "
                               "contact the study team.")
     done = Episode.objects.filter(participant__user_id=participant.user_id) if participant.user_id else \

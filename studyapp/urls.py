@@ -23,7 +23,7 @@ urlpatterns = [
     # (The plain static URL: resolving a hashed name here would need the manifest at import time.)
     path("favicon.ico", RedirectView.as_view(url=f"{settings.STATIC_URL}favicon.svg", permanent=True)),
     path("", include("studyapp.worker_urls")),
-    path("expert/", include("grading.expert_urls")),
+    path("expert/", include("experts.urls")),
     path("admin/dashboard/", include("studyapp.dashboard.urls")),
     path("api/", include("studyapp.api.urls")),
     path("admin/", admin.site.urls),

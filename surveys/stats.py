@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Self, TypeVar
 
@@ -51,7 +51,8 @@ __all__ = [
     "spearman_with_ci",
 ]
 
-ParticipantId = Hashable
+# Any hashable id; not `Hashable` itself, since Mapping keys are invariant and would refuse dict[int, …].
+ParticipantId = Any
 Answers = Mapping[ParticipantId, float | None]
 ItemAnswers = Mapping[str, Answers]
 

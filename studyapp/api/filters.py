@@ -11,7 +11,8 @@ from django.db import models
 from django.db.models import Q, QuerySet
 from django_filters.fields import IsoDateTimeField
 
-from grading.models import ExpertGrade, JudgeRun
+from experts.models import ExpertGrade
+from grading.models import JudgeRun
 from studyapp.models import Agent, Episode, Occupation, Participant, Study, TaskInstance
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from grading.models import ExpertAssignment, ExpertGrade
+from experts.models import ExpertAssignment, ExpertGrade
 from studyapp.models import Episode, EpisodeFile, Participant, TaskInstance
 from studyapp.roles import EXPERT, STAFF, WORKER, has_role
 

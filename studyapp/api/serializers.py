@@ -10,7 +10,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from grading.models import CriterionScore, ExpertCriterionGrade, ExpertGrade, JudgeRun
+from experts.models import ExpertCriterionGrade, ExpertGrade
+from grading.models import CriterionScore, JudgeRun
 from rating.models import EntityRating, RatingSnapshot
 from studyapp.api.permissions import episode_file_kinds
 from studyapp.models import (

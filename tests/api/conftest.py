@@ -11,6 +11,7 @@ from django.core.files.base import ContentFile
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from experts import models as x
 from grading import models as g
 from rating.models import EntityRating
 from studyapp import models as m
@@ -63,8 +64,8 @@ class World:
     deliverable: m.EpisodeFile
     log_file: m.EpisodeFile
     judge_run: g.JudgeRun
-    expert_grade: g.ExpertGrade
-    other_grade: g.ExpertGrade
+    expert_grade: x.ExpertGrade
+    other_grade: x.ExpertGrade
     export_job: m.BackgroundJob
     stability_job: m.BackgroundJob
 
@@ -107,7 +108,7 @@ def world(db) -> World:
     other_profile = make_expert(username="expert2")
     assignment = ExpertAssignmentFactory(episode=episode, expert=expert_profile)
     expert_grade = ExpertGradeFactory(assignment=assignment, rubric=criterion.rubric)
-    g.ExpertCriterionGrade.objects.create(grade=expert_grade, criterion=criterion, verdict="pass")
+    x.ExpertCriterionGrade.objects.create(grade=expert_grade, criterion=criterion, verdict="pass")
     other_assignment = ExpertAssignmentFactory(episode=other_episode, expert=other_profile)
     other_rubric = make_rubric(other_task, rows=[("correctness", 40.0, "", "The total matches the workbook.")])
     other_grade = ExpertGradeFactory(assignment=other_assignment, rubric=other_rubric)

@@ -12,7 +12,7 @@ from celery import current_app
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from grading.models import ExpertAssignment, ExpertGrade
+from experts.models import ExpertAssignment, ExpertGrade
 from studyapp import models as m
 from surveys.services import instrument_install_default
 from tests.e2e.conftest import login

@@ -8,7 +8,8 @@ import pytest
 from celery import current_app
 from playwright.sync_api import expect
 
-from grading.models import ExpertAssignment, ExpertGrade, Rubric
+from experts.models import ExpertAssignment, ExpertGrade
+from grading.models import Rubric
 from studyapp.models import Episode
 from tests.e2e.conftest import login
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory

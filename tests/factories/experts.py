@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import factory
 
-from grading.models import ExpertAssignment, ExpertGrade, ExpertProfile
+from experts.models import ExpertAssignment, ExpertGrade, ExpertProfile
 from tests.factories.episodes import EpisodeFactory
 from tests.factories.grading import make_rubric
 from tests.factories.users import UserFactory

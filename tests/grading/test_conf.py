@@ -35,8 +35,7 @@ def test_no_module_reads_the_settings_dicts_directly():
 def test_every_grading_key_read_has_a_default():
     read = _keys_read("grading_settings")
     assert "EXTRACT_MAX_CHARS" in read  # the scan finds the reads
-    # The expert workspace still keeps its own fallbacks for these two.
-    assert read - {"EXPERT_INVITE_DAYS", "ADJUDICATION_SCORE_GAP"} <= set(grading_conf.DEFAULTS)
+    assert read <= set(grading_conf.DEFAULTS)
 
 
 def test_settings_set_only_grading_keys_the_defaults_know():

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils.html import escape
 
-from grading.models import ExpertProfile
+from experts.models import ExpertProfile
 from rating.models import Observation, RatingSnapshot
 from studyapp.models import Agent, Episode, Occupation, Participant, Sector, Study, TaskFile, TaskInstance
 from studyapp.roles import EXPERT, STAFF, WORKER, has_role

@@ -88,7 +88,7 @@ def test_a_task_cannot_be_deleted_while_episodes_use_it():
 
 
 def test_the_same_task_can_be_planted_as_gold_twice_but_real_episodes_still_cannot_repeat_a_task():
-    from grading.services.expert_routing import gold_plant
+    from experts.services.routing import gold_plant
     from tests.factories import StudyFactory, UserFactory
     from tests.factories.experts import make_expert
     from tests.factories.grading import make_rubric

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from grading.models import ExpertAssignment, ExpertCriterionGrade
+from experts.models import ExpertAssignment, ExpertCriterionGrade
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.experts import make_expert
 from tests.factories.grading import make_rubric

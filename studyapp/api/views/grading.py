@@ -6,7 +6,8 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
 
-from grading.models import ExpertGrade, JudgeRun
+from experts.models import ExpertGrade
+from grading.models import JudgeRun
 from studyapp.api.filters import ExpertGradeFilter, JudgeRunFilter
 from studyapp.api.permissions import StaffOrScopedReader, visible_expert_grades
 from studyapp.api.serializers import ExpertGradeSerializer, JudgeRunSerializer

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ExpertsConfig(AppConfig):
+    name = "experts"
+    label = "experts"

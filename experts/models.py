@@ -1,0 +1,102 @@
+"""Expert freelancers, their episode assignments and criterion-by-criterion grades.
+
+The models began in the grading app; they keep its table names so moving them changed no table.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ExpertProfile(models.Model):
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="expert_profile")
+    sectors = models.ManyToManyField("studyapp.Sector", related_name="experts", blank=True)
+    bio = models.TextField(blank=True)
+    is_active = models.BooleanField(default=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "grading_expertprofile"
+
+    def __str__(self) -> str:
+        return f"Expert {self.user}"
+
+
+class ExpertAssignment(models.Model):
+    """An episode routed to an expert for grading (blind by default)."""
+
+    class Status(models.TextChoices):
+        ASSIGNED = "assigned", "Assigned"
+        IN_PROGRESS = "in_progress", "In progress"
+        SUBMITTED = "submitted", "Submitted"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Role(models.TextChoices):
+        PRIMARY = "primary", "Primary grade"
+        SECOND = "second", "Second grade (agreement)"
+        ADJUDICATION = "adjudication", "Adjudication"
+        GOLD = "gold", "Gold check"
+
+    episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="expert_assignments")
+    expert = models.ForeignKey(ExpertProfile, on_delete=models.CASCADE, related_name="assignments")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.PRIMARY)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ASSIGNED, db_index=True)
+    assigned_at = models.DateTimeField(auto_now_add=True)
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        db_table = "grading_expertassignment"
+        ordering = ["-assigned_at"]
+        constraints = [models.UniqueConstraint(fields=["episode", "expert"], name="uniq_expert_per_episode")]
+
+
+class ExpertGrade(models.Model):
+    """An expert's criterion-by-criterion grade of one episode against one rubric version."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+
+    class Judgement(models.TextChoices):
+        ACCEPT = "accept", "Acceptable deliverable"
+        REVISE = "revise", "Needs revision"
+        REJECT = "reject", "Unacceptable"
+
+    assignment = models.OneToOneField(ExpertAssignment, on_delete=models.CASCADE, related_name="grade")
+    episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="expert_grades")
+    expert = models.ForeignKey(ExpertProfile, on_delete=models.CASCADE, related_name="grades")
+    rubric = models.ForeignKey("grading.Rubric", on_delete=models.PROTECT, related_name="expert_grades")
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="Attempt k when re-attempts are recorded.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    overall = models.CharField(max_length=16, choices=Judgement.choices, blank=True)
+    feedback = models.TextField(blank=True)
+    score = models.FloatField(null=True, blank=True, help_text="0–100 rubric score: passed / evaluated.")
+    time_spent_seconds = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "grading_expertgrade"
+        ordering = ["-started_at"]
+
+
+class ExpertCriterionGrade(models.Model):
+    class Verdict(models.TextChoices):
+        PASS = "pass", "Pass"
+        FAIL = "fail", "Fail"
+        SKIP = "skip", "Skip (cannot evaluate)"
+
+    grade = models.ForeignKey(ExpertGrade, on_delete=models.CASCADE, related_name="criterion_grades")
+    criterion = models.ForeignKey("grading.Criterion", on_delete=models.PROTECT, related_name="expert_verdicts")
+    verdict = models.CharField(max_length=8, choices=Verdict.choices)
+    feedback = models.TextField(blank=True)
+
+    class Meta:
+        db_table = "grading_expertcriteriongrade"
+        constraints = [models.UniqueConstraint(fields=["grade", "criterion"], name="uniq_expert_verdict")]

@@ -1,0 +1,43 @@
+"""The grading page's deliverable preview: the text the judges saw, else the files extracted now and cached.
+
+Extraction is work on the stored files, so it runs here rather than in a selector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.core.cache import cache
+
+from experts import selectors as sel
+from experts.selectors import DeliverablePreview
+from grading.services.extraction import extraction_limits, stored_files_extract
+from studyapp.models import Episode
+
+logger = logging.getLogger(__name__)
+
+PREVIEW_MAX_CHARS = 200_000
+
+
+def deliverable_preview(episode: Episode) -> DeliverablePreview:
+    """The deliverables' text as judges saw it (stored extraction), else extracted now and cached."""
+    content = sel.stored_deliverable_text(episode)
+    if not content:
+        files = list(sel.deliverable_files(episode))
+        if not files:
+            return DeliverablePreview()
+        # Keyed by content: the same bytes always give the same preview.
+        key = "expert-preview:" + hashlib.sha256("|".join(f"{f.name}:{f.sha256}:{f.size}" for f in files)
+                                                 .encode()).hexdigest()
+        content = cache.get(key)
+        if content is None:
+            try:
+                result = stored_files_extract([(f.name, f.file) for f in files],
+                                              limits=extraction_limits(max_chars=PREVIEW_MAX_CHARS))
+            except Exception:  # a broken upload must not take the grading page down with it
+                logger.exception("preview extraction failed for episode %s", episode.pk)
+                return DeliverablePreview(error="The files could not be read for preview; download them instead.")
+            content = result.to_json()
+            cache.set(key, content, timeout=24 * 3600)
+    return sel.preview_from_extraction(content)
