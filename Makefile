@@ -68,8 +68,10 @@ run: demo
 		--schedule var/celerybeat-schedule & worker=$$!; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# ruff, the import contracts of pyproject's [tool.importlinter] (layers), then mypy.
 lint: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-logo --cache-dir var/cache/import-linter
 	$(BIN)/mypy
 
 check: lockcheck install-dev

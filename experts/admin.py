@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from experts import models as m
-from studyapp.admin import ReadOnlyAdmin
+from studyapp.read_only_admin import ReadOnlyAdmin
 
 
 @admin.register(m.ExpertProfile)

@@ -18,8 +18,8 @@ from grading.providers import PROVIDERS, not_configured_note, provider_configure
 from grading.selectors import studies_over_budget
 from grading.services import pipeline, rubric_generation, solo_runs
 from studyapp import models as sm
-from studyapp.admin import ReadOnlyAdmin
 from studyapp.files import FileRejected
+from studyapp.read_only_admin import ReadOnlyAdmin
 
 
 def _warn_about_blockers(request: HttpRequest) -> None:

@@ -10,20 +10,8 @@ from django.utils.html import format_html
 
 from studyapp import models as m
 from studyapp.dashboard.admin_actions import export_selected_studies, payouts_for_selected_studies
+from studyapp.read_only_admin import ReadOnlyAdmin
 from studyapp.roles import file_jobs_visible
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Ledger-like tables are changed only through services, so the admin shows them read-only."""
-
-    def has_add_permission(self, request, obj=None) -> bool:  # noqa: ARG002
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # noqa: ARG002
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:  # noqa: ARG002
-        return False
 
 
 class ConsentVersionInline(admin.StackedInline):

@@ -14,7 +14,7 @@ from axes.helpers import get_cool_off
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from studyapp.api.errors import error_body
+from studyapp.error_body import error_body
 
 LOCKED_OUT_MESSAGE = "Too many failed sign-in attempts. Please wait {minutes} minutes and try again."
 

@@ -100,7 +100,7 @@ class NullCharacterMiddleware:
 
 def refusal(request: HttpRequest, fields: dict[str, list[str]]) -> HttpResponse:
     if request.path_info.startswith("/api/"):
-        from studyapp.api.errors import error_body
+        from studyapp.error_body import error_body
 
         return JsonResponse(error_body("invalid", MESSAGE, fields), status=400)
     if "application/json" in request.headers.get("Accept", "") or (request.content_type or "") in _JSON_TYPES:

@@ -21,8 +21,11 @@ from django.core.exceptions import ImproperlyConfigured
 from experts import conf as experts_conf
 from experts import task_names as experts_task_names
 from grading import conf as grading_conf
+from grading import task_names as grading_task_names
 from rating import conf as rating_conf
+from rating import task_names as rating_task_names
 from studyapp import conf as studyapp_conf
+from studyapp import task_names as studyapp_task_names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -314,6 +317,28 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Periodic jobs; beat runs with the worker in `make run`.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    "rating-refresh-sweep": {
+        "task": rating_task_names.REFRESH_ALL_POSTERIORS,
+        "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
+    },
+    # Reconciliation: finish whatever a lost message, a dead worker or a broker outage left undone
+    # (grades whose lease lapsed, unsent grading messages, observations and log codings a grade owes).
+    "grading-reconcile-sweep": {
+        "task": grading_task_names.RECONCILE,
+        "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
+    },
+    "expert-routing-sweep": {
+        "task": experts_task_names.ROUTE_EXPERT_REVIEWS,
+        "schedule": 10 * 60.0,
+    },
+    # Open tasks whose worker went silent for the study's limit are released for others.
+    "abandoned-episodes-sweep": {
+        "task": studyapp_task_names.EXPIRE_ABANDONED_EPISODES,
+        "schedule": 15 * 60.0,
+    },
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_QUEUES = ("default", "grading", "rating")
 

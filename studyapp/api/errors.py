@@ -22,6 +22,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from grading.exceptions import GradingError
 from rating.exceptions import RatingError
 from studyapp.dashboard.exceptions import DashboardError, JobRefused
+from studyapp.error_body import error_body
 from studyapp.exceptions import StudyError
 from studyapp.files import FileRejected
 from studyapp.task_bundle_format import TaskBundleInvalid
@@ -51,10 +52,6 @@ _GENERIC_MESSAGES = {
     "invalid": "Some fields are invalid.",
     "parse_error": "The request body could not be parsed.",
 }
-
-
-def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
