@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from rating import selectors as rating_selectors
 from rating import services as rating_services
@@ -113,10 +114,11 @@ def test_the_command_the_dashboard_and_the_api_give_the_same_stability_when_some
         loo = next(line for line in lines if line.startswith(name) and f"#{row['rank']}" in line.split())
         assert loo.split()[-2:] == [f"{row['loo_human_mean_rank']:.2f}", f"{row['loo_task_mean_rank']:.2f}"]
     assert f"{loo_task['n_groups']} tasks left out in turn; {len(loo_task['changed_groups'])} of them" in text
-    # The numbers the report prints are computed by the same call, unrounded.
-    reference = rating_selectors.study_stability_report(study, rounds=200, seed=0)
-    for key in ("leaderboard", "bootstrap", "leave_one_human_out", "leave_one_task_out", "pairwise"):
-        assert reference[key] == dashboard[key]
+    # Unrounded: --json --stability prints the dashboard's stability number for number.
+    printed = json.loads(_command("rating_report", "--study", study.slug, "--json", "--stability", "--rounds", "200",
+                                  "--seed", "0"))
+    for key in ("leaderboard", "bootstrap", "leave_one_human_out", "leave_one_task_out", "pairwise", "n_tasks"):
+        assert printed["stability"][key] == dashboard[key], key
 
 
 def _command(*args: str) -> str:
@@ -194,3 +196,9 @@ def test_running_a_finished_job_again_changes_nothing(populated, settings):
 def test_no_snapshot_means_no_stability_job(empty_study):
     with pytest.raises(JobRefused):
         services.analysis_request(study=empty_study, kind="stability", actor=None)
+
+
+@pytest.mark.django_db
+def test_the_stability_option_needs_json(populated):
+    with pytest.raises(CommandError, match="--stability goes with --json"):
+        _command("rating_report", "--study", populated.study.slug, "--stability")

@@ -1,4 +1,4 @@
-"""manage.py rating_report [--study SLUG] [--rounds N] [--seed S] [--cluster human] [--json]: Tables 2-4."""
+"""manage.py rating_report [--study SLUG] [--rounds N] [--seed S] [--cluster human] [--json [--stability]]."""
 
 from __future__ import annotations
 
@@ -62,14 +62,22 @@ class Command(BaseCommand):
             "--json", action="store_true",
             help="print the fitted model (posterior, agents' covariance, hyperparameters) of --study as JSON",
         )
+        parser.add_argument(
+            "--stability", action="store_true",
+            help="with --json: add the stability report (bootstrap and leave-one-out, as the dashboard computes it "
+                 "with the same --rounds/--seed/--cluster) under \"stability\"",
+        )
 
     def handle(self, *args, **options) -> None:
-        if options["json"]:
-            self._json(options["study"])
-            return
         rounds = options["rounds"] if options["rounds"] is not None else rating_settings()["BOOTSTRAP_ROUNDS"]
         if rounds < 1:
             raise CommandError("--rounds must be at least 1")
+        if options["stability"] and not options["json"]:
+            raise CommandError("--stability goes with --json (the text report always includes stability)")
+        if options["json"]:
+            stability = {"rounds": rounds, "seed": options["seed"], "cluster": options["cluster"]}
+            self._json(options["study"], stability if options["stability"] else None)
+            return
         studies = studies_for_option(options["study"])
         if not studies:
             self.stdout.write("No study has rating data yet.")
@@ -77,8 +85,12 @@ class Command(BaseCommand):
         for study in studies:
             self._report(study, rounds=rounds, seed=options["seed"], cluster=options["cluster"])
 
-    def _json(self, slug: str | None) -> None:
-        """Print rating.fit.fit_model's output for the study's active ledger, ids = database primary keys."""
+    def _json(self, slug: str | None, stability: dict[str, Any] | None) -> None:
+        """Print rating.fit.fit_model's output for the study's active ledger, ids = database primary keys.
+
+        With ``stability`` (rounds, seed, cluster) the stability report is added: the one function the
+        dashboard's job and the API also call, so outside scripts can check those numbers exactly.
+        """
         if not slug:
             raise CommandError("--json needs --study SLUG")
         (study,) = studies_for_option(slug)
@@ -95,6 +107,8 @@ class Command(BaseCommand):
             "agent_names": {str(pk): name for pk, name in selectors.agent_names(arrays.agent_ids).items()},
             "fit": fit.to_dict(),
         }
+        if stability is not None:
+            output["stability"] = selectors.study_stability_report(study, **stability)
         self.stdout.write(json.dumps(output, allow_nan=False))
 
     def _report(self, study: Study, *, rounds: int, seed: int, cluster: str) -> None:
