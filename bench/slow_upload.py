@@ -18,7 +18,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ from bench.worker_pages import (  # noqa: E402 - needs ROOT on sys.path first
     _status,
     fill,
     setup_database,
+    signed_in_worker,
+    wait_for_web,
 )
 
 BOUNDARY = "benchslowboundary7MA4YWxkTrZu0gW"
@@ -90,7 +91,6 @@ def measure(world: dict, database_name: str, args: argparse.Namespace) -> dict:
     from django.conf import settings
     from django.core.files.storage import default_storage
     from django.db import connection
-    from django.test import Client
     from django.urls import reverse
 
     from studyapp import models as m
@@ -114,22 +114,8 @@ def measure(world: dict, database_name: str, args: argparse.Namespace) -> dict:
                               stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                httpx.get(base + "/accounts/login/", timeout=2)
-                break
-            except httpx.HTTPError:
-                if time.time() > deadline:
-                    raise RuntimeError("gunicorn did not start")
-                time.sleep(0.3)
-        session = Client()
-        session.force_login(world["user"])
-        cookies = {settings.SESSION_COOKIE_NAME: session.cookies[settings.SESSION_COOKIE_NAME].value}
-        http = httpx.Client(base_url=base, cookies=cookies, timeout=None)
-        page = http.get(reverse("worker:task", args=[world["study"].slug, 1]))
-        page.raise_for_status()
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        wait_for_web(base)
+        http, csrf = signed_in_worker(world, base, timeout=None)
         signed_in = dict(http.cookies)
         url = reverse("worker:episode-upload", args=[world["episode"].pk])
         http.post(url, headers={"X-CSRFToken": csrf, "Accept": "application/json"}, data={"kind": "deliverable"},

@@ -14,6 +14,7 @@ DATABASE_URL points at PostgreSQL), fills it, measures, prints the figures as JS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -178,12 +180,44 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def measure_upload(world: dict, database_name: str, megabytes: int) -> dict:
-    """Stream `megabytes` MB through a real gunicorn worker and report its peak memory growth."""
+def wait_for_web(base: str, seconds: float = 60) -> None:
+    """Block until the server at ``base`` answers its login page."""
+    import httpx
+
+    deadline = time.time() + seconds
+    while True:
+        try:
+            httpx.get(base + "/accounts/login/", timeout=2)
+            return
+        except httpx.HTTPError:
+            if time.time() > deadline:
+                raise RuntimeError("gunicorn did not start")
+            time.sleep(0.3)
+
+
+def signed_in_worker(world: dict, base: str, timeout: float | None) -> tuple[Any, str]:
+    """An HTTP client (httpx) signed in as the bench worker, and the CSRF token of their first task page."""
     import httpx
     from django.conf import settings
-    from django.db import connection
     from django.test import Client
+    from django.urls import reverse
+
+    session = Client()
+    session.force_login(world["user"])
+    cookies = {settings.SESSION_COOKIE_NAME: session.cookies[settings.SESSION_COOKIE_NAME].value}
+    http = httpx.Client(base_url=base, cookies=cookies, timeout=timeout)
+    page = http.get(reverse("worker:task", args=[world["study"].slug, 1]))
+    page.raise_for_status()
+    match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    if match is None:
+        raise RuntimeError("the task page carries no CSRF token")
+    return http, match.group(1)
+
+
+def measure_upload(world: dict, database_name: str, megabytes: int) -> dict:
+    """Stream `megabytes` MB through a real gunicorn worker and report its peak memory growth."""
+    from django.conf import settings
+    from django.db import connection
     from django.urls import reverse
 
     env = dict(os.environ)
@@ -205,23 +239,10 @@ def measure_upload(world: dict, database_name: str, megabytes: int) -> dict:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                httpx.get(base + "/accounts/login/", timeout=2)
-                break
-            except httpx.HTTPError:
-                if time.time() > deadline:
-                    raise RuntimeError("gunicorn did not start")
-                time.sleep(0.3)
+        wait_for_web(base)
         worker_pid = _children(server.pid)[0]
-        session = Client()
-        session.force_login(world["user"])
-        cookies = {settings.SESSION_COOKIE_NAME: session.cookies[settings.SESSION_COOKIE_NAME].value}
-        with httpx.Client(base_url=base, cookies=cookies, timeout=900) as http:
-            page = http.get(reverse("worker:task", args=[world["study"].slug, 1]))
-            page.raise_for_status()
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        http, token = signed_in_worker(world, base, timeout=900)
+        with contextlib.closing(http):
             upload_url = reverse("worker:episode-upload", args=[world["episode"].pk])
             headers = {"X-CSRFToken": token, "Accept": "application/json"}
             warm = http.post(upload_url, headers=headers, data={"kind": "deliverable"},

@@ -64,12 +64,3 @@ def page(browser, live_server) -> Iterator:
     page = context.new_page()
     yield page
     context.close()
-
-
-def login(page, username: str, password: str) -> None:
-    """Sign in through the real login form."""
-    page.goto("/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")

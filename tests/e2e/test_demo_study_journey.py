@@ -15,17 +15,11 @@ from playwright.sync_api import expect
 from experts.models import ExpertAssignment, ExpertGrade
 from studyapp import models as m
 from surveys.services import instrument_install_default
-from tests.e2e.conftest import login
-from tests.e2e.test_worker_journey import _answer_choice, _answer_likert, _wait_saved
+from tests.e2e.steps import answer_choice, answer_likert, login, sign_out, wait_saved
 from tests.factories.files import PNG, XLSX
 
 PASSWORD = "e2e-Long-pass-4821"
 TALLY = "4 submitted, 1 skipped of 5"
-
-
-def _sign_out(page) -> None:
-    page.click("button:has-text('Sign out')")
-    expect(page.locator(".messages")).to_contain_text("You are signed out")
 
 
 @pytest.mark.e2e
@@ -61,14 +55,14 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     page.get_by_role("button", name="Save and continue").click()
 
     page.wait_for_url(re.compile(r"/survey/pre/$"))
-    _answer_choice(page, "D1", "I use them often.")
-    _wait_saved(page)
-    _answer_choice(page, "D2", "Yes, about once a week or more.")
+    answer_choice(page, "D1", "I use them often.")
+    wait_saved(page)
+    answer_choice(page, "D2", "Yes, about once a week or more.")
     for code, value in (("A1", 4), ("A2", 5), ("A3", 3), ("A6", 5)):
-        _answer_likert(page, code, value)
+        answer_likert(page, code, value)
     page.locator("label[for='q_A4-H3']").click()
     page.locator("label[for='q_A5-H4']").click()
-    _answer_choice(page, "A7", "Curious")
+    answer_choice(page, "A7", "Curious")
     page.get_by_role("button", name="Submit answers").click()
 
     for position in range(1, 6):
@@ -101,10 +95,10 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     page.wait_for_url(re.compile(r"/survey/post/$"))
     expect(page.locator(".journey-step", has_text="Tasks")).to_contain_text(f"Tasks ({TALLY})")
     for code, value in (("A1", 6), ("A2", 5), ("A3", 4), ("A6", 3)):
-        _answer_likert(page, code, value)
+        answer_likert(page, code, value)
     page.locator("label[for='q_A4-H2']").click()
     page.locator("label[for='q_A5-H3']").click()
-    _answer_choice(page, "A7", "Excited")
+    answer_choice(page, "A7", "Excited")
     page.get_by_role("button", name="Submit answers").click()
 
     page.wait_for_url(re.compile(r"/complete/$"))
@@ -117,7 +111,7 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     assert [e.status for e in episodes] == ["submitted", "skipped", "submitted", "submitted", "submitted"]
     assert all(e.notes == f"Notes on task {e.position}" for e in episodes if e.status == "submitted")
     assert m.Payment.objects.filter(participant=participant, kind="task").count() == 4
-    _sign_out(page)
+    sign_out(page)
 
     # demo-expert grades a real sample submission blind.
     login(page, "demo-expert", "demo-password")
@@ -132,7 +126,7 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     page.click("button:has-text('Submit grade')")
     expect(page.locator(".messages")).to_contain_text("Grade submitted")
     assert ExpertGrade.objects.get(assignment=assignment).status == "submitted"
-    _sign_out(page)
+    sign_out(page)
 
     # Staff: the dashboard shows the new participant's work, why grading waits, and nobody stranded.
     login(page, "demo-staff", "demo-password")

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from experts.models import ExpertAssignment, ExpertGrade
 from grading.models import Rubric
 from studyapp.models import Episode
-from tests.e2e.conftest import login
+from tests.e2e.steps import login, sign_out
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.agents import AgentFactory
 from tests.factories.episodes import EpisodeFileFactory
@@ -26,11 +26,6 @@ CRITERIA = [
     ("requirements", "optional", "Summary includes a one-line note on the largest month"),
     ("technical", "pitfall", "Totals contain hard-coded numbers instead of formulas"),
 ]
-
-
-def sign_out(page) -> None:
-    page.click("button:has-text('Sign out')")
-    page.wait_for_load_state("networkidle")
 
 
 @pytest.mark.e2e

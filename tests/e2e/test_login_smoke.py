@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import login
+from tests.e2e.steps import login
 from tests.factories import UserFactory
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import expect
 
 from studyapp import models as m
 from surveys.models import Answer, SurveyResponse
 from surveys.services import instrument_install_default
+from tests.e2e.steps import answer_choice, answer_likert, drop_file, wait_saved
 from tests.factories import (
     AgentFactory,
     ConsentVersionFactory,
@@ -47,29 +47,6 @@ def _world():
                            expected_deliverables=["summary.xlsx"])
         add_task_files(task)
     return study
-
-
-def _answer_choice(page, code, label):
-    page.locator(f"#question-{code}").get_by_text(label, exact=False).first.click()
-
-
-def _answer_likert(page, code, value):
-    page.locator(f"label[for='q_{code}-{value}']").click()
-
-
-def _drop_file(page, kind, name, text):
-    """Drag a file onto an upload zone (a synthetic drop carrying a real File, as the browser would)."""
-    page.locator(f"form.js-upload[data-kind='{kind}'] .drop-area").evaluate(
-        """(area, [name, text]) => {
-            const data = new DataTransfer();
-            data.items.add(new File([text], name, { type: "text/plain" }));
-            area.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
-        }""", [name, text])
-
-
-def _wait_saved(page):
-    # A locator assertion, not wait_for_function: that evaluates a string, which the pages' CSP forbids.
-    expect(page.locator("#autosave-status")).to_contain_text("saved")
 
 
 @pytest.mark.e2e
@@ -109,19 +86,19 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
     # Pre-survey: answers autosave; a reload keeps them.
     page.wait_for_url(re.compile(r"/survey/pre/$"))
     assert page.locator("#has-table").is_visible()
-    _answer_choice(page, "D1", PRE["D1"])
-    _wait_saved(page)
-    _answer_likert(page, "A2", 6)
-    _wait_saved(page)
+    answer_choice(page, "D1", PRE["D1"])
+    wait_saved(page)
+    answer_likert(page, "A2", 6)
+    wait_saved(page)
     page.reload()
     assert page.locator("#q_A2-6").is_checked(), "autosaved answer survives a reload"
-    _answer_choice(page, "D2", PRE["D2"])
+    answer_choice(page, "D2", PRE["D2"])
     assert page.locator("#q_D3").input_value() == "7"
     for code, value in (("A1", 4), ("A3", 3), ("A6", 5)):
-        _answer_likert(page, code, value)
+        answer_likert(page, code, value)
     page.locator("label[for='q_A4-H3']").click()
     page.locator("label[for='q_A5-H4']").click()
-    _answer_choice(page, "A7", "Curious")
+    answer_choice(page, "A7", "Curious")
     page.get_by_role("button", name="Submit answers").click()
 
     # Five tasks.
@@ -155,7 +132,7 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
             page.locator(".upload-progress li", has_text="replaced").wait_for()
             assert table.locator("tr", has_text="summary.xlsx").count() == 1
         if position == 4:
-            _drop_file(page, "deliverable", "dropped-notes.txt", "notes dropped on the page")
+            drop_file(page, "deliverable", "dropped-notes.txt", "notes dropped on the page")
             table.locator("tr", has_text="dropped-notes.txt").wait_for()
         if page.locator("#upload-log").count():
             page.locator("#upload-log").set_input_files(str(files["session.txt"]))
@@ -171,10 +148,10 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
     page.wait_for_url(re.compile(r"/survey/post/$"))
     assert "After collaborating with agents on these tasks" in page.locator("#question-A2").inner_text()
     for code, value in (("A1", 6), ("A2", 5), ("A3", 4), ("A6", 3)):
-        _answer_likert(page, code, value)
+        answer_likert(page, code, value)
     page.locator("label[for='q_A4-H2']").click()
     page.locator("label[for='q_A5-H3']").click()
-    _answer_choice(page, "A7", "Excited")
+    answer_choice(page, "A7", "Excited")
     page.get_by_role("button", name="Submit answers").click()
 
     # Completion code and return link.
