@@ -36,6 +36,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.sparse
 from scipy.stats import chi2, norm
+from threadpoolctl import threadpool_limits
 
 from rating.engine import (
     RatingConfig,
@@ -1747,33 +1748,103 @@ def _loo_result(
     )
 
 
-def _observation_round(
-    counts: np.ndarray,
-    design: Any,
-    obs_to_pair: scipy.sparse.csr_matrix,
-    pair_cell: np.ndarray,
-    pair_to_human: scipy.sparse.csr_matrix,
-    pair_to_agent: scipy.sparse.csr_matrix,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Return agent means and variances for rounds of observation counts (one row per round)."""
-    size = counts.shape[0]
-    n_h, n_a = design.n_humans, design.n_agents
-    w = (obs_to_pair @ (counts * design.w).T).T  # rounds x pairs
-    wy = (obs_to_pair @ (counts * design.wy).T).T
-    b = np.zeros((size, n_h * n_a))
-    b[:, pair_cell] = w
-    b = b.reshape(size, n_h, n_a)
-    lambda_a = design.prior_precision_agents + b.sum(axis=1)
-    d = design.prior_precision_humans + b.sum(axis=2)
-    eta_h = design.prior_eta_humans + (pair_to_human @ wy.T).T
-    eta_a = design.prior_eta_agents + (pair_to_agent @ wy.T).T
-    scaled = b / d[:, :, None]
-    schur = -np.matmul(scaled.transpose(0, 2, 1), b)
-    diag = np.arange(n_a)
-    schur[:, diag, diag] += lambda_a
-    rhs = eta_a - np.matmul(scaled.transpose(0, 2, 1), eta_h[:, :, None])[:, :, 0]
-    cov = np.linalg.inv(schur)
-    return np.einsum("rij,rj->ri", cov, rhs), np.diagonal(cov, axis1=1, axis2=2)
+class _ObservationRounds:
+    """Batched Schur systems of the bipartite model for rounds of observation draws (the plain bootstrap).
+
+    A round only needs, per (participant, agent) pair, the count-weighted sums of ``w`` and ``w y``. The
+    observations are laid out sorted by (pair size, pair), so for the pairs of ``m`` observations the sums
+    are ``m`` strided slices of one block -- no sparse product, no per-pair loop; :func:`_count_rows` maps
+    the draws to that layout through ``position``. The work arrays are allocated once: fresh large arrays
+    page-fault on every batch, which cost more than the arithmetic.
+    """
+
+    def __init__(self, design: Any, batch: int) -> None:
+        n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
+        self.design, self.n, self.n_a, self.n_h = design, n, n_a, n_h
+        pair_key = design.human_idx.astype(np.int64) * n_a + design.agent_idx
+        pair_keys, obs_pair = np.unique(pair_key, return_inverse=True)
+        obs_pair = obs_pair.reshape(-1)
+        pair_size = np.bincount(obs_pair)
+        # Observations ordered by (size of their pair, pair); the draws are mapped through ``position``.
+        order = np.lexsort((obs_pair, pair_size[obs_pair]))
+        self.position = np.empty(n, dtype=np.intp)
+        self.position[order] = np.arange(n)
+        self.w_sorted = design.w[order]
+        self.wy_sorted = design.wy[order]
+        sizes_sorted = pair_size[obs_pair[order]]
+        # (first observation, last observation + 1, first pair, last pair + 1, pair size) per size.
+        self.blocks: list[tuple[int, int, int, int, int]] = []
+        n_pairs = 0
+        for m in np.unique(sizes_sorted).tolist():
+            idx = np.flatnonzero(sizes_sorted == m)
+            lo, hi = int(idx[0]), int(idx[-1]) + 1
+            self.blocks.append((lo, hi, n_pairs, n_pairs + (hi - lo) // m, int(m)))
+            n_pairs += (hi - lo) // m
+        pair_of_sorted = obs_pair[order]
+        pairs_in_order = np.concatenate([pair_of_sorted[lo:hi:m] for lo, hi, _, _, m in self.blocks])
+        # Cell of each pair in the (participant, agent + 1) layout of ``right``; the last column holds eta_H.
+        keys = pair_keys[pairs_in_order]
+        self.cell = keys // n_a * (n_a + 1) + keys % n_a
+        self.batch = batch
+        self.pair_w = np.empty((batch, n_pairs))
+        self.pair_wy = np.empty((batch, n_pairs))
+        self.tmp = np.empty((batch, n_pairs))
+        self.counts = np.empty((batch, n))
+        # Cells of absent pairs are written once (zero) and never again.
+        self.right = np.zeros((batch, n_h, n_a + 1))
+        self.e = np.zeros((batch, n_h, n_a))
+        self.scaled = np.empty((batch, n_h, n_a))
+
+    def systems(self, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return the agents' Schur complements and right-hand sides for rows of observation draws."""
+        design, n_a = self.design, self.n_a
+        size = draws.shape[0]
+        counts = self.counts[:size]
+        for r in range(size):
+            counts[r] = np.bincount(self.position[draws[r]], minlength=self.n)
+        pair_w, pair_wy, tmp = self.pair_w[:size], self.pair_wy[:size], self.tmp[:size]
+        for lo, hi, p_lo, p_hi, m in self.blocks:
+            w_sum, wy_sum, t = pair_w[:, p_lo:p_hi], pair_wy[:, p_lo:p_hi], tmp[:, p_lo:p_hi]
+            np.multiply(counts[:, lo:hi:m], self.w_sorted[lo:hi:m], out=w_sum)
+            np.multiply(counts[:, lo:hi:m], self.wy_sorted[lo:hi:m], out=wy_sum)
+            for j in range(1, m):
+                w_sum += np.multiply(counts[:, lo + j : hi : m], self.w_sorted[lo + j : hi : m], out=t)
+                wy_sum += np.multiply(counts[:, lo + j : hi : m], self.wy_sorted[lo + j : hi : m], out=t)
+        right, e, scaled = self.right[:size], self.e[:size], self.scaled[:size]
+        flat_right = right.reshape(size, -1)
+        flat_e = e.reshape(size, -1)
+        e_cell = self.cell - self.cell // (n_a + 1)
+        for r in range(size):
+            flat_right[r, self.cell] = pair_w[r]
+            flat_e[r, e_cell] = pair_wy[r]
+        b = right[:, :, :n_a]
+        ones_a, ones_h = np.ones(n_a), np.ones(self.n_h)
+        # Row and column sums as matrix-vector products (BLAS), not reductions over a short axis (slow).
+        d = design.prior_precision_humans + b @ ones_a
+        right[:, :, n_a] = design.prior_eta_humans + e @ ones_a
+        np.divide(b, d[:, :, None], out=scaled)
+        # One product gives both sum_h b_h b_h^T / d_h and sum_h b_h eta_h / d_h.
+        prod = np.matmul(scaled.transpose(0, 2, 1), right)
+        schur = -prod[:, :, :n_a]
+        diag = np.arange(n_a)
+        schur[:, diag, diag] += design.prior_precision_agents + ones_h @ b
+        rhs = design.prior_eta_agents + ones_h @ e - prod[:, :, n_a]
+        return schur, rhs
+
+
+_OBS_BATCH = 16
+
+
+def _count_rows(draws: np.ndarray, units: int) -> np.ndarray:
+    """Return float counts (rows x units) of each row of draws.
+
+    One :func:`numpy.bincount` per row keeps the histogram in cache (several times faster than one
+    bincount over offset keys of the whole batch).
+    """
+    out = np.empty((draws.shape[0], units))
+    for r in range(draws.shape[0]):
+        out[r] = np.bincount(draws[r], minlength=units)
+    return out
 
 
 def _bootstrap(
@@ -1790,40 +1861,27 @@ def _bootstrap(
 
     Each round is a count vector over observations; a participant drawn ``c`` times contributes every one
     of their observations ``c`` times. A round re-weights the per-(participant, agent) sums, so a batch of
-    rounds is a dense (rounds x participants x agents) coupling tensor; its Schur complements
-    :math:`\\mathrm{diag}(\\lambda_A) - B^\\top D^{-1} B` are batched matrix products and the small agent
-    systems one batched inverse. An agent or participant absent from a round keeps only its prior there.
+    rounds is a dense (rounds x participants x agents) coupling tensor (:class:`_ObservationRounds`); its
+    Schur complements :math:`\\mathrm{diag}(\\lambda_A) - B^\\top D^{-1} B` are batched matrix products.
+    The small agent systems of all rounds are kept and solved, ranked and compared at the end in a few
+    large batches. An agent or participant absent from a round keeps only its prior there.
     With ``task_rounds`` (the task model) each round's counts become observation multipliers for
     :meth:`_TaskRounds.solve`; the draws are the same for a given seed.
     """
     from rating.analysis import BootstrapResult, _kendall_tau_to, _rank_quantile, rank_agents
 
     n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
-    # Observations summed per (human, agent) pair: a round only re-weights these sums.
-    pair_key = design.human_idx.astype(np.int64) * n_a + design.agent_idx
-    pair_keys, obs_pair = np.unique(pair_key, return_inverse=True)
-    obs_pair = obs_pair.reshape(-1)
-    n_pairs = pair_keys.shape[0]
-    pair_human, pair_agent = pair_keys // n_a, pair_keys % n_a
-    obs_to_pair = scipy.sparse.csr_matrix((np.ones(n), (obs_pair, np.arange(n))), shape=(n_pairs, n))
-    pair_w = obs_to_pair @ design.w
-    pair_wy = obs_to_pair @ design.wy
-    pair_to_human = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_human, np.arange(n_pairs))), shape=(n_h, n_pairs))
-    pair_to_agent = scipy.sparse.csr_matrix((np.ones(n_pairs), (pair_agent, np.arange(n_pairs))), shape=(n_a, n_pairs))
-    pair_cell = pair_human * n_a + pair_agent
     units = n if cluster is None else n_h
+    obs_rounds = None
     if task_rounds is not None:
         batch = max(1, min(rounds, task_rounds.batch))
     elif cluster is None:
-        # Small batches keep the (rounds x participants x agents) tensor in cache; fresh arrays page-fault.
-        batch = max(1, min(rounds, (1 << 18) // max(n_h * n_a, units, 1)))
+        batch = max(1, min(rounds, _OBS_BATCH))
+        obs_rounds = _ObservationRounds(design, batch)
     else:
-        b0 = np.zeros(n_h * n_a)
-        b0[pair_cell] = pair_w
-        b0 = b0.reshape(n_h, n_a)
-        e0 = np.zeros(n_h * n_a)
-        e0[pair_cell] = pair_wy
-        e0 = e0.reshape(n_h, n_a)
+        pair_key = design.human_idx.astype(np.int64) * n_a + design.agent_idx
+        b0 = np.bincount(pair_key, weights=design.w, minlength=n_h * n_a).reshape(n_h, n_a)
+        e0 = np.bincount(pair_key, weights=design.wy, minlength=n_h * n_a).reshape(n_h, n_a)
         outer_flat = np.einsum("hi,hj->hij", b0, b0).reshape(n_h, n_a * n_a)
         human_w = b0.sum(axis=1)
         human_wy = e0.sum(axis=1)
@@ -1832,32 +1890,49 @@ def _bootstrap(
     rank_hist = np.zeros(n_a * n_a, dtype=np.int64)
     taus = np.empty(rounds)
     diag = np.arange(n_a)
-    done = 0
+    # Rounds whose agent systems wait to be solved and ranked in one batch (bounded to ~16 MB).
+    pending = max(batch, (1 << 21) // max(n_a * n_a, 1))
+    schur = np.empty((pending, n_a, n_a))
+    rhs = np.empty((pending, n_a))
+    mu = np.empty((pending, n_a))
+    var = np.empty((pending, n_a))
+    flushed = done = 0
+
+    def flush() -> None:
+        m = done - flushed
+        if task_rounds is None:
+            cov = np.linalg.inv(schur[:m])
+            mu[:m] = np.einsum("rij,rj->ri", cov, rhs[:m])
+            var[:m] = np.diagonal(cov, axis1=1, axis2=2)
+        ranks = rank_agents(mu[:m], np.sqrt(var[:m]), design.k, design.id_order)
+        rank_hist[:] += np.bincount((np.arange(n_a) * n_a + ranks - 1).ravel(), minlength=n_a * n_a)
+        taus[flushed:done] = _kendall_tau_to(ranks, full_rank)
+
     while done < rounds:
-        size = min(batch, rounds - done)
-        draws = rng.integers(0, units, size=(size, units))
-        flat = (draws + (np.arange(size) * units)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * units).reshape(size, units).astype(np.float64)
+        size = min(batch, rounds - done, flushed + pending - done)
+        # int32 draws are the same numbers as the int64 default for the same seed, and count faster.
+        draws = rng.integers(0, units, size=(size, units), dtype=np.int32 if units < 2**31 else np.int64)
+        part = slice(done - flushed, done - flushed + size)
         if task_rounds is not None:
-            mu, var = task_rounds.solve(counts if cluster is None else counts[:, design.human_idx])
-        elif cluster is None:
-            mu, var = _observation_round(counts, design, obs_to_pair, pair_cell, pair_to_human, pair_to_agent)
+            counts = _count_rows(draws, units)
+            mu[part], var[part] = task_rounds.solve(counts if cluster is None else counts[:, design.human_idx])
+        elif obs_rounds is not None:
+            schur[part], rhs[part] = obs_rounds.systems(draws)
         else:
             # A participant drawn c times scales all their sums by c: every round is a few dense products
             # with fixed per-participant matrices, S = diag(prior + C B0) - (C^2 / D) M with M_h = b_h b_h^T.
+            counts = _count_rows(draws, units)
             d = design.prior_precision_humans + counts * human_w
             coef = counts / d
             eta_h = design.prior_eta_humans + counts * human_wy
-            schur = -((counts * coef) @ outer_flat).reshape(size, n_a, n_a)
-            schur[:, diag, diag] += design.prior_precision_agents + counts @ b0
-            rhs = design.prior_eta_agents + counts @ e0 - (coef * eta_h) @ b0
-            cov = np.linalg.inv(schur)
-            mu = np.einsum("rij,rj->ri", cov, rhs)
-            var = np.diagonal(cov, axis1=1, axis2=2)
-        ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
-        rank_hist += np.bincount((np.arange(n_a) * n_a + ranks - 1).ravel(), minlength=n_a * n_a)
-        taus[done : done + size] = _kendall_tau_to(ranks, full_rank)
+            sch = -((counts * coef) @ outer_flat).reshape(size, n_a, n_a)
+            sch[:, diag, diag] += design.prior_precision_agents + counts @ b0
+            schur[part] = sch
+            rhs[part] = design.prior_eta_agents + counts @ e0 - (coef * eta_h) @ b0
         done += size
+        if done == rounds or done - flushed == pending:
+            flush()
+            flushed = done
         if progress is not None:
             progress(done, rounds)
     distribution = rank_hist.reshape(n_a, n_a) / rounds
@@ -1944,13 +2019,16 @@ def stability(
             human_variance=False,
         )  # fmt: skip
         full_rank = rank_agents(full.mu_agents, np.sqrt(np.diag(full.cov_agents)), design.k, design.id_order)[0]
-    boot = _bootstrap(
-        design, full_rank, rounds=rounds, seed=seed, cluster=cluster, progress=progress, task_rounds=task_rounds
-    )
-    loo_human = _loo_result(design, design.human_idx, design.human_ids.astype(str), full_rank, task_rounds)
-    loo_task = None
-    if task_code is not None and task_uniq is not None and task_uniq.size:
-        loo_task = _loo_result(design, task_code, task_uniq, full_rank, task_rounds)
+    # Every BLAS call of the resampling works on small or skinny matrices, where extra threads mostly wait on
+    # each other (measured 3x slower with two threads on a busy two-core machine).
+    with threadpool_limits(limits=1, user_api="blas"):
+        boot = _bootstrap(
+            design, full_rank, rounds=rounds, seed=seed, cluster=cluster, progress=progress, task_rounds=task_rounds
+        )
+        loo_human = _loo_result(design, design.human_idx, design.human_ids.astype(str), full_rank, task_rounds)
+        loo_task = None
+        if task_code is not None and task_uniq is not None and task_uniq.size:
+            loo_task = _loo_result(design, task_code, task_uniq, full_rank, task_rounds)
     sigma = fit.agent_sigma()
     cons = fit.conservative()
     fit_rank = rank_agents(fit.agent_mu, sigma, spec.k, design.id_order)[0]

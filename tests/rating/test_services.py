@@ -253,6 +253,23 @@ def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
     assert_snapshot_matches_batch(second, study)
 
 
+def test_snapshot_labels_with_copy_control_characters_are_written_verbatim():
+    study, agents, participants, episodes = ledger_study(seed=6)
+    _record_all(episodes)
+    awkward = ["tab\there", "back\\slash \\N", "new\nline\r", "plain é"]
+    for agent, name in zip(agents, awkward, strict=False):
+        agent.name = name
+        agent.save(update_fields=["name"])
+    participants[0].pseudonym = "p\t\\0"
+    participants[0].save(update_fields=["pseudonym"])
+    snapshot = services.posterior_refresh(study_id=study.pk)
+    labels = dict(snapshot.ratings.filter(entity_kind="agent").values_list("entity_id", "label"))
+    assert labels == {a.pk: a.name for a in agents}
+    human = snapshot.ratings.get(entity_kind="human", entity_id=participants[0].pk)
+    assert human.label == "p\t\\0"
+    assert_snapshot_matches_batch(snapshot, study)
+
+
 def test_refreshing_an_empty_ledger_writes_an_empty_snapshot():
     study = StudyFactory()
     snapshot = services.posterior_refresh(study_id=study.pk)
