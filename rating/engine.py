@@ -277,7 +277,7 @@ def _coded_ids(values: Any, name: str, n: int | None) -> tuple[np.ndarray, list[
         return np.zeros(0, dtype=np.int64), []
     if arr.dtype.kind not in "iuU":
         arr = _id_array(arr, name)
-    codes, first = _first_appearance(_id_words(arr))
+    codes, first = first_appearance(_id_words(arr))
     distinct = arr[first]
     keys = [str(v) for v in distinct.tolist()] if arr.dtype.kind in "iu" else distinct.tolist()
     blank = [i for i, key in enumerate(keys) if not key.strip()]
@@ -296,7 +296,7 @@ def _hash_rows(words: np.ndarray) -> np.ndarray:
     return h
 
 
-def _first_appearance(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def first_appearance(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(codes, first)``: each row's code, numbered by first appearance, and each code's first row.
 
     A vectorised open-addressing hash table over 64-bit row hashes: every row probes its slot; an empty

@@ -42,11 +42,11 @@ from rating.engine import (
     RatingConfig,
     _eliminated_block,
     _finite_array,
-    _first_appearance,
     _id_array,
     _id_words,
     _row_quadratic_forms,
     _weight_array,
+    first_appearance,
     prob_greater_matrix,
     solve_bipartite,
 )
@@ -188,7 +188,7 @@ def _codes(values: Any, name: str, n: int | None, *, optional: bool = False) -> 
     if kept.size == 0:
         return codes, np.zeros(0, dtype=str)
     # Coded by a vectorised hash table (rating.engine), not a sort of every id.
-    kept_codes, first = _first_appearance(_id_words(kept))
+    kept_codes, first = first_appearance(_id_words(kept))
     codes[present] = kept_codes
     return codes, kept[first].astype(str)
 

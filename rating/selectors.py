@@ -14,7 +14,7 @@ from django.db import connection
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from rating.engine import RatingConfig, _first_appearance
+from rating.engine import RatingConfig, first_appearance
 from rating.fit import FitResult, ModelSpec, compare_models, fit_model, heldout_coverage, stability
 from rating.models import EntityRating, Observation, RatingSnapshot
 from studyapp.models import Agent, Participant, Study
@@ -147,7 +147,7 @@ def _ledger_read(study_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
         tasks, agent, participant, y, w = tasks[order], agent[order], participant[order], y[order], w[order]
     if ids.size == 0:
         return agent, participant, np.zeros(0, dtype=object), y, w
-    codes, first = _first_appearance(tasks.view(np.uint64).reshape(-1, 2))
+    codes, first = first_appearance(tasks.view(np.uint64).reshape(-1, 2))
     labels = np.array(
         ["" if u == _NIL_UUID else str(uuid.UUID(bytes=u)) for u in (bytes(v) for v in tasks[first])], dtype=object
     )

@@ -28,7 +28,7 @@ from django.utils.text import slugify
 from rating import selectors
 from rating.analysis import connectivity
 from rating.conf import rating_settings
-from rating.engine import _first_appearance
+from rating.engine import first_appearance
 from rating.exceptions import InvalidScore, SessionsImportError
 from rating.fit import ModelSpec
 from rating.models import EntityRating, Observation, RatingSnapshot
@@ -450,7 +450,7 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         pseudonyms = selectors.participant_pseudonyms(study, human_keys)
         agent_labels = np.array([names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()], dtype=object)
         # Any consistent numbering of the participants will do for the links (no sort of 10^7 keys).
-        human_idx, _ = _first_appearance(arrays.participant_ids.astype(np.int64).view(np.uint64).reshape(-1, 1))
+        human_idx, _ = first_appearance(arrays.participant_ids.astype(np.int64).view(np.uint64).reshape(-1, 1))
         sorter = np.argsort(agent_keys)
         obs_agent = sorter[np.searchsorted(agent_keys, arrays.agent_ids, sorter=sorter)]
         links = _connectivity_summary(obs_agent, agent_labels, human_idx)
