@@ -13,8 +13,11 @@ would), or at the cap. It prints per design: sessions needed (median with a boot
 censored studies counted at the cap), the share that reached the target, the share whose declared top agent
 is the true one, the coverage of the 95 % posterior intervals at the stop, and the bias of the posterior
 means, of the inverse-probability-weighted (Hajek) per-agent means and of the plain means -- all with their
-Monte-Carlo standard errors. "x 2" designs let an agent return to the same worker once (at most 2 tasks of a
-worker's 5 with one agent); the house rule otherwise gives a worker's tasks to different agents.
+Monte-Carlo standard errors. "x 2" / "x 3" designs let an agent take up to 2 / 3 of a worker's 5 tasks (the
+study's repeat limit); the house rule otherwise gives a worker's tasks to different agents, and with 5 agents and 5
+tasks every worker then meets every agent whatever the design, so plain "adaptive" cannot save anything there.
+The saving against uniform is printed with a paired bootstrap 95 % interval; its median moves by several points
+between seeds at 400 studies (``--seed``), so read the interval, not the point.
 
 Part 2 repeats the comparison with 10 agents (more agents than a worker has tasks).
 
@@ -55,6 +58,7 @@ DESIGNS: list[tuple[str, str, int]] = [
     ("adaptive", "adaptive", 1),
     ("uniform x 2", "uniform", 2),
     ("adaptive x 2", "adaptive", 2),
+    ("adaptive x 3", "adaptive", 3),
 ]
 
 
@@ -117,7 +121,7 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
     horizon -= horizon % TASKS
     print(f"bias at a fixed horizon of {horizon} sessions (no stopping), points, mean over agents / true top agent:")
     for name, mode, repeats in DESIGNS:
-        if name not in ("uniform", "adaptive", "adaptive x 2"):
+        if name not in ("uniform", "adaptive x 2", "adaptive x 3"):
             continue
         sim = simulate_sessions(mu0=mu0, cov0=cov0, truth=truth, human_sd=HUMAN_SD, noise_sd=NOISE_SD, mode=mode,
                                 tasks_per_worker=TASKS, max_per_worker=repeats, max_sessions=horizon,
@@ -143,6 +147,8 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
         point_med = 1 - np.median(o) / np.median(u)
         point_mean = 1 - oc.mean() / uc.mean()
         flag = "PASS" if point_med >= 0.30 else "MISS"
+        if point_med >= 0.30 and np.nanquantile(med_ratio, 0.025) < 0.30:
+            flag += " (point only; the interval reaches below 30 %)"
         print(f"  {name:<14} median {point_med:+.0%} ({np.nanquantile(med_ratio, 0.025):+.0%} to "
               f"{np.nanquantile(med_ratio, 0.975):+.0%})   mean@cap {point_mean:+.0%} "
               f"({np.quantile(mean_ratio, 0.025):+.0%} to {np.quantile(mean_ratio, 0.975):+.0%})   "
@@ -211,10 +217,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--studies", type=int, default=None, help="simulated studies per design (default 400)")
+    parser.add_argument("--skip-ten", action="store_true", help="skip the 10-agent comparison")
     args = parser.parse_args()
-    studies = 120 if args.quick else 400
+    studies = args.studies or (120 if args.quick else 400)
     compare(5, studies, 20_000, args.seed)
-    compare(10, studies // 2, 30_000, args.seed + 1)
+    if not args.skip_ten:
+        compare(10, studies // 2, 30_000, args.seed + 1)
     timings(args.quick)
 
 

@@ -643,6 +643,9 @@ def sessions_to_target(
 
     A quantile is ``None`` when that share of futures has not reached the target within ``max_sessions``
     (shown as "more than max_sessions"). Every mode faces the same drawn truths and people.
+    ``max_per_worker`` (the study's repeat limit) applies to adaptive mode only, as in live pairing: uniform and
+    balanced never repeat an agent while another is unused, and simulating them with repeats would compare the
+    adaptive design against a weaker baseline than the one the study would actually run.
     """
     mu_arr, cov_arr = _check_posterior(mu, cov)
     modes = [_check_choice(m, DESIGN_MODES, "mode") for m in modes]
@@ -673,8 +676,9 @@ def sessions_to_target(
                 continue
             sim = simulate_sessions(
                 mu0=mu_arr, cov0=cov_arr, truth=truth, human_sd=human_sd, noise_sd=noise_sd, mode=mode,
-                goal=goal, target=target, tasks_per_worker=tasks_per_worker, max_per_worker=max_per_worker,
-                floor=floor, max_sessions=max_sessions, refresh_every=refresh_every, draws=draws, seed=seed,
+                goal=goal, target=target, tasks_per_worker=tasks_per_worker,
+                max_per_worker=max_per_worker if mode == "adaptive" else 1, floor=floor, max_sessions=max_sessions,
+                refresh_every=refresh_every, draws=draws, seed=seed,
                 study_counts0=study_counts, progress=_progress,
             )
             per_mode[mode] = _quantiles(sim.sessions, sim.reached, sim.max_sessions)

@@ -99,3 +99,19 @@ def test_planning_defaults_come_from_an_earlier_studys_calibrated_fit(staff_clie
         assert f"the calibrated fit of “{populated.study.name}”" in text
     finally:
         cache.delete(posterior_cache_key(populated.study.pk))
+
+
+@pytest.mark.django_db
+def test_adaptive_with_no_repeats_where_every_worker_meets_every_agent_says_it_cannot_save(staff_client, empty_study):
+    from tests.factories import AgentFactory
+
+    empty_study.agents.add(*[AgentFactory() for _ in range(5)])
+    Study.objects.filter(pk=empty_study.pk).update(tasks_per_session=5, design_mode="adaptive", design_repeat_limit=1)
+    url = reverse("dashboard:leaderboard", args=[empty_study.slug])
+    text = staff_client.get(url).content.decode()
+    assert 'id="design-repeat-advice"' in text and "cannot save sessions" in text
+    assert f"Allow {power.RECOMMENDED_REPEAT_LIMIT} tasks per worker with one agent" in text
+    Study.objects.filter(pk=empty_study.pk).update(design_repeat_limit=power.RECOMMENDED_REPEAT_LIMIT)
+    assert 'id="design-repeat-advice"' not in staff_client.get(url).content.decode()
+    Study.objects.filter(pk=empty_study.pk).update(design_repeat_limit=1, design_mode="uniform")
+    assert 'id="design-repeat-advice"' not in staff_client.get(url).content.decode(), "uniform never repeats"

@@ -249,3 +249,14 @@ def test_incremental_session_state_matches_the_direct_gains():
         np.testing.assert_allclose(state.gains()[0], information_gains(summary, earlier), rtol=1e-8, atol=1e-12)
         state.condition(np.array([agent]))
         earlier.append(agent)
+
+
+def test_the_repeat_limit_only_changes_the_adaptive_estimate_as_in_live_pairing():
+    # Live uniform and balanced pairing never repeat an agent while another is unused, whatever the study's
+    # repeat limit; the estimate must compare adaptive against those designs, not against repeating ones.
+    mu0, cov0 = prior_state(5, agent_sd=3.0)
+    common = {"human_sd": 8.0, "noise_sd": 15.0, "futures": 30, "max_sessions": 1500, "seed": 4}
+    once = sessions_to_target(mu0, cov0, max_per_worker=1, **common)["goals"]["top"]
+    twice = sessions_to_target(mu0, cov0, max_per_worker=2, **common)["goals"]["top"]
+    assert twice["uniform"] == once["uniform"] and twice["balanced"] == once["balanced"]
+    assert twice["adaptive"] != once["adaptive"], "with 5 agents and 5 tasks only repeats let adaptive differ"
