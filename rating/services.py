@@ -307,23 +307,58 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
 def _connectivity_summary(agent_codes: np.ndarray, agent_labels: np.ndarray, human_codes: np.ndarray) -> dict[str, Any]:
     """Return rating.analysis.connectivity of the ledger, computed on a reduced graph of the same components.
 
-    Agents are linked when one person worked with both, so each person's agents are chained (sorted, one
-    link per consecutive pair) and every distinct agent-agent link becomes one synthetic participant; each
-    agent also gets one of its own, so an agent without links still appears. Ten million observations
-    shrink to at most agents² links before the string-id graph is built.
+    ``human_codes`` are any non-negative integers, one per person (not necessarily consecutive). Each person
+    links every agent they worked with to the lowest-coded one of them (a star per person: the same components
+    as the full graph), and every distinct agent-agent link becomes one synthetic participant; each agent also
+    gets one of its own, so an agent without links still appears, and agents keep their order. Ten million
+    observations shrink to at most agents² links, found with two vectorised passes and no sort, before the
+    string-id graph is built.
     """
     if agent_codes.shape[0] == 0:
         return {"connected": True, "n_components": 0, "agent_component": {}, "components": [], "warning": None}
     n_agents = int(agent_labels.shape[0])
-    pairs = _sorted_unique(human_codes.astype(np.int64) * n_agents + agent_codes.astype(np.int64))
-    human, agent = np.divmod(pairs, n_agents)
-    same = human[1:] == human[:-1]
-    links = _sorted_unique(agent[:-1][same] * n_agents + agent[1:][same])
+    small = np.int32 if n_agents < 2**31 - 1 else np.int64
+    codes: np.ndarray = np.asarray(agent_codes).astype(small, copy=False)
+    humans = np.asarray(human_codes).astype(np.intp, copy=False)
+    lowest = np.full(int(humans.max()) + 1, n_agents, dtype=small)
+    np.minimum.at(lowest, humans, codes)
+    pairs = np.take(lowest, humans).astype(np.int64) * n_agents + codes
+    if n_agents * n_agents <= 1 << 26:  # a bitmap of every possible link: no sort of the 10^7 pairs
+        seen = np.zeros(n_agents * n_agents, dtype=bool)
+        seen[pairs] = True
+        links = np.flatnonzero(seen)
+    else:
+        links = _sorted_unique(pairs)
     left, right = np.divmod(links, n_agents)
-    own, linked = np.arange(n_agents), n_agents + np.arange(links.shape[0])
+    left, right = left[left != right], right[left != right]
+    own, linked = np.arange(n_agents), n_agents + np.arange(left.shape[0])
     agents = np.concatenate([own, left, right])
-    humans = np.concatenate([own, linked, linked])
-    return connectivity(agent_labels[agents], humans).to_dict()
+    people = np.concatenate([own, linked, linked])
+    return connectivity(agent_labels[agents], people).to_dict()
+
+
+def _compact_codes(keys: np.ndarray) -> np.ndarray:
+    """Return non-negative integer codes for ``keys`` (equal keys, equal codes): the key itself, less the
+    smallest, when the keys span a compact range (primary keys usually do), else numbered by first appearance."""
+    values = np.asarray(keys).astype(np.int64, copy=False)
+    low, high = int(values.min()), int(values.max())
+    if high - low < 4 * values.shape[0] + (1 << 16):
+        return values - low
+    return first_appearance(values.view(np.uint64).reshape(-1, 1))[0]
+
+
+def _key_positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return each value's position in ``keys`` (distinct, every value among them): a lookup table when the
+    keys span a compact range, else a binary search."""
+    keys = np.asarray(keys).astype(np.int64, copy=False)
+    values = np.asarray(values).astype(np.int64, copy=False)
+    low, high = int(keys.min()), int(keys.max())
+    if high - low < 4 * keys.shape[0] + (1 << 16):
+        table = np.zeros(high - low + 1, dtype=np.intp)
+        table[keys - low] = np.arange(keys.shape[0])
+        return table[values - low]
+    sorter = np.argsort(keys)
+    return sorter[np.searchsorted(keys, values, sorter=sorter)]
 
 
 def _ranks(conservative: np.ndarray, mu: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -450,10 +485,8 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         pseudonyms = selectors.participant_pseudonyms(study, human_keys)
         agent_labels = np.array([names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()], dtype=object)
         # Any consistent numbering of the participants will do for the links (no sort of 10^7 keys).
-        human_idx, _ = first_appearance(arrays.participant_ids.astype(np.int64).view(np.uint64).reshape(-1, 1))
-        sorter = np.argsort(agent_keys)
-        obs_agent = sorter[np.searchsorted(agent_keys, arrays.agent_ids, sorter=sorter)]
-        links = _connectivity_summary(obs_agent, agent_labels, human_idx)
+        human_idx = _compact_codes(arrays.participant_ids)
+        links = _connectivity_summary(_key_positions(agent_keys, arrays.agent_ids), agent_labels, human_idx)
         t_links = time.perf_counter()
         version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
         snapshot = RatingSnapshot.objects.create(
