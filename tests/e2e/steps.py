@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from playwright.sync_api import expect
 
 
@@ -40,3 +42,18 @@ def drop_file(page, kind: str, name: str, text: str) -> None:
 def wait_saved(page) -> None:
     # A locator assertion, not wait_for_function: that evaluates a string, which the pages' CSP forbids.
     expect(page.locator("#autosave-status")).to_contain_text("saved")
+
+
+def finish_pre_survey(page) -> None:
+    """Answer A4, A5 and A7 as every journey does, then submit the pre-survey."""
+    page.locator("label[for='q_A4-H3']").click()
+    page.locator("label[for='q_A5-H4']").click()
+    answer_choice(page, "A7", "Curious")
+    page.get_by_role("button", name="Submit answers").click()
+
+
+def open_task(page, position: int) -> None:
+    """From the task's start page, reveal the task (the click that starts its clock)."""
+    page.wait_for_url(re.compile(rf"/tasks/{position}/$"))
+    page.get_by_role("button", name=f"Show me task {position}").click()
+    page.wait_for_url(re.compile(rf"/tasks/{position}/$"))

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from experts.models import ExpertAssignment, ExpertGrade
 from studyapp import models as m
 from surveys.services import instrument_install_default
-from tests.e2e.steps import answer_choice, answer_likert, login, sign_out, wait_saved
+from tests.e2e.steps import answer_choice, answer_likert, finish_pre_survey, login, open_task, sign_out, wait_saved
 from tests.factories.files import PNG, XLSX
 
 PASSWORD = "e2e-Long-pass-4821"
@@ -60,15 +60,10 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     answer_choice(page, "D2", "Yes, about once a week or more.")
     for code, value in (("A1", 4), ("A2", 5), ("A3", 3), ("A6", 5)):
         answer_likert(page, code, value)
-    page.locator("label[for='q_A4-H3']").click()
-    page.locator("label[for='q_A5-H4']").click()
-    answer_choice(page, "A7", "Curious")
-    page.get_by_role("button", name="Submit answers").click()
+    finish_pre_survey(page)
 
     for position in range(1, 6):
-        page.wait_for_url(re.compile(rf"/tasks/{position}/$"))
-        page.get_by_role("button", name=f"Show me task {position}").click()
-        page.wait_for_url(re.compile(rf"/tasks/{position}/$"))
+        open_task(page, position)
         expect(page.get_by_role("heading", level=1)).to_contain_text(f"Task {position} of 5")
         if position == 2:
             page.get_by_text("The setup did not work").click()

@@ -11,7 +11,7 @@ import pytest
 from studyapp import models as m
 from surveys.models import Answer, SurveyResponse
 from surveys.services import instrument_install_default
-from tests.e2e.steps import answer_choice, answer_likert, drop_file, wait_saved
+from tests.e2e.steps import answer_choice, answer_likert, drop_file, finish_pre_survey, open_task, wait_saved
 from tests.factories import (
     AgentFactory,
     ConsentVersionFactory,
@@ -96,16 +96,11 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
     assert page.locator("#q_D3").input_value() == "7"
     for code, value in (("A1", 4), ("A3", 3), ("A6", 5)):
         answer_likert(page, code, value)
-    page.locator("label[for='q_A4-H3']").click()
-    page.locator("label[for='q_A5-H4']").click()
-    answer_choice(page, "A7", "Curious")
-    page.get_by_role("button", name="Submit answers").click()
+    finish_pre_survey(page)
 
     # Five tasks.
     for position in range(1, 6):
-        page.wait_for_url(re.compile(rf"/tasks/{position}/$"))
-        page.get_by_role("button", name=f"Show me task {position}").click()
-        page.wait_for_url(re.compile(rf"/tasks/{position}/$"))
+        open_task(page, position)
         assert page.get_by_role("heading", level=1).inner_text().startswith(f"Task {position} of 5")
         if position == 2:
             page.get_by_text("The setup did not work").click()
