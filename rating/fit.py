@@ -1751,84 +1751,53 @@ def _loo_result(
 class _ObservationRounds:
     """Batched Schur systems of the bipartite model for rounds of observation draws (the plain bootstrap).
 
-    A round only needs, per (participant, agent) pair, the count-weighted sums of ``w`` and ``w y``. The
-    observations are laid out sorted by (pair size, pair), so for the pairs of ``m`` observations the sums
-    are ``m`` strided slices of one block -- no sparse product, no per-pair loop; :func:`_count_rows` maps
-    the draws to that layout through ``position``. The work arrays are allocated once: fresh large arrays
-    page-fault on every batch, which cost more than the arithmetic.
+    A round only needs, per (participant, agent) pair, the count-weighted sums of ``w`` and ``w y``; the
+    observations are laid out sorted by (participant, agent) once, and each round is one compiled pass
+    (:func:`rating.resample_kernels.observation_round_systems`) from its draws to the agents' system.
     """
 
     def __init__(self, design: Any, batch: int) -> None:
         n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
         self.design, self.n, self.n_a, self.n_h = design, n, n_a, n_h
-        pair_key = design.human_idx.astype(np.int64) * n_a + design.agent_idx
-        pair_keys, obs_pair = np.unique(pair_key, return_inverse=True)
-        obs_pair = obs_pair.reshape(-1)
-        pair_size = np.bincount(obs_pair)
-        # Observations ordered by (size of their pair, pair); the draws are mapped through ``position``.
-        order = np.lexsort((obs_pair, pair_size[obs_pair]))
-        self.position = np.empty(n, dtype=np.intp)
-        self.position[order] = np.arange(n)
-        self.w_sorted = design.w[order]
-        self.wy_sorted = design.wy[order]
-        sizes_sorted = pair_size[obs_pair[order]]
-        # (first observation, last observation + 1, first pair, last pair + 1, pair size) per size.
-        self.blocks: list[tuple[int, int, int, int, int]] = []
-        n_pairs = 0
-        for m in np.unique(sizes_sorted).tolist():
-            idx = np.flatnonzero(sizes_sorted == m)
-            lo, hi = int(idx[0]), int(idx[-1]) + 1
-            self.blocks.append((lo, hi, n_pairs, n_pairs + (hi - lo) // m, int(m)))
-            n_pairs += (hi - lo) // m
-        pair_of_sorted = obs_pair[order]
-        pairs_in_order = np.concatenate([pair_of_sorted[lo:hi:m] for lo, hi, _, _, m in self.blocks])
-        # Cell of each pair in the (participant, agent + 1) layout of ``right``; the last column holds eta_H.
-        keys = pair_keys[pairs_in_order]
-        self.cell = keys // n_a * (n_a + 1) + keys % n_a
+        human = design.human_idx.astype(np.int64)
+        agent = design.agent_idx.astype(np.int64)
+        pair_keys, obs_pair = np.unique(human * n_a + agent, return_inverse=True)
+        pair_human, pair_agent = pair_keys // n_a, pair_keys % n_a
+        # Pairs ordered by (participant's number of pairs, participant, agent): the compiled loop's trip
+        # counts then change rarely, which the branch predictor rewards.
+        pairs_of_human = np.bincount(pair_human, minlength=n_h)
+        order = np.lexsort((pair_agent, pair_human, pairs_of_human[pair_human]))
+        rank = np.empty(order.shape[0], dtype=np.int64)
+        rank[order] = np.arange(order.shape[0])
+        small = np.int32 if max(order.shape[0], n) < 2**31 else np.int64
+        self.obs_pair = rank[obs_pair.reshape(-1)].astype(small)
+        self.obs_w_wy = np.ascontiguousarray(np.stack([design.w, design.wy], axis=1), dtype=np.float64)
+        self.pair_agent = pair_agent[order].astype(small)
+        humans_in_order = pair_human[order]
+        first = np.flatnonzero(np.r_[True, humans_in_order[1:] != humans_in_order[:-1]]) if n else np.zeros(0, int)
+        self.human_pair_start = np.append(first, order.shape[0]).astype(np.int64)
+        who = humans_in_order[first]  # participants without observations add only their prior: left out
+        prior_h = np.broadcast_to(design.prior_precision_humans, (n_h,))[who]
+        eta_h = np.broadcast_to(design.prior_eta_humans, (n_h,))[who]
+        self.prior_h = np.ascontiguousarray(prior_h, dtype=np.float64)
+        self.eta_h = np.ascontiguousarray(eta_h, dtype=np.float64)
         self.batch = batch
-        self.pair_w = np.empty((batch, n_pairs))
-        self.pair_wy = np.empty((batch, n_pairs))
-        self.tmp = np.empty((batch, n_pairs))
-        self.counts = np.empty((batch, n))
-        # Cells of absent pairs are written once (zero) and never again.
-        self.right = np.zeros((batch, n_h, n_a + 1))
-        self.e = np.zeros((batch, n_h, n_a))
-        self.scaled = np.empty((batch, n_h, n_a))
 
     def systems(self, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return the agents' Schur complements and right-hand sides for rows of observation draws."""
+        from rating.resample_kernels import observation_round_systems
+
         design, n_a = self.design, self.n_a
         size = draws.shape[0]
-        counts = self.counts[:size]
-        for r in range(size):
-            counts[r] = np.bincount(self.position[draws[r]], minlength=self.n)
-        pair_w, pair_wy, tmp = self.pair_w[:size], self.pair_wy[:size], self.tmp[:size]
-        for lo, hi, p_lo, p_hi, m in self.blocks:
-            w_sum, wy_sum, t = pair_w[:, p_lo:p_hi], pair_wy[:, p_lo:p_hi], tmp[:, p_lo:p_hi]
-            np.multiply(counts[:, lo:hi:m], self.w_sorted[lo:hi:m], out=w_sum)
-            np.multiply(counts[:, lo:hi:m], self.wy_sorted[lo:hi:m], out=wy_sum)
-            for j in range(1, m):
-                w_sum += np.multiply(counts[:, lo + j : hi : m], self.w_sorted[lo + j : hi : m], out=t)
-                wy_sum += np.multiply(counts[:, lo + j : hi : m], self.wy_sorted[lo + j : hi : m], out=t)
-        right, e, scaled = self.right[:size], self.e[:size], self.scaled[:size]
-        flat_right = right.reshape(size, -1)
-        flat_e = e.reshape(size, -1)
-        e_cell = self.cell - self.cell // (n_a + 1)
-        for r in range(size):
-            flat_right[r, self.cell] = pair_w[r]
-            flat_e[r, e_cell] = pair_wy[r]
-        b = right[:, :, :n_a]
-        ones_a, ones_h = np.ones(n_a), np.ones(self.n_h)
-        # Row and column sums as matrix-vector products (BLAS), not reductions over a short axis (slow).
-        d = design.prior_precision_humans + b @ ones_a
-        right[:, :, n_a] = design.prior_eta_humans + e @ ones_a
-        np.divide(b, d[:, :, None], out=scaled)
-        # One product gives both sum_h b_h b_h^T / d_h and sum_h b_h eta_h / d_h.
-        prod = np.matmul(scaled.transpose(0, 2, 1), right)
-        schur = -prod[:, :, :n_a]
+        schur = np.empty((size, n_a, n_a))
+        rhs = np.empty((size, n_a))
+        observation_round_systems(
+            np.ascontiguousarray(draws), self.obs_pair, self.obs_w_wy, self.pair_agent, self.human_pair_start,
+            self.prior_h, self.eta_h, schur, rhs,
+        )
         diag = np.arange(n_a)
-        schur[:, diag, diag] += design.prior_precision_agents + ones_h @ b
-        rhs = design.prior_eta_agents + ones_h @ e - prod[:, :, n_a]
+        schur[:, diag, diag] += design.prior_precision_agents
+        rhs += design.prior_eta_agents
         return schur, rhs
 
 

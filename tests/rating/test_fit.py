@@ -394,6 +394,29 @@ def test_cluster_bootstrap_resamples_whole_participants() -> None:
         stability(*args, spec=ModelSpec(), rounds=10, cluster="task")
 
 
+def test_compiled_observation_rounds_equal_a_dense_build_of_each_resampled_system() -> None:
+    from rating.fit import _ObservationRounds
+
+    data = simulate(np.random.default_rng(21), n_agents=6, n_humans=25, n_obs=160)
+    weights = np.random.default_rng(22).uniform(0.2, 3.0, 160)
+    design = _prepare(data["agent"], data["human"], data["y"], weights, RatingConfig(sigma0=7.0, beta=4.0))
+    n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
+    draws = np.random.default_rng(23).integers(0, n, size=(9, n), dtype=np.int32)
+    draws[0] = draws[0] % 40  # a round where most participants and maybe agents are never drawn
+    schur, rhs = _ObservationRounds(design, 9).systems(draws)
+    for r in range(draws.shape[0]):
+        c = np.bincount(draws[r], minlength=n).astype(float)
+        b = np.zeros((n_h, n_a))
+        e = np.zeros((n_h, n_a))
+        np.add.at(b, (design.human_idx, design.agent_idx), c * design.w)
+        np.add.at(e, (design.human_idx, design.agent_idx), c * design.wy)
+        d = design.prior_precision_humans + b.sum(axis=1)
+        eta = design.prior_eta_humans + e.sum(axis=1)
+        expected = np.diag(design.prior_precision_agents + b.sum(axis=0)) - b.T @ (b / d[:, None])
+        np.testing.assert_allclose(schur[r], expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(rhs[r], design.prior_eta_agents + e.sum(axis=0) - b.T @ (eta / d), rtol=1e-12)
+
+
 def test_participant_bootstrap_rounds_equal_observation_rounds_with_the_expanded_counts() -> None:
     from rating.fit import _bootstrap
 
