@@ -64,6 +64,9 @@ __all__ = [
 DESIGN_MODES: tuple[str, str, str] = ("uniform", "balanced", "adaptive")
 GOALS: tuple[str, str, str] = ("top", "ranking", "adjacent")
 DEFAULT_FLOOR = 0.25
+# Designs simulated side by side hold about six (studies x agents x agents) float arrays each: batch them up to
+# this many cells per array (~64 MB), one design at a time beyond.
+_BATCH_CELLS = 8_000_000
 
 
 def _check_choice(value: Any, choices: Sequence[str], name: str) -> str:
@@ -462,9 +465,6 @@ def prior_state(n_agents: int, *, agent_sd: float, level_mean: float = 50.0, lev
     return np.full(a, float(level_mean)), cov
 
 
-# Every BLAS call here works on a stack of small matrices (A x A per study), where extra threads only wait on
-# each other: one thread is faster in wall time and far cheaper in CPU on a shared machine.
-@threadpool_limits.wrap(limits=1, user_api="blas")
 def simulate_sessions(
     *, mu0: Any, cov0: Any, truth: Any, human_sd: float, noise_sd: float, mode: str, goal: str = "top",
     target: float = 0.95, tasks_per_worker: int = 5, max_per_worker: int = 1, floor: float = DEFAULT_FLOOR,
@@ -479,15 +479,66 @@ def simulate_sessions(
     worker's own earlier tasks always count. Workers' effects and noise come from a stream that depends only
     on ``seed`` and the worker's number, so designs compared with the same seed face the same people.
     """
-    mode = _check_choice(mode, DESIGN_MODES, "mode")
-    goal = _check_choice(goal, GOALS, "goal")
+    run = _Run(_check_choice(mode, DESIGN_MODES, "mode"), _check_choice(goal, GOALS, "goal"), (goal,),
+               int(max_per_worker))
+    return _simulate(
+        mu0=mu0, cov0=cov0, truth=truth, human_sd=human_sd, noise_sd=noise_sd, runs=[run], target=target,
+        tasks_per_worker=tasks_per_worker, floor=floor, max_sessions=max_sessions, refresh_every=refresh_every,
+        draws=draws, seed=seed, study_counts0=study_counts0, progress=progress,
+    )[0][goal]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One simulated design: its mode, the goal that shapes adaptive weights, the goals whose stop is checked."""
+
+    mode: str
+    design_goal: str
+    goals: tuple[str, ...]
+    max_per_worker: int
+
+
+def _spans(labels: Sequence[str], size: int) -> list[tuple[str, slice]]:
+    """Return (label, rows) for each stretch of equal consecutive labels, each label covering ``size`` rows."""
+    out: list[tuple[str, slice]] = []
+    for b, label in enumerate(labels):
+        if out and out[-1][0] == label:
+            out[-1] = (label, slice(out[-1][1].start, (b + 1) * size))
+        else:
+            out.append((label, slice(b * size, (b + 1) * size)))
+    return out
+
+
+# Every BLAS call here works on a stack of small matrices (A x A per study), where extra threads only wait on
+# each other: one thread is faster in wall time and far cheaper in CPU on a shared machine.
+@threadpool_limits.wrap(limits=1, user_api="blas")
+def _simulate(
+    *, mu0: Any, cov0: Any, truth: Any, human_sd: float, noise_sd: float, runs: Sequence[_Run], target: float,
+    tasks_per_worker: int, floor: float, max_sessions: int, refresh_every: int, draws: int, seed: int,
+    study_counts0: Any, progress: Callable[[float], None] | None,
+) -> list[dict[str, SimulationResult]]:
+    """Simulate several designs side by side, each ``run`` a block of rows with the same truths and people.
+
+    Per run, every goal of ``run.goals`` gets its own stop and state at the stop; ``run.design_goal`` shapes
+    adaptive weights. Each run's result equals that of its own :func:`simulate_sessions` call (each run draws
+    its pairings from its own copy of the seeded stream, and all face the same people): batching only shares
+    the per-step numpy calls, which cost more than the arithmetic at study sizes.
+    """
+    if not runs:
+        return []
     mu_arr, cov_arr = _check_posterior(mu0, cov0)
     truth_arr = np.atleast_2d(np.asarray(truth, dtype=np.float64))
-    r, a = truth_arr.shape
+    r0, a = truth_arr.shape
     if a != mu_arr.size:
         raise ValueError("truth must have one column per agent")
     if not 0.0 < target < 1.0:
         raise ValueError(f"target must be in (0, 1); got {target!r}")
+    for run in runs:
+        _check_choice(run.mode, DESIGN_MODES, "mode")
+        for g in (run.design_goal, *run.goals):
+            _check_choice(g, GOALS, "goal")
+        if run.max_per_worker < 1:
+            raise ValueError(f"max_per_worker must be at least 1; got {run.max_per_worker!r}")
     human_var = _check_positive(human_sd, "human_sd") ** 2
     noise_var = _check_positive(noise_sd, "noise_sd") ** 2
     floor = _check_floor(floor)
@@ -495,6 +546,16 @@ def simulate_sessions(
     if tasks < 1:
         raise ValueError("tasks_per_worker must be at least 1")
     refresh = max(1, int(refresh_every))
+    n_runs = len(runs)
+    r = r0 * n_runs
+    blocks = [slice(b * r0, (b + 1) * r0) for b in range(n_runs)]
+    mode_spans = _spans([run.mode for run in runs], r0)
+    adaptive = [b for b, run in enumerate(runs) if run.mode == "adaptive"]
+    ad_rows = np.concatenate([np.arange(blocks[b].start, blocks[b].stop) for b in adaptive]) if adaptive else None
+    ad_sel: slice | np.ndarray | None = ad_rows
+    if ad_rows is not None and ad_rows.size == ad_rows[-1] - ad_rows[0] + 1:
+        ad_sel = slice(int(ad_rows[0]), int(ad_rows[-1]) + 1)    # contiguous: views, not copies
+    limit = np.repeat(np.array([run.max_per_worker for run in runs], dtype=np.int64), r0)[:, None]
 
     precision = np.broadcast_to(np.linalg.inv(cov_arr), (r, a, a)).copy()
     eta = np.broadcast_to(precision[0] @ mu_arr, (r, a)).copy()
@@ -504,77 +565,89 @@ def simulate_sessions(
     if study_counts0 is not None:
         counts += np.asarray(study_counts0, dtype=np.int64)
     z = _normal_draws(int(draws), a, seed + 1)
-    design_rng = np.random.default_rng([seed, 2])
+    design_rngs = [np.random.default_rng([seed, 2]) for _ in runs]
     sum_wy, sum_w = np.zeros((r, a)), np.zeros((r, a))
     sum_y, n_y = np.zeros((r, a)), np.zeros((r, a))
     # Flat views of the per-(study, agent) tallies: a task touches one cell per study.
-    truth_flat = np.ascontiguousarray(truth_arr).ravel()
+    row_base = np.arange(r) * a
+    study_of_row = np.arange(r) % r0       # every run faces the same simulated studies and people
+    study_base = study_of_row * a
+    truth_flat = np.ascontiguousarray(truth_arr).ravel()[(study_base[:, None] + np.arange(a)).ravel()]
     counts_flat, sum_wy_flat, sum_w_flat = counts.ravel(), sum_wy.ravel(), sum_w.ravel()
     sum_y_flat, n_y_flat = sum_y.ravel(), n_y.ravel()
-    row_base = np.arange(r) * a
 
-    sessions = np.full(r, -1, dtype=np.int64)
-    out_mu, out_sd = mu.copy(), np.sqrt(np.diagonal(cov, axis1=1, axis2=2)).copy()
-    out_ipw, out_naive = np.full((r, a), np.nan), np.full((r, a), np.nan)
-    declared = np.argmax(mu, axis=1)
-    reached = np.zeros(r, dtype=bool)
-    min_p = 1.0
+    tracks = [{g: _StopTrack(r0, a, mu[blk], cov[blk]) for g in dict.fromkeys(run.goals)}
+              for run, blk in zip(runs, blocks, strict=True)]
+    min_p = np.ones(n_runs)
     c_block = human_var / (noise_var + tasks * human_var)
     max_workers = max(1, -(-int(max_sessions) // tasks))
     rows = np.arange(r)
-    outer = np.empty((r, a, a))
+    chosen = np.zeros((tasks, r), dtype=np.intp)
+    precision_flat = precision.reshape(-1)      # a view: precision is updated in place
+    prec_base = rows * (a * a)
     diag_idx = np.arange(a)
     cov_lap: np.ndarray | None = None
     klk: np.ndarray | None = None
+    # The weights and the stop checks share the pairwise probabilities (adaptive, or several goals).
+    share_pairwise = bool(adaptive) or any(len(t) > 1 for t in tracks)
     pairwise: np.ndarray | None = None
 
     def refresh_weights() -> None:
         nonlocal cov_lap, klk
-        cov_lap = cov @ _laplacian(_weights(mu, cov, goal, pairwise))     # K0 L = (L K0)ᵀ
-        klk = cov_lap @ cov                                               # K0 L K0
+        assert pairwise is not None and ad_rows is not None
+        lap = np.empty((ad_rows.size, a, a))
+        for i, b in enumerate(adaptive):
+            blk = blocks[b]
+            lap[i * r0:(i + 1) * r0] = _laplacian(_weights(mu[blk], cov[blk], runs[b].design_goal, pairwise[blk]))
+        cov_ad = cov[ad_sel]
+        cov_lap = cov_ad @ lap                                            # K0 L = (L K0)ᵀ
+        klk = cov_lap @ cov_ad                                            # K0 L K0
 
     def stop_check(done: int) -> None:
-        nonlocal reached
-        live = ~reached
-        if not live.any():
-            return
-        value = _criterion(mu[live], cov[live], goal, z, target, None if pairwise is None else pairwise[live])
-        hit = np.flatnonzero(live)[value >= target]
-        sessions[hit] = done
-        reached[hit] = True
-        _record(hit)
+        for blk, goal_tracks in zip(blocks, tracks, strict=True):
+            for g, track in goal_tracks.items():
+                live = ~track.reached
+                if not live.any():
+                    continue
+                value = _criterion(mu[blk][live], cov[blk][live], g, z, target,
+                                   None if pairwise is None else pairwise[blk][live])
+                hit = np.flatnonzero(live)[value >= target]
+                track.sessions[hit] = done
+                track.reached[hit] = True
+                track.record(hit, mu[blk], cov[blk], sum_wy[blk], sum_w[blk], sum_y[blk], n_y[blk])
 
-    def _record(idx: np.ndarray) -> None:
-        out_mu[idx] = mu[idx]
-        out_sd[idx] = np.sqrt(np.diagonal(cov[idx], axis1=1, axis2=2))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out_ipw[idx] = sum_wy[idx] / sum_w[idx]
-            out_naive[idx] = sum_y[idx] / n_y[idx]
-        declared[idx] = np.argmax(mu[idx], axis=1)
+    def all_reached() -> bool:
+        return all(bool(track.reached.all()) for goal_tracks in tracks for track in goal_tracks.values())
 
-    if mode == "adaptive":         # the weights and the stop check share the pairwise probabilities
+    if share_pairwise:
         pairwise = _pairwise_prob(mu, cov)
+    if adaptive:
         refresh_weights()
     stop_check(0)
     worker = 0
-    while worker < max_workers and not reached.all():
+    gains = np.zeros((r, a))
+    p = np.empty((r, a))
+    while worker < max_workers and not all_reached():
         people = np.random.default_rng([seed, 1, worker])
-        h = people.normal(0.0, math.sqrt(human_var), r)
+        h = np.asarray(people.normal(0.0, math.sqrt(human_var), r0))[study_of_row]
         # Noise indexed by (agent, k-th use by this worker), not by slot: designs that give a worker the same
         # agents see the same scores, which keeps the comparison between designs paired.
-        eps = people.normal(0.0, math.sqrt(noise_var), (r, a, tasks))
+        eps_flat = people.normal(0.0, math.sqrt(noise_var), (r0, a, tasks)).ravel()
         used = np.zeros((r, a), dtype=np.int64)
         used_flat = used.ravel()
-        state = (_WorkerState(cov, cov_lap, klk, human_var, noise_var, tasks)
-                 if mode == "adaptive" and cov_lap is not None and klk is not None else None)
+        state = None
+        if ad_sel is not None and cov_lap is not None and klk is not None:
+            state = _WorkerState(cov[ad_sel], cov_lap, klk, human_var, noise_var, tasks)
         y_sum = np.zeros((r, a))
         y_sum_flat = y_sum.ravel()
-        for _ in range(tasks):
-            eligible = used < np.maximum(max_per_worker, used.min(axis=1, keepdims=True) + 1)
-            gains = state.gains() if state is not None else None
-            p = _probabilities(mode, eligible, counts, gains, floor)
+        for task in range(tasks):
+            eligible = used < np.maximum(limit, used.min(axis=1, keepdims=True) + 1)
+            if state is not None:
+                gains[ad_sel] = state.gains()
+            for mode, span in mode_spans:
+                p[span] = _probabilities(mode, eligible[span], counts[span], gains[span], floor)
             cdf = np.cumsum(p, axis=1)
-            u = design_rng.random((r,))[:, None] * cdf[:, -1:]
+            u = np.concatenate([rng.random((r0,)) for rng in design_rngs])[:, None] * cdf[:, -1:]
             choice = np.minimum((cdf <= u).sum(axis=1), a - 1)
             while True:     # rounding at the top of the CDF must never pick an ineligible agent
                 bad = p[rows, choice] <= 0
@@ -583,9 +656,9 @@ def simulate_sessions(
                 choice[bad] -= 1
             flat = row_base + choice      # (row, choice) as flat indices: one gather/scatter per array
             prob = p.ravel()[flat]
-            min_p = min(min_p, float(prob.min()))
+            np.minimum(min_p, prob.reshape(n_runs, r0).min(axis=1), out=min_p)
             k_th = used_flat[flat]
-            y = truth_flat[flat] + h + eps.ravel()[flat * tasks + k_th]
+            y = truth_flat[flat] + h + eps_flat[(study_base + choice) * tasks + k_th]
             used_flat[flat] = k_th + 1
             counts_flat[flat] += 1
             y_sum_flat[flat] += y
@@ -593,13 +666,16 @@ def simulate_sessions(
             sum_w_flat[flat] += 1.0 / prob
             sum_y_flat[flat] += y
             n_y_flat[flat] += 1
+            chosen[task] = choice
             if state is not None:
-                state.condition(choice)
-        # The worker block with the worker effect integrated out: V^-1 = (I - c 11ᵀ) / sigma^2.
+                state.condition(choice[ad_sel])
+        # The worker block with the worker effect integrated out: V^-1 = (I - c 11ᵀ) / sigma^2, i.e. precision
+        # -= (c / sigma^2) n nᵀ, written only where n is non-zero (the worker's own agents): a repeated index
+        # pair is written once with the same value, which is the dense update exactly.
         n = used.astype(float)
-        np.multiply(n[:, :, None], n[:, None, :], out=outer)
-        outer *= c_block / noise_var
-        precision -= outer
+        n_chosen = n.ravel()[row_base + chosen]
+        cells = prec_base + chosen[:, None, :] * a + chosen[None, :, :]
+        precision_flat[cells] -= (n_chosen[:, None, :] * n_chosen[None, :, :]) * (c_block / noise_var)
         precision[:, diag_idx, diag_idx] += n / noise_var
         eta += (y_sum - c_block * n * y_sum.sum(axis=1, keepdims=True)) / noise_var
         worker += 1
@@ -607,17 +683,44 @@ def simulate_sessions(
             cov = np.linalg.inv(precision)
             cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
             mu = (cov @ eta[:, :, None])[:, :, 0]
-            if mode == "adaptive":
+            if share_pairwise:
                 pairwise = _pairwise_prob(mu, cov)
+            if adaptive:
                 refresh_weights()
             stop_check(worker * tasks)
             if progress is not None:
                 progress(min(1.0, worker / max_workers))
-    censored = np.flatnonzero(~reached)
-    if censored.size:
-        _record(censored)
-    return SimulationResult(sessions, reached, declared, out_mu, out_sd, out_ipw, out_naive, min_p,
-                            max_workers * tasks, {"workers": worker})
+    results = []
+    for b, (blk, goal_tracks) in enumerate(zip(blocks, tracks, strict=True)):
+        out = {}
+        for g, track in goal_tracks.items():
+            censored = np.flatnonzero(~track.reached)
+            if censored.size:
+                track.record(censored, mu[blk], cov[blk], sum_wy[blk], sum_w[blk], sum_y[blk], n_y[blk])
+            out[g] = SimulationResult(track.sessions, track.reached, track.declared, track.mu, track.sd, track.ipw,
+                                      track.naive, float(min_p[b]), max_workers * tasks, {"workers": worker})
+        results.append(out)
+    return results
+
+
+class _StopTrack:
+    """One goal's stop in a simulation: per study, the sessions at the stop and the state recorded then."""
+
+    def __init__(self, r: int, a: int, mu: np.ndarray, cov: np.ndarray) -> None:
+        self.sessions = np.full(r, -1, dtype=np.int64)
+        self.reached = np.zeros(r, dtype=bool)
+        self.mu, self.sd = mu.copy(), np.sqrt(np.diagonal(cov, axis1=1, axis2=2)).copy()
+        self.ipw, self.naive = np.full((r, a), np.nan), np.full((r, a), np.nan)
+        self.declared = np.argmax(mu, axis=1)
+
+    def record(self, idx: np.ndarray, mu: np.ndarray, cov: np.ndarray, sum_wy: np.ndarray, sum_w: np.ndarray,
+               sum_y: np.ndarray, n_y: np.ndarray) -> None:
+        self.mu[idx] = mu[idx]
+        self.sd[idx] = np.sqrt(np.diagonal(cov[idx], axis1=1, axis2=2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.ipw[idx] = sum_wy[idx] / sum_w[idx]
+            self.naive[idx] = sum_y[idx] / n_y[idx]
+        self.declared[idx] = np.argmax(mu[idx], axis=1)
 
 
 def _quantiles(sessions: np.ndarray, reached: np.ndarray, max_sessions: int) -> dict[str, Any]:
@@ -649,7 +752,7 @@ def sessions_to_target(
     """
     mu_arr, cov_arr = _check_posterior(mu, cov)
     modes = [_check_choice(m, DESIGN_MODES, "mode") for m in modes]
-    goals = [_check_choice(g, GOALS, "goal") for g in goals]
+    goals = list(dict.fromkeys(_check_choice(g, GOALS, "goal") for g in goals))
     futures = int(futures)
     if futures < 1:
         raise ValueError("futures must be at least 1")
@@ -659,30 +762,43 @@ def sessions_to_target(
     truth = mu_arr + z @ chol.T
     now = {goal: float(_criterion(mu_arr[None], cov_arr[None], goal, _normal_draws(4 * draws, a, seed + 1))[0])
            for goal in goals}
-    result: dict[str, Any] = {"target": target, "futures": futures, "now": now, "goals": {}}
-    steps = len(modes) * len(goals)
-    for gi, goal in enumerate(goals):
-        per_mode: dict[str, Any] = {}
-        for mi, mode in enumerate(modes):
-            step = gi * len(modes) + mi
+    result: dict[str, Any] = {"target": target, "futures": futures, "now": now, "goals": {g: {} for g in goals}}
+    open_goals = [g for g in goals if now[g] < target]
+    for goal in goals:
+        if goal not in open_goals:
+            for mode in modes:
+                result["goals"][goal][mode] = {"n": futures, "reached_share": 1.0, "low": 0, "median": 0, "high": 0,
+                                               "max_sessions": int(max_sessions)}
+    # One simulated path per (mode, design goal): uniform and balanced pairing ignore the goal, so one path
+    # checks every goal's stop; adaptive pairing is shaped by its goal and runs once per goal.
+    runs: list[_Run] = []
+    for mode in dict.fromkeys(modes) if open_goals else ():
+        limit = int(max_per_worker) if mode == "adaptive" else 1
+        if mode == "adaptive":
+            runs.extend(_Run(mode, g, (g,), limit) for g in open_goals)
+        else:
+            runs.append(_Run(mode, open_goals[0], tuple(open_goals), limit))
+    # Runs are simulated side by side in chunks that keep the per-study matrices within a memory budget.
+    per_run = futures * a * a
+    size = max(1, _BATCH_CELLS // max(per_run, 1))
+    chunks = [runs[i:i + size] for i in range(0, len(runs), size)]
+    done = 0
+    for chunk in chunks:
 
-            def _progress(fraction: float, step: int = step) -> None:
-                if progress is not None:
-                    progress((step + fraction) / steps)
+        def _progress(fraction: float, done: int = done, width: int = len(chunk)) -> None:
+            if progress is not None:
+                progress((done + fraction * width) / len(runs))
 
-            if now[goal] >= target:
-                per_mode[mode] = {"n": futures, "reached_share": 1.0, "low": 0, "median": 0, "high": 0,
-                                  "max_sessions": int(max_sessions)}
-                continue
-            sim = simulate_sessions(
-                mu0=mu_arr, cov0=cov_arr, truth=truth, human_sd=human_sd, noise_sd=noise_sd, mode=mode,
-                goal=goal, target=target, tasks_per_worker=tasks_per_worker,
-                max_per_worker=max_per_worker if mode == "adaptive" else 1, floor=floor, max_sessions=max_sessions,
-                refresh_every=refresh_every, draws=draws, seed=seed,
-                study_counts0=study_counts, progress=_progress,
-            )
-            per_mode[mode] = _quantiles(sim.sessions, sim.reached, sim.max_sessions)
-        result["goals"][goal] = per_mode
+        sims = _simulate(
+            mu0=mu_arr, cov0=cov_arr, truth=truth, human_sd=human_sd, noise_sd=noise_sd, runs=chunk,
+            target=target, tasks_per_worker=tasks_per_worker, floor=floor, max_sessions=max_sessions,
+            refresh_every=refresh_every, draws=draws, seed=seed, study_counts0=study_counts, progress=_progress,
+        )
+        for run, by_goal in zip(chunk, sims, strict=True):
+            for goal, sim in by_goal.items():
+                result["goals"][goal][run.mode] = _quantiles(sim.sessions, sim.reached, sim.max_sessions)
+        done += len(chunk)
+    result["goals"] = {g: {mode: result["goals"][g][mode] for mode in modes} for g in goals}
     return result
 
 

@@ -260,3 +260,25 @@ def test_the_repeat_limit_only_changes_the_adaptive_estimate_as_in_live_pairing(
     twice = sessions_to_target(mu0, cov0, max_per_worker=2, **common)["goals"]["top"]
     assert twice["uniform"] == once["uniform"] and twice["balanced"] == once["balanced"]
     assert twice["adaptive"] != once["adaptive"], "with 5 agents and 5 tasks only repeats let adaptive differ"
+
+
+def test_one_goal_blind_path_gives_every_goal_the_result_of_its_own_simulation(monkeypatch):
+    # Uniform and balanced pairing ignore the goal: the estimate checks all goals along one path per mode, and
+    # simulates the designs side by side; each result must equal a separate simulation (same draws, people).
+    mu0, cov0 = prior_state(4, agent_sd=3.0)
+    mu, cov = mu0 + np.array([2.0, 1.0, 0.0, -1.0]), cov0 / 40
+    out = sessions_to_target(mu, cov, human_sd=8, noise_sd=15, goals=design.GOALS, futures=30, max_sessions=600,
+                             refresh_every=2, max_per_worker=2, seed=3)
+    z = np.random.default_rng([3, 0]).standard_normal((30, 4))
+    truth = mu + z @ np.linalg.cholesky(cov + 1e-10 * np.eye(4) * max(1.0, float(np.abs(cov).max()))).T
+    for goal in design.GOALS:
+        for mode in design.DESIGN_MODES:
+            sim = simulate_sessions(mu0=mu, cov0=cov, truth=truth, human_sd=8, noise_sd=15, mode=mode, goal=goal,
+                                    max_per_worker=2 if mode == "adaptive" else 1, max_sessions=600,
+                                    refresh_every=2, seed=3)
+            assert out["goals"][goal][mode] == design._quantiles(sim.sessions, sim.reached, sim.max_sessions)
+    assert any(out["goals"]["top"][mode]["median"] not in (0, None) for mode in design.DESIGN_MODES)
+    # Designs simulated side by side (one batch) or one at a time (a tiny memory budget) give the same estimate.
+    monkeypatch.setattr(design, "_BATCH_CELLS", 1)
+    assert sessions_to_target(mu, cov, human_sd=8, noise_sd=15, goals=design.GOALS, futures=30, max_sessions=600,
+                              refresh_every=2, max_per_worker=2, seed=3) == out
