@@ -35,7 +35,9 @@ no I/O.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +66,10 @@ __all__ = [
 DESIGN_MODES: tuple[str, str, str] = ("uniform", "balanced", "adaptive")
 GOALS: tuple[str, str, str] = ("top", "ranking", "adjacent")
 DEFAULT_FLOOR = 0.25
+# Stacks of at least this many cells are split in two halves run on two threads (LAPACK and ufunc loops release
+# the GIL; every row is independent, so the result is the same bit for bit).
+_SPLIT_CELLS = 200_000
+_POOL: ThreadPoolExecutor | None = None
 # Designs simulated side by side hold about six (studies x agents x agents) float arrays each: batch them up to
 # this many cells per array (~64 MB), one design at a time beyond.
 _BATCH_CELLS = 8_000_000
@@ -106,6 +112,20 @@ def _pairwise_prob(mu: np.ndarray, cov: np.ndarray) -> np.ndarray:
     idx = np.arange(mu.shape[-1])
     probs[..., idx, idx] = 0.5
     return probs
+
+
+def _by_halves(fn: Callable[..., np.ndarray], *stacks: np.ndarray) -> np.ndarray:
+    """Return ``fn(*stacks)`` for row-independent ``fn``, computed on two threads for large stacks."""
+    global _POOL
+    rows = stacks[0].shape[0]
+    if rows < 2 or stacks[-1].size < _SPLIT_CELLS or (os.cpu_count() or 1) < 2:
+        return fn(*stacks)
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="design")
+    half = rows // 2
+    first = _POOL.submit(fn, *(s[:half] for s in stacks))
+    second = fn(*(s[half:] for s in stacks))
+    return np.concatenate([first.result(), second])
 
 
 def _samples(mu: np.ndarray, cov: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -600,8 +620,8 @@ def _simulate(
             blk = blocks[b]
             lap[i * r0:(i + 1) * r0] = _laplacian(_weights(mu[blk], cov[blk], runs[b].design_goal, pairwise[blk]))
         cov_ad = cov[ad_sel]
-        cov_lap = cov_ad @ lap                                            # K0 L = (L K0)ᵀ
-        klk = cov_lap @ cov_ad                                            # K0 L K0
+        cov_lap = _by_halves(np.matmul, cov_ad, lap)                      # K0 L = (L K0)ᵀ
+        klk = _by_halves(np.matmul, cov_lap, cov_ad)                      # K0 L K0
 
     def stop_check(done: int) -> None:
         for blk, goal_tracks in zip(blocks, tracks, strict=True):
@@ -620,7 +640,7 @@ def _simulate(
         return all(bool(track.reached.all()) for goal_tracks in tracks for track in goal_tracks.values())
 
     if share_pairwise:
-        pairwise = _pairwise_prob(mu, cov)
+        pairwise = _by_halves(_pairwise_prob, mu, cov)
     if adaptive:
         refresh_weights()
     stop_check(0)
@@ -680,11 +700,11 @@ def _simulate(
         eta += (y_sum - c_block * n * y_sum.sum(axis=1, keepdims=True)) / noise_var
         worker += 1
         if worker % refresh == 0 or worker == max_workers:
-            cov = np.linalg.inv(precision)
+            cov = _by_halves(np.linalg.inv, precision)
             cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
             mu = (cov @ eta[:, :, None])[:, :, 0]
             if share_pairwise:
-                pairwise = _pairwise_prob(mu, cov)
+                pairwise = _by_halves(_pairwise_prob, mu, cov)
             if adaptive:
                 refresh_weights()
             stop_check(worker * tasks)
