@@ -57,13 +57,16 @@ from rating.design import (  # noqa: E402
 )
 
 AGENT_SD, HUMAN_SD, NOISE_SD, TASKS = 3.0, 8.0, 15.0, 5
-DESIGNS: list[tuple[str, str, int]] = [
-    ("uniform", "uniform", 1),
-    ("balanced", "balanced", 1),
-    ("adaptive", "adaptive", 1),
-    ("uniform x 2", "uniform", 2),
-    ("adaptive x 2", "adaptive", 2),
-    ("adaptive x 3", "adaptive", 3),
+# (name, mode, repeat limit, floor): the last row trades more repetition for a worker and larger inverse-
+# probability weights (up to 50 at 5 agents) for a sharper design.
+DESIGNS: list[tuple[str, str, int, float]] = [
+    ("uniform", "uniform", 1, 0.25),
+    ("balanced", "balanced", 1, 0.25),
+    ("adaptive", "adaptive", 1, 0.25),
+    ("uniform x 2", "uniform", 2, 0.25),
+    ("adaptive x 2", "adaptive", 2, 0.25),
+    ("adaptive x 3", "adaptive", 3, 0.25),
+    ("adapt x3 f0.1", "adaptive", 3, 0.1),
 ]
 
 
@@ -90,15 +93,16 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
     best = truth.argmax(axis=1)
     rng = np.random.default_rng(seed)
     print(f"\n{n_agents} agents, {TASKS} tasks per worker, {studies} studies per design, cap {cap} sessions; "
-          f"spreads agent {AGENT_SD}, human {HUMAN_SD}, noise {NOISE_SD}; floor 0.25 of uniform")
+          f"spreads agent {AGENT_SD}, human {HUMAN_SD}, noise {NOISE_SD}; floor 0.25 of uniform unless named (f0.1)")
     header = (f"{'design':<14}{'median (95% CI)':>22}{'mean@cap':>16}{'reached':>9}{'top right':>15}"
               f"{'coverage':>15}{'bias post':>14}{'bias IPW':>14}{'bias plain':>14}{'min p':>7}{'time':>7}")
     print(header)
     results: dict[str, Any] = {}
-    for name, mode, repeats in DESIGNS:
+    for name, mode, repeats, floor in DESIGNS:
         start = time.perf_counter()
         sim = simulate_sessions(mu0=mu0, cov0=cov0, truth=truth, human_sd=HUMAN_SD, noise_sd=NOISE_SD, mode=mode,
-                                tasks_per_worker=TASKS, max_per_worker=repeats, max_sessions=cap, seed=seed)
+                                tasks_per_worker=TASKS, max_per_worker=repeats, max_sessions=cap, seed=seed,
+                                floor=floor)
         elapsed = time.perf_counter() - start
         results[name] = sim
         med, lo, hi = _bootstrap_median(sim.sessions.astype(float), sim.reached, rng)
@@ -125,12 +129,12 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
     horizon = int(np.median(np.where(results["uniform"].reached, results["uniform"].sessions, cap)))
     horizon -= horizon % TASKS
     print(f"bias at a fixed horizon of {horizon} sessions (no stopping), points, mean over agents / true top agent:")
-    for name, mode, repeats in DESIGNS:
-        if name not in ("uniform", "adaptive x 2", "adaptive x 3"):
+    for name, mode, repeats, floor in DESIGNS:
+        if name not in ("uniform", "adaptive x 2", "adaptive x 3", "adapt x3 f0.1"):
             continue
         sim = simulate_sessions(mu0=mu0, cov0=cov0, truth=truth, human_sd=HUMAN_SD, noise_sd=NOISE_SD, mode=mode,
                                 tasks_per_worker=TASKS, max_per_worker=repeats, max_sessions=horizon,
-                                target=1 - 1e-12, seed=seed + 7)
+                                target=1 - 1e-12, seed=seed + 7, floor=floor)
         parts = []
         for label, est in (("posterior", sim.mu), ("IPW", sim.ipw), ("plain", sim.naive)):
             overall = _mean_se(np.nanmean(est - truth, axis=1))
@@ -140,7 +144,7 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
         print(f"  {name:<14}" + "   ".join(parts) + f"   coverage {cover:.3f}±{cover_se:.3f}")
     base = results["uniform"]
     print("sessions saved against uniform (paired bootstrap over studies, 95 % interval):")
-    for name, _mode, _rep in DESIGNS[1:]:
+    for name, *_ in DESIGNS[1:]:
         other = results[name]
         u = np.where(base.reached, base.sessions, np.inf)
         o = np.where(other.reached, other.sessions, np.inf)
