@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/adaptive_design.py            # 6000 simulated studies per design (300 with 10 agents), ~7 min
+    python bench/adaptive_design.py            # 6000 simulated studies per design (300 with 10 agents), ~10 min
     python bench/adaptive_design.py --quick    # 120 studies, fewer timing repeats
 
 Part 1 simulates whole studies at paper-like settings (5 agents; agent spread 3, human spread 8, noise 15
