@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rating.design import (  # noqa: E402
+from pairing.design import (  # noqa: E402
     DESIGN_MODES,
     GOALS,
     assignment_probabilities,

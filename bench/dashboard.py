@@ -42,13 +42,13 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import reverse  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from console.dashboard import selectors, services  # noqa: E402
 from grading.models import FluencyCoding, JudgeRun, LLMUsage, Rubric  # noqa: E402
 from rating import selectors as rating_selectors  # noqa: E402
-from rating import services as rating_services  # noqa: E402
 from rating.models import Observation  # noqa: E402
-from studyapp import models as m  # noqa: E402
-from studyapp.dashboard import selectors, services  # noqa: E402
-from studyapp.models import BackgroundJob  # noqa: E402
+from rating.services import refresh as rating_refresh  # noqa: E402
+from studies import models as m  # noqa: E402
+from studies.models import BackgroundJob  # noqa: E402
 from surveys.models import Answer, Question, SurveyResponse  # noqa: E402
 from surveys.services import instrument_install_default  # noqa: E402
 
@@ -137,7 +137,7 @@ def build_study(slug: str, n_episodes: int, seed: int) -> m.Study:
          for purpose in ("judge", "rubric", "fluency") for _ in range(200)]
     )
     _surveys(study, people, rng)
-    rating_services.posterior_refresh(study_id=study.pk)
+    rating_refresh.posterior_refresh(study_id=study.pk)
     return study
 
 

@@ -68,7 +68,7 @@ def seed(episodes: int):
 
     from grading.models import Criterion, Rubric
     from grading.schemas import RUBRIC_CATEGORIES
-    from studyapp.models import (
+    from studies.models import (
         Agent,
         ConsentVersion,
         Episode,
@@ -127,7 +127,7 @@ def start_worker(env: dict[str, str], concurrency: int, log_path: Path, queues: 
 
 def wait_ready(timeout: float = 120) -> None:
     """Block until the worker has executed a task (a ping needs broadcast support some brokers lack)."""
-    from studyapp.tasks import system_check
+    from studies.tasks import system_check
 
     system_check.apply_async(queue="default").get(timeout=timeout)
 
@@ -146,7 +146,7 @@ def run_round(env: dict[str, str], concurrency: int, episodes: int, var_dir: Pat
 
     from grading.models import JudgeRun
     from grading.task_names import GRADE_EPISODE
-    from studyapp.models import Episode
+    from studies.models import Episode
 
     ids = seed(episodes)
     current_app.control.purge()

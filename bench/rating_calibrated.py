@@ -157,7 +157,8 @@ def run_task() -> dict[str, Any]:
 
 
 def run_stability(repeats: int = 3) -> dict[str, Any]:
-    from rating.fit import ModelSpec, stability
+    from rating.fit import ModelSpec
+    from rating.stability import stability
 
     n_a, n_h, n = STABILITY_SCALE
     agent, human, y, _ = synthetic(n_a, n_h, n)
@@ -167,7 +168,7 @@ def run_stability(repeats: int = 3) -> dict[str, Any]:
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            stability(agent, human, task, y, spec=ModelSpec(), rounds=10_000, seed=0, cluster=cluster)
+            stability(agent, human, y, task, spec=ModelSpec(), rounds=10_000, seed=0, cluster=cluster)
             times.append(time.perf_counter() - t0)
         out[f"seconds_{cluster or 'observation'}"] = times
     out["max_rss"] = _rss()

@@ -1,6 +1,6 @@
 """Bench: a full rating refresh from the PostgreSQL ledger to a written snapshot, at up to 10^6 humans x 10^7 obs.
 
-Why: a refresh (``rating.services.posterior_refresh``) reads the whole active ledger, fits the study's
+Why: a refresh (``rating.services.refresh.posterior_refresh``) reads the whole active ledger, fits the study's
 rating model, and writes one EntityRating row per agent and per human. At the largest scale the target is
 30 s end to end; the ledger is read with one binary ``COPY ... TO STDOUT`` and the ratings written with
 ``COPY ... FROM STDIN``, never row by row. The bench fills a throw-away study with bulk ``COPY`` loads
@@ -41,9 +41,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from rating import services as rating_services  # noqa: E402
 from rating.fit import RATING_MODELS  # noqa: E402
-from studyapp import models as m  # noqa: E402
+from rating.services import refresh as rating_refresh  # noqa: E402
+from studies import models as m  # noqa: E402
 
 TARGET_SECONDS = 30.0
 CHUNK = 1_000_000
@@ -140,7 +140,7 @@ def main() -> None:
             walls = []
             for _ in range(max(1, args.repeats)):
                 started = time.perf_counter()
-                snapshot = rating_services.posterior_refresh(study_id=study.pk)
+                snapshot = rating_refresh.posterior_refresh(study_id=study.pk)
                 wall = time.perf_counter() - started
                 walls.append(wall)
                 t = snapshot.timings

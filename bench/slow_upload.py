@@ -93,7 +93,7 @@ def measure(world: dict, database_name: str, args: argparse.Namespace) -> dict:
     from django.db import connection
     from django.urls import reverse
 
-    from studyapp import models as m
+    from studies import models as m
 
     db = connection.settings_dict
     port = _free_port()

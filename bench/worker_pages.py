@@ -60,8 +60,8 @@ def fill(episodes: int) -> dict:
     from django.core.files.base import ContentFile
     from django.utils import timezone
 
-    from studyapp import models as m
-    from studyapp.roles import WORKER, grant_role
+    from studies import models as m
+    from studies.roles import WORKER, grant_role
 
     study = m.Study.objects.create(name="Bench study", slug="bench", status=m.Study.Status.RECRUITING,
                                    max_episodes_per_task=10**6, task_time_limit_minutes=120)
@@ -318,7 +318,7 @@ def _delete_stored_files() -> None:
     """Remove the files the bench stored (the 1 GB upload included) before the scratch database goes."""
     from django.core.files.storage import default_storage
 
-    from studyapp import models as m
+    from studies import models as m
 
     for model in (m.EpisodeFile, m.TaskFile):
         for path in model.objects.values_list("file", flat=True):

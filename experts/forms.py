@@ -15,7 +15,7 @@ from experts.services.grading import VerdictInput
 from experts.services.rubric_authoring import MAX_DRAFT_ROWS, CriterionInput
 from grading.models import Criterion, Rubric
 from grading.schemas import RUBRIC_CATEGORIES
-from studyapp.models import Sector, Study
+from studies.models import Sector, Study
 
 LABEL_CHOICES = [("", "— choose a label —"), *Criterion.Label.choices]
 CATEGORY_CHOICES = [(code, f"{name} ({points:g} pts)") for code, name, points in RUBRIC_CATEGORIES]

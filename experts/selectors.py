@@ -20,7 +20,7 @@ from grading.extract import Extraction as ExtractedContent
 from grading.models import Criterion, Rubric
 from grading.models import Extraction as ExtractionRow
 from grading.selectors import current_judge_runs
-from studyapp.models import Episode, EpisodeFile, Study, TaskFile, TaskInstance
+from studies.models import Episode, EpisodeFile, Study, TaskFile, TaskInstance
 
 OPEN = (ExpertAssignment.Status.ASSIGNED, ExpertAssignment.Status.IN_PROGRESS)
 UNUSABLE_RUBRIC = (Rubric.Status.GENERATING, Rubric.Status.FAILED)

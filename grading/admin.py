@@ -13,13 +13,14 @@ from django.utils.html import format_html, format_html_join
 
 from grading import models as m
 from grading import task_names
-from grading.exceptions import RubricInvalid
+from grading.exceptions import RetryRefused, RubricInvalid
 from grading.providers import PROVIDERS, not_configured_note, provider_configured
 from grading.selectors import studies_over_budget
 from grading.services import pipeline, rubric_generation, solo_runs
-from studyapp import models as sm
-from studyapp.files import FileRejected
-from studyapp.read_only_admin import ReadOnlyAdmin
+from studies import models as sm
+from studies.files import FileRejected
+from studies.read_only_admin import ReadOnlyAdmin
+from studies.task_sending import send_task_on_commit
 
 
 def _warn_about_blockers(request: HttpRequest) -> None:
@@ -117,7 +118,7 @@ class RubricAdmin(admin.ModelAdmin):
     def generate_new_version(self, request: HttpRequest, queryset: QuerySet[m.Rubric]) -> None:
         task_ids = sorted(set(queryset.values_list("task_id", flat=True)))
         for task_id in task_ids:
-            pipeline.send_task_on_commit(task_names.GENERATE_RUBRIC, task_id)
+            send_task_on_commit(task_names.GENERATE_RUBRIC, [task_id])
         self.message_user(request, f"Queued rubric generation for {len(task_ids)} task(s).", messages.SUCCESS)
 
 
@@ -274,8 +275,13 @@ class EpisodeGradingAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Retry / re-grade selected episodes")
     def retry_grading(self, request: HttpRequest, queryset: QuerySet[sm.Episode]) -> None:
-        done = sum(1 for episode in queryset.select_related("study")
-                   if pipeline.episode_grading_retry(episode=episode, actor=request.user))
+        done = 0
+        for episode in queryset.select_related("study"):
+            try:
+                pipeline.episode_grading_retry(episode=episode, actor=request.user)
+            except RetryRefused:
+                continue
+            done += 1
         self.message_user(request, f"Queued {done} episode(s) for grading.", messages.SUCCESS)
         if done < queryset.count():
             self.message_user(request, "Episodes that were never submitted, or were skipped, were left alone.",
@@ -285,7 +291,7 @@ class EpisodeGradingAdmin(ReadOnlyAdmin):
     def code_logs(self, request: HttpRequest, queryset: QuerySet[sm.Episode]) -> None:
         ids = list(queryset.values_list("pk", flat=True))
         for pk in ids:
-            pipeline.send_task_on_commit(task_names.CODE_LOG, pk)
+            send_task_on_commit(task_names.CODE_LOG, [pk])
         self.message_user(request, f"Queued log coding for {len(ids)} episode(s).", messages.SUCCESS)
 
 

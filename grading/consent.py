@@ -1,12 +1,44 @@
-"""Which judges may receive a participant's files: only providers their consent version names."""
+"""Which outside LLM providers a participant's files go to: named on the consent page, checked before grading."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from grading.providers import JudgeSpec
-from studyapp.models import Participant
+from django.core.exceptions import ImproperlyConfigured
+
+from grading.conf import grading_settings
+from grading.providers import JudgeSpec, rubric_generator, study_judges
+from studies.models import ConsentVersion, Participant
+
+PROVIDER_NAMES = {
+    "openai": "OpenAI", "anthropic": "Anthropic", "google": "Google", "gemini": "Google (Gemini)",
+    "mistral": "Mistral AI", "azure": "Microsoft Azure OpenAI", "bedrock": "Amazon Bedrock", "xai": "xAI",
+}
+
+
+def consent_providers(version: ConsentVersion) -> list[str]:
+    """Name the outside LLM providers that receive deliverables and logs for grading.
+
+    The consent version lists them; if staff left the list empty, the providers of the study's judges and of
+    the rubric generator are named instead, so the page never under-reports who receives the files.
+    """
+    keys = [str(k).strip().lower() for k in version.llm_providers or [] if str(k).strip()]
+    if not keys:
+        try:
+            keys = [spec.provider for spec in study_judges(version.study)] + [rubric_generator().provider]
+        except ImproperlyConfigured:
+            # A malformed judge list stops grading with its own error; the consent page still names every
+            # provider the list mentions rather than failing.
+            entries = list(version.study.judges or grading_settings()["DEFAULT_JUDGES"])
+            entries.append(grading_settings()["RUBRIC_GENERATOR"] or {})
+            keys = [str(e.get("provider", "")).strip().lower() for e in entries if isinstance(e, dict)]
+    names: list[str] = []
+    for key in keys:
+        name = PROVIDER_NAMES.get(key, key.title() if key else "")
+        if name and name not in names:
+            names.append(name)
+    return names
 
 
 @dataclass

@@ -15,6 +15,10 @@ class NotGradable(GradingError):
     """The submission is in a state grading must not touch (not submitted, skipped, withdrawn …)."""
 
 
+class RetryRefused(GradingError):
+    """A staff retry that has nothing to redo (the work was never submitted, was skipped, or is being graded)."""
+
+
 class GradingWaiting(GradingError):
     """Grading cannot start now (no judge configured, budget reached, consent) and waits without failing."""
 

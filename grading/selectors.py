@@ -9,7 +9,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from grading.models import FluencyCoding, JudgeRun, LLMUsage, Rubric
-from studyapp.models import Episode, Participant, SoloRun, Study, TaskInstance
+from studies.models import Episode, Participant, SoloRun, Study, TaskInstance
 
 
 def rubric_for_grading(task: TaskInstance) -> Rubric | None:

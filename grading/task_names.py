@@ -1,10 +1,14 @@
 """Registered names of the grading Celery tasks: the one spelling used to declare, send and schedule them.
 
 Services send tasks by name (never by importing `grading.tasks`, which imports the services), so the names
-live here, apart from both.
+live here, apart from both. The study domain sends ``GRADE_EPISODE`` on submit, so that name is spelled in
+`studies.task_names` (the domain imports no app above it) and only re-exported here.
 """
 
-GRADE_EPISODE = "grading.tasks.grade_episode"
+from studies.task_names import GRADE_EPISODE
+
+__all__ = ["GRADE_EPISODE", "GRADE_SOLO_RUN", "GENERATE_RUBRIC", "CODE_LOG", "RECONCILE", "GRADE_PENDING"]
+
 GRADE_SOLO_RUN = "grading.tasks.grade_solo_run"
 GENERATE_RUBRIC = "grading.tasks.generate_rubric"
 CODE_LOG = "grading.tasks.code_log"

@@ -23,7 +23,7 @@ from grading import task_names
 from grading.conf import grading_settings
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
 from grading.services import fluency, pipeline, rubric_generation, solo_runs
-from studyapp.models import Episode, SoloRun, TaskInstance
+from studies.models import Episode, SoloRun, TaskInstance
 
 logger = logging.getLogger(__name__)
 

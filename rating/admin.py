@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from rating import models as m
-from studyapp.read_only_admin import ReadOnlyAdmin
+from studies.read_only_admin import ReadOnlyAdmin
 
 
 @admin.register(m.Observation)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -32,6 +32,15 @@ import scipy.linalg
 import scipy.sparse
 import scipy.sparse.linalg
 from scipy.stats import norm
+
+from rating.arrays import (
+    coded_ids,
+    finite_array,
+    index_array,
+    normalise_id,
+    weight_array,
+)
+from rating.linalg import eliminated_block, row_quadratic_forms
 
 __all__ = [
     "ENTITY_TYPES",
@@ -50,9 +59,6 @@ __all__ = [
 ENTITY_TYPES: tuple[str, str] = ("agent", "human")
 STATE_FORMAT = "collabskill.rating-state"
 STATE_VERSION = 1
-
-# Elements per dense (rows x agents) block in the Schur solve: ~8 MB, measured faster than larger blocks.
-_BLOCK_ELEMENTS = 1 << 20
 
 
 class UnknownEntityError(KeyError, ValueError):
@@ -170,218 +176,6 @@ def _check_entity_type(entity_type: Any, name: str = "entity_type") -> str:
     return str(entity_type)
 
 
-def _normalise_id(value: Any, name: str) -> str:
-    if value is None or not isinstance(value, Hashable):
-        raise ValueError(f"{name} must be a non-empty hashable id, got {value!r}")
-    text = value if isinstance(value, str) else str(value)
-    if not text.strip():
-        raise ValueError(f"{name} must be a non-empty id, got {value!r}")
-    return text
-
-
-def _id_array(values: Any, name: str) -> np.ndarray:
-    """Return ``values`` as a 1-D array of ``str`` ids, rejecting None and empty ids."""
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype == object and arr.size:
-        # numpy's stubs reject None as a ufunc operand; equal() compares it elementwise on object arrays.
-        missing = np.flatnonzero(np.equal(arr, None))  # type: ignore[call-overload]
-        if missing.size:
-            raise ValueError(f"{name} contains None at index {int(missing[0])}")
-    if arr.dtype.kind == "b":
-        raise ValueError(f"{name} must hold ids, not booleans")
-    return arr.astype(str) if arr.size else np.zeros(0, dtype=str)
-
-
-def _finite_array(values: Any, name: str, n: int) -> np.ndarray:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numeric: {exc}")
-    if arr.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) to match the ids, got {arr.shape}")
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        raise ValueError(f"{name} must be finite; found {arr[bad[0]]!r} at index {int(bad[0])}")
-    return arr
-
-
-def _weight_array(values: Any, name: str, n: int) -> np.ndarray:
-    if values is None:
-        return np.ones(n)
-    arr = _finite_array(values, name, n)
-    bad = np.flatnonzero(arr <= 0)
-    if bad.size:
-        raise ValueError(f"{name} must be > 0; found {arr[bad[0]]!r} at index {int(bad[0])}")
-    return arr
-
-
-def _index_array(values: Any, name: str, n: int, size: int) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
-    if arr.size and arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} must hold integer indices, got dtype {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() >= size):
-        raise ValueError(f"{name} must lie in [0, {size}), got range [{arr.min()}, {arr.max()}]")
-    return arr
-
-
-# --------------------------------------------------------------------------------------------------------
-# Coding ids by first appearance (bulk loads)
-# --------------------------------------------------------------------------------------------------------
-
-_HASH_MULT = np.uint64(0xBF58476D1CE4E5B9)
-_HASH_SEED = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _id_words(arr: np.ndarray) -> np.ndarray:
-    """Return the ids of a 1-D integer or ``str`` array as rows of ``uint64`` words, equal iff the ids are."""
-    n = arr.shape[0]
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int64, copy=False).view(np.uint64).reshape(n, 1)
-    width = arr.dtype.itemsize // 4
-    chars = np.ascontiguousarray(arr).view(np.uint32).reshape(n, width)
-    # The dtype's width is the longest id's; trailing columns that are NUL everywhere carry nothing.
-    column_max = chars.max(axis=0) if width and n else np.zeros(0, dtype=np.uint32)
-    filled = np.flatnonzero(column_max)
-    width = int(filled[-1]) + 1 if filled.size else 0
-    chars = chars[:, :width]
-    # numpy pads str with NUL and no id ends in NUL, so padded code points are canonical. Latin-1 ids pack
-    # eight characters per word, others two.
-    if width and int(column_max.max()) < 256:
-        packed = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
-        packed[:, :width] = chars
-    else:
-        packed = np.zeros((n, -(-width // 2) * 2), dtype=np.uint32)
-        packed[:, :width] = chars
-    if packed.shape[1] == 0:
-        return np.zeros((n, 1), dtype=np.uint64)
-    return packed.view(np.uint64)
-
-
-def _coded_ids(values: Any, name: str, n: int | None) -> tuple[np.ndarray, list[str]]:
-    """Return ``(codes, keys)``: ids coded by first appearance and the distinct ids as ``str`` in that order.
-
-    Integer and ``str`` arrays are coded without converting every row to a Python string (only the distinct
-    ids are); other inputs go through :func:`_id_array`. Rejects None, booleans and empty ids, naming the
-    first offending row.
-    """
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if n is not None and arr.shape[0] != n:
-        raise ValueError(f"{name} has {arr.shape[0]} entries but agent_ids has {n}")
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64), []
-    if arr.dtype.kind not in "iuU":
-        arr = _id_array(arr, name)
-    codes, first = first_appearance(_id_words(arr))
-    distinct = arr[first]
-    keys = [str(v) for v in distinct.tolist()] if arr.dtype.kind in "iu" else distinct.tolist()
-    blank = [i for i, key in enumerate(keys) if not key.strip()]
-    if blank:
-        raise ValueError(f"{name} contains an empty id at index {int(first[blank[0]])}")
-    return codes, keys
-
-
-def _hash_rows(words: np.ndarray) -> np.ndarray:
-    h = np.full(words.shape[0], _HASH_SEED, dtype=np.uint64)
-    for j in range(words.shape[1]):
-        h ^= words[:, j]
-        h *= _HASH_MULT
-        h ^= h >> np.uint64(29)
-        h *= _HASH_MULT
-    return h
-
-
-def first_appearance(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(codes, first)``: each row's code, numbered by first appearance, and each code's first row.
-
-    A vectorised open-addressing hash table over 64-bit row hashes: every row probes its slot; an empty
-    slot is claimed by the lowest row index probing it (``np.minimum.at``), rows whose hash equals the
-    owner's are resolved there and the others probe the next slot. Equal rows probe together, so each
-    distinct id's owner is its first row. No sort of the n rows. Exact: every row is then compared in full
-    with its code's first row, and a (never yet seen) 64-bit collision falls back to a sort.
-    """
-    n = words.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if words.shape[1] == 1:
-        values = words[:, 0].view(np.int64)
-        low, high = int(values.min()), int(values.max())
-        if high - low < max(4 * n, 1 << 16):
-            # Compact integers: the value itself is the slot.
-            offset = values - low
-            first_of = np.full(high - low + 1, n, dtype=np.int64)
-            np.minimum.at(first_of, offset, np.arange(n))
-            used = np.flatnonzero(first_of < n)
-            return _number_by_first(offset, used, first_of[used], high - low + 1)
-    # One word (integers, or ids of up to eight Latin-1 characters): the word is the id, compared exactly.
-    exact = words.shape[1] == 1
-    hashes = words[:, 0] * _HASH_MULT if exact else _hash_rows(words)
-    keys = words[:, 0] if exact else hashes
-    # Table size from a linear-counting estimate of the distinct ids (one pass into a 1 MiB bitmap), so the
-    # table stays small enough for cache-friendly probes; it grows if the estimate was short.
-    marks = np.zeros(1 << 20, dtype=bool)
-    marks[(hashes >> np.uint64(44)).astype(np.int64)] = True
-    vacant = (1 << 20) - int(np.count_nonzero(marks))
-    estimate = n if vacant == 0 else min(n, (1 << 20) * math.log((1 << 20) / vacant) + 1.0)
-    bits = max(10, math.ceil(math.log2(2.5 * estimate + 1.0)))
-    while True:
-        size = 1 << bits
-        owner = np.full(size, n, dtype=np.int64)
-        owner_key = np.zeros(size, dtype=np.uint64)
-        slot = (hashes >> np.uint64(64 - bits)).astype(np.int64)
-        # First round: the table is empty, so every row's slot goes to the lowest row probing it.
-        np.minimum.at(owner, slot, np.arange(n))
-        taken = np.flatnonzero(owner < n)
-        if 2 * taken.shape[0] > size:
-            bits += 2
-            continue
-        owner_key[taken] = keys[owner[taken]]
-        same = owner_key[slot] == keys
-        resolved = np.where(same, slot, -1)
-        todo = np.flatnonzero(~same)
-        full = False
-        while todo.size:
-            probe = (slot[todo] + 1) & (size - 1)
-            slot[todo] = probe
-            empty = owner[probe] == n
-            if empty.any():
-                claimed = probe[empty]
-                np.minimum.at(owner, claimed, todo[empty])
-                owner_key[claimed] = keys[owner[claimed]]
-                if 2 * int(np.count_nonzero(owner < n)) > size:
-                    full = True
-                    break
-            same = owner_key[probe] == keys[todo]
-            resolved[todo[same]] = probe[same]
-            todo = todo[~same]
-        if not full:
-            break
-        bits += 2
-    used = np.flatnonzero(owner < n)
-    codes, first = _number_by_first(resolved, used, owner[used], size)
-    if not exact and not np.array_equal(words[first[codes]], words):
-        # Two different ids with one 64-bit hash: number them by a sort instead.
-        _, inverse = np.unique(words, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        first_of = np.full(n, n, dtype=np.int64)
-        np.minimum.at(first_of, inverse, np.arange(n))
-        used = np.flatnonzero(first_of < n)
-        return _number_by_first(inverse, used, first_of[used], n)
-    return codes, first
-
-
-def _number_by_first(key: np.ndarray, used: np.ndarray, first: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(first, kind="stable")
-    code_of = np.full(size, -1, dtype=np.int64)
-    code_of[used[order]] = np.arange(used.shape[0])
-    return code_of[key], first[order]
-
-
 # --------------------------------------------------------------------------------------------------------
 # Exact bipartite solve (Schur complement on the agent block)
 # --------------------------------------------------------------------------------------------------------
@@ -414,49 +208,6 @@ class BipartiteSolution:
     lambda_humans: np.ndarray
 
 
-def _row_blocks(matrix: scipy.sparse.csr_matrix) -> Iterator[tuple[int, int, scipy.sparse.csr_matrix]]:
-    """Yield ``(start, stop, rows)`` blocks of a CSR matrix as zero-copy views, sized to stay in cache."""
-    n_rows, n_cols = matrix.shape
-    block = max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
-    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
-    for start in range(0, n_rows, block):
-        stop = min(start + block, n_rows)
-        lo, hi = indptr[start], indptr[stop]
-        rows = scipy.sparse.csr_matrix(
-            (data[lo:hi], indices[lo:hi], indptr[start : stop + 1] - lo), shape=(stop - start, n_cols)
-        )
-        yield start, stop, rows
-
-
-def _eliminated_block(couplings: scipy.sparse.csr_matrix, inv_d: np.ndarray) -> np.ndarray:
-    """Return :math:`\\Lambda_{AH}\\Lambda_{HH}^{-1}\\Lambda_{HA} = \\sum_h b_h b_h^\\top / d_h` (dense A x A).
-
-    Accumulating ``B_blk^T (D_blk^{-1} B_blk)`` over row blocks with a dense right factor costs
-    :math:`O(\\mathrm{nnz} \\cdot A)` and measured about twice as fast as a sparse-sparse product, which has to
-    transpose and index the whole matrix first.
-    """
-    n_agents = couplings.shape[1]
-    total = np.zeros((n_agents, n_agents))
-    for start, stop, rows in _row_blocks(couplings):
-        scaled = rows.toarray()
-        scaled *= inv_d[start:stop, None]
-        total += rows.T @ scaled
-    return 0.5 * (total + total.T)
-
-
-def _row_quadratic_forms(couplings: scipy.sparse.csr_matrix, factor: np.ndarray) -> np.ndarray:
-    """Return :math:`\\lVert F^\\top b_h \\rVert^2` for every row :math:`b_h` of ``couplings``.
-
-    With :math:`F = R^{-\\top}` this is :math:`b_h^\\top S^{-1} b_h`; working in row blocks keeps the dense
-    intermediate small however many humans there are.
-    """
-    out = np.empty(couplings.shape[0])
-    for start, stop, rows in _row_blocks(couplings):
-        projected = rows @ factor
-        out[start:stop] = np.einsum("ij,ij->i", projected, projected)
-    return out
-
-
 def _schur_solve(
     couplings: scipy.sparse.csr_matrix,
     lambda_agents: np.ndarray,
@@ -479,7 +230,7 @@ def _schur_solve(
             couplings=couplings,
             lambda_humans=lambda_humans,
         )
-    schur = np.diag(lambda_agents) - _eliminated_block(couplings, inv_d)
+    schur = np.diag(lambda_agents) - eliminated_block(couplings, inv_d)
     try:
         chol = scipy.linalg.cholesky(schur, lower=True, check_finite=False)
     except np.linalg.LinAlgError as exc:
@@ -493,7 +244,7 @@ def _schur_solve(
     if human_variance:
         # b^T S^{-1} b = ||R^{-1} b||^2, so project every row onto R^{-T} once.
         inv_chol_t = scipy.linalg.solve_triangular(chol, np.eye(n_agents), lower=True, check_finite=False).T
-        var_humans = inv_d + inv_d**2 * _row_quadratic_forms(couplings, inv_chol_t)
+        var_humans = inv_d + inv_d**2 * row_quadratic_forms(couplings, inv_chol_t)
     return BipartiteSolution(
         mu_agents=mu_agents,
         cov_agents=cov_agents,
@@ -567,19 +318,19 @@ def solve_bipartite(
     prec_a = np.asarray(prior_precision_agents, dtype=np.float64)
     prec_h = np.asarray(prior_precision_humans, dtype=np.float64)
     n_agents, n_humans = prec_a.shape[0], prec_h.shape[0]
-    eta0_a = _finite_array(prior_eta_agents, "prior_eta_agents", n_agents)
-    eta0_h = _finite_array(prior_eta_humans, "prior_eta_humans", n_humans)
+    eta0_a = finite_array(prior_eta_agents, "prior_eta_agents", n_agents)
+    eta0_h = finite_array(prior_eta_humans, "prior_eta_humans", n_humans)
     for name, prec in (("prior_precision_agents", prec_a), ("prior_precision_humans", prec_h)):
         if prec.ndim != 1 or not np.all(np.isfinite(prec)) or np.any(prec <= 0):
             raise ValueError(f"{name} must be a 1-D array of finite values > 0")
     a = np.asarray(agent_idx)
     n_obs = a.shape[0] if a.ndim == 1 else -1
-    a = _index_array(a, "agent_idx", n_obs, n_agents)
-    h = _index_array(human_idx, "human_idx", n_obs, n_humans)
-    w_arr = _finite_array(w, "w", n_obs)
+    a = index_array(a, "agent_idx", n_obs, n_agents)
+    h = index_array(human_idx, "human_idx", n_obs, n_humans)
+    w_arr = finite_array(w, "w", n_obs)
     if np.any(w_arr < 0):
         raise ValueError("w must be >= 0")
-    wy_arr = _finite_array(wy, "wy", n_obs)
+    wy_arr = finite_array(wy, "wy", n_obs)
     couplings = scipy.sparse.coo_matrix((w_arr, (h, a)), shape=(n_humans, n_agents)).tocsr()
     couplings.sum_duplicates()
     lambda_agents = prec_a + np.bincount(a, weights=w_arr, minlength=n_agents)
@@ -691,7 +442,7 @@ def posterior_general(
     n = matrix.shape[0]
     if matrix.shape != (n, n):
         raise ValueError(f"Lambda must be square, got shape {matrix.shape}")
-    eta_arr = _finite_array(eta, "eta", n)
+    eta_arr = finite_array(eta, "eta", n)
     if not np.all(np.isfinite(matrix.data)):
         raise ValueError("Lambda must be finite")
     asym = abs(matrix - matrix.T)
@@ -882,7 +633,7 @@ class SkillModel:
 
     def _lookup(self, entity_type: str, entity_id: Any, name: str) -> int:
         kind = _check_entity_type(entity_type, name.replace("_id", "_type"))
-        key = _normalise_id(entity_id, name)
+        key = normalise_id(entity_id, name)
         position = self._index[kind].get(key)
         if position is None:
             raise UnknownEntityError(f"{name}: unknown {kind} {key!r}")
@@ -924,8 +675,8 @@ class SkillModel:
 
         A new entity gets its prior once (paper Eq. 17). Raises ``ValueError`` naming the bad argument.
         """
-        agent = _normalise_id(agent_id, "agent_id")
-        human = _normalise_id(human_id, "human_id")
+        agent = normalise_id(agent_id, "agent_id")
+        human = normalise_id(human_id, "human_id")
         y = _finite_scalar(score, "score")
         omega = _positive_scalar(weight, "weight")
         a = self._register("agent", agent)
@@ -938,11 +689,11 @@ class SkillModel:
 
         Nothing is recorded if any row is invalid.
         """
-        agent_codes, agent_keys = _coded_ids(agent_ids, "agent_ids", None)
+        agent_codes, agent_keys = coded_ids(agent_ids, "agent_ids", None)
         n = agent_codes.shape[0]
-        human_codes, human_keys = _coded_ids(human_ids, "human_ids", n)
-        y = _finite_array(scores, "scores", n)
-        omega = _weight_array(weights, "weights", n)
+        human_codes, human_keys = coded_ids(human_ids, "human_ids", n)
+        y = finite_array(scores, "scores", n)
+        omega = weight_array(weights, "weights", n)
         if n == 0:
             return
         a = self._register_batch("agent", agent_keys, agent_codes)
@@ -1080,16 +831,16 @@ class SkillModel:
         id_lists: list[list[str]] = []
         for name, raw, given in (("agent", a_raw, agent_ids), ("human", h_raw, human_ids)):
             if given is None:
-                _index_array(raw, f"{name}_idx", n, np.iinfo(np.int64).max)
+                index_array(raw, f"{name}_idx", n, np.iinfo(np.int64).max)
                 # Generated ids are valid by construction; skip per-id validation on bulk loads.
                 id_lists.append(list(map(str, range(int(raw.max()) + 1 if n else 0))))
             else:
-                id_lists.append([_normalise_id(v, f"{name}_ids") for v in given])
+                id_lists.append([normalise_id(v, f"{name}_ids") for v in given])
         agent_list, human_list = id_lists
-        a = _index_array(a_raw, "agent_idx", n, len(agent_list))
-        h = _index_array(h_raw, "human_idx", n, len(human_list))
-        y = _finite_array(scores, "scores", n)
-        omega = None if weights is None else _weight_array(weights, "weights", n)
+        a = index_array(a_raw, "agent_idx", n, len(agent_list))
+        h = index_array(h_raw, "human_idx", n, len(human_list))
+        y = finite_array(scores, "scores", n)
+        omega = None if weights is None else weight_array(weights, "weights", n)
         indptr, pair_agent, wsum, wysum, count = _aggregate_pairs(
             h, a, omega, y if omega is None else omega * y, len(human_list), len(agent_list)
         )
@@ -1415,7 +1166,7 @@ class SkillModel:
             )
         model = cls(config=RatingConfig.from_dict(state["config"]))
         for kind in ENTITY_TYPES:
-            ids = [_normalise_id(v, f"{kind}_ids") for v in state[f"{kind}_ids"]]
+            ids = [normalise_id(v, f"{kind}_ids") for v in state[f"{kind}_ids"]]
             index = {key: i for i, key in enumerate(ids)}
             if len(index) != len(ids):
                 raise ValueError(f"state: {kind}_ids must be unique")
@@ -1423,10 +1174,10 @@ class SkillModel:
         n_agents, n_humans = len(model._ids["agent"]), len(model._ids["human"])
         pairs = state["pairs"]
         n_pairs = len(pairs["agent"])
-        human = _index_array(np.asarray(pairs["human"], dtype=np.int64), "state.pairs.human", n_pairs, n_humans)
-        agent = _index_array(np.asarray(pairs["agent"], dtype=np.int64), "state.pairs.agent", n_pairs, n_agents)
-        wsum = _weight_array(pairs["weight_sum"], "state.pairs.weight_sum", n_pairs)
-        wysum = _finite_array(pairs["weighted_score_sum"], "state.pairs.weighted_score_sum", n_pairs)
+        human = index_array(np.asarray(pairs["human"], dtype=np.int64), "state.pairs.human", n_pairs, n_humans)
+        agent = index_array(np.asarray(pairs["agent"], dtype=np.int64), "state.pairs.agent", n_pairs, n_agents)
+        wsum = weight_array(pairs["weight_sum"], "state.pairs.weight_sum", n_pairs)
+        wysum = finite_array(pairs["weighted_score_sum"], "state.pairs.weighted_score_sum", n_pairs)
         count = np.asarray(pairs["count"], dtype=np.int64)
         if count.shape != (n_pairs,) or np.any(count < 1):
             raise ValueError("state.pairs.count must hold one positive count per pair")

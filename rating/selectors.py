@@ -5,19 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
-import scipy.stats
 from django.db import connection
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from rating.engine import RatingConfig, first_appearance
-from rating.fit import FitResult, ModelSpec, compare_models, fit_model, heldout_coverage, stability
+from rating.arrays import first_appearance
+from rating.engine import RatingConfig
+from rating.fit import ModelSpec
 from rating.models import EntityRating, Observation, RatingSnapshot
-from studyapp.models import Agent, Participant, Study
+from studies.models import Agent, Participant, Study
 
 
 class ObservationArrays(NamedTuple):
@@ -181,24 +180,6 @@ def observations_arrays(study: Study | int) -> ObservationArrays:
     )
 
 
-def study_fit(study: Study, arrays: ObservationArrays | None = None) -> FitResult:
-    """Return the study's rating model fitted to its active ledger (ids: Agent / Participant pks as text).
-
-    The one place that turns the ledger into :func:`rating.fit.fit_model` arguments, so the snapshot,
-    ``rating_report --json`` and the model checks see the same fit.
-    """
-    arrays = observations_arrays(study) if arrays is None else arrays
-    spec = study_model_spec(study)
-    return fit_model(
-        arrays.agent_ids,
-        arrays.participant_ids,
-        arrays.y,
-        arrays.task_groups() if spec.kind == "calibrated_task" else None,
-        spec=spec,
-        weights=None if bool(np.all(arrays.w == 1.0)) else arrays.w,
-    )
-
-
 def agent_names(agent_ids: Any) -> dict[int, str]:
     """Return ``{agent pk: name}`` for the given primary keys."""
     ids = {int(a) for a in np.unique(np.asarray(agent_ids, dtype=np.int64))}
@@ -227,6 +208,47 @@ def latest_snapshot(study: Study | int) -> RatingSnapshot | None:
     The one read of "the current ratings": pages, the API, exports, payouts, surveys and the CLI all call it.
     """
     return RatingSnapshot.objects.filter(study_id=_study_id(study)).order_by("-version").first()
+
+
+def active_observations(study: Study | int) -> QuerySet[Observation]:
+    """Return the study's active ledger rows (what the current posterior is fitted to)."""
+    return Observation.objects.filter(study_id=_study_id(study), active=True)
+
+
+def snapshot_ratings_count(snapshot: RatingSnapshot) -> int:
+    """Return how many entities (agents and participants) the snapshot rates."""
+    return EntityRating.objects.filter(snapshot=snapshot).count()
+
+
+def snapshot_rating_rows(snapshot: RatingSnapshot, *, exclude_participants: Any = ()) -> QuerySet[EntityRating]:
+    """Return every rating of the snapshot, agents then participants, each by rank, leaving out the given
+    participants (a queryset or list of participant pks: a snapshot taken before a withdrawal still rates them)."""
+    return (
+        EntityRating.objects.filter(snapshot=snapshot)
+        .exclude(entity_kind=EntityRating.Kind.HUMAN, entity_id__in=exclude_participants)
+        .order_by("entity_kind", "rank")
+    )
+
+
+def studies_with_snapshots_newest_first(
+    *, exclude: Study | int | None = None, limit: int = 20
+) -> list[tuple[int, str]]:
+    """Return ``(study id, name)`` of studies with a posterior, most recently computed first (distinct)."""
+    snapshots = RatingSnapshot.objects.order_by("-computed_at")
+    if exclude is not None:
+        snapshots = snapshots.exclude(study_id=_study_id(exclude))
+    return list(dict.fromkeys(snapshots.values_list("study_id", "study__name")[:limit]))
+
+
+def episode_has_observation(episode_id: int) -> bool:
+    """Return whether the episode has a ledger row (active or retracted)."""
+    return Observation.objects.filter(episode_id=episode_id).exists()
+
+
+def withdrawn_participants_with_active_observations(*, limit: int) -> list[int]:
+    """Return ids of withdrawn participants whose observations still count (a retraction left undone)."""
+    return list(Observation.objects.filter(active=True, participant__status=Participant.Status.WITHDRAWN)
+                .values_list("participant_id", flat=True).distinct()[:limit])
 
 
 def snapshot_model_kind(snapshot: RatingSnapshot | None) -> str | None:
@@ -314,61 +336,8 @@ def studies_needing_refresh() -> list[int]:
     return stale
 
 
-STABILITY_CLUSTERS = ("observation", "human")
-
-
-def study_stability_report(
-    study: Study,
-    *,
-    rounds: int,
-    seed: int = 0,
-    cluster: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any] | None:
-    """Return the paper's Tables 2-4 for the study's active ledger under the study's rating model.
-
-    The one stability path of the project: ``rating_report`` and the dashboard job both call this, and it
-    calls :func:`rating.fit.stability` once. Agents are identified by primary key (as text) and named in
-    ``report["agent_names"]``; humans by pseudonym. ``cluster="human"`` resamples people instead of
-    observations. ``None`` when the study has no active observation.
-
-    Observations without a task (sessions imported without a task id) stay in every leave-one-task-out fit
-    and never form a "task" of their own: the table asks how much the ranking rests on any one task, and a
-    task-less observation belongs to no task that could be removed. Grouping them as one pseudo-task would
-    drop unrelated sessions together; making each its own group would turn part of the table into a
-    leave-one-observation-out. Leave-one-task-out is skipped only when no observation names a task.
-    """
-    if cluster not in (None, *STABILITY_CLUSTERS):
-        raise ValueError(f"cluster must be one of {STABILITY_CLUSTERS}, got {cluster!r}")
-    arrays = observations_arrays(study)
-    if arrays.n == 0:
-        return None
-    pseudonyms = participant_pseudonyms(study, arrays.participant_ids)
-    keys, inverse = np.unique(arrays.participant_ids, return_inverse=True)
-    human_labels = np.array([pseudonyms.get(int(pk), f"participant {pk}") for pk in keys.tolist()], dtype=object)
-    report = stability(
-        arrays.agent_ids,
-        human_labels[inverse.reshape(-1)],
-        arrays.task_groups(),
-        arrays.y,
-        None if bool(np.all(arrays.w == 1.0)) else arrays.w,
-        spec=study_model_spec(study),
-        rounds=rounds,
-        seed=seed,
-        cluster=None if cluster == "observation" else cluster,
-        progress=progress,
-    )
-    names = agent_names(arrays.agent_ids)
-    report["agent_names"] = {str(pk): name for pk, name in names.items()}
-    report["cluster"] = cluster or "observation"
-    report["rounds"] = rounds
-    report["seed"] = seed
-    return report
-
-
 # A paper-model study whose residual SD is this many times β gets a plain warning on the leaderboard.
 MISFIT_RATIO = 2.0
-RESIDUAL_PLOT_POINTS = 200
 
 
 def model_fit_summary(snapshot: RatingSnapshot | None) -> dict[str, Any]:
@@ -405,61 +374,3 @@ def model_fit_summary(snapshot: RatingSnapshot | None) -> dict[str, Any]:
         "ratio": ratio,
         "warning": warning,
     }
-
-
-def _residual_qq(standardized: np.ndarray) -> dict[str, list[float]]:
-    """Return at most RESIDUAL_PLOT_POINTS (normal quantile, standardized residual) pairs for the QQ plot."""
-    values = np.sort(np.asarray(standardized, dtype=float)[np.isfinite(standardized)])
-    n = values.size
-    if n == 0:
-        return {"theoretical": [], "observed": []}
-    positions = np.unique(np.linspace(0, n - 1, min(n, RESIDUAL_PLOT_POINTS)).round().astype(int))
-    probabilities = (positions + 0.5) / n
-    return {
-        "theoretical": scipy.stats.norm.ppf(probabilities).tolist(),
-        "observed": values[positions].tolist(),
-    }
-
-
-def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[str, Any] | None:
-    """Return the checks staff need to decide whether to believe the leaderboard.
-
-    Residual SD against the model's β and the fitted hyperparameters (from one fit of the study's model),
-    a standardized-residual QQ sample, k-fold held-out coverage of the 95 % predictive interval, and the
-    calibrated vs calibrated + task comparison (AIC, likelihood ratio) when observations name tasks.
-    ``None`` without active observations.
-    """
-    arrays = observations_arrays(study)
-    if arrays.n == 0:
-        return None
-    spec = study_model_spec(study)
-    fit = study_fit(study, arrays)
-    agents, humans = arrays.agent_ids, arrays.participant_ids
-    weights = None if bool(np.all(arrays.w == 1.0)) else arrays.w
-    tasks = arrays.task_groups()
-    summary = fit.to_dict()
-    checks: dict[str, Any] = {
-        "model": spec.to_dict(),
-        "hyper": summary["hyper"],
-        "diagnostics": summary["diagnostics"],
-        "residual_qq": _residual_qq(fit.standardized_residuals),
-        "coverage": None,
-        "coverage_note": "",
-        "comparison": None,
-        "comparison_note": "",
-    }
-    try:
-        checks["coverage"] = heldout_coverage(
-            agents, humans, arrays.y, tasks if spec.kind == "calibrated_task" else None,
-            spec=spec, folds=folds, seed=seed,
-        )
-    except ValueError as exc:
-        checks["coverage_note"] = f"Held-out coverage not computed: {exc}"
-    if tasks is None:
-        checks["comparison_note"] = "No observation names its task, so the task-difficulty model cannot be compared."
-    else:
-        try:
-            checks["comparison"] = compare_models(agents, humans, arrays.y, tasks, weights=weights)
-        except ValueError as exc:
-            checks["comparison_note"] = f"Model comparison not computed: {exc}"
-    return checks

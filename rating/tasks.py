@@ -12,8 +12,9 @@ from typing import Any
 from celery import shared_task
 from django.db import OperationalError
 
-from rating import services, task_names
-from studyapp.models import Study
+from rating import task_names
+from rating.services import ledger, refresh
+from studies.models import Study
 
 logger = logging.getLogger(__name__)
 
@@ -31,21 +32,21 @@ RETRY = {
 @shared_task(name=task_names.RECORD_OBSERVATION, **RETRY)
 def record_observation(episode_id: int) -> int | None:
     """Record an episode's score in the ledger; return the observation id (``None`` when it has none)."""
-    observation = services.observation_record(episode_id=episode_id)
+    observation = ledger.observation_record(episode_id=episode_id)
     return None if observation is None else observation.pk
 
 
 @shared_task(name=task_names.RETRACT_PARTICIPANT, **RETRY)
 def retract_participant(participant_id: int, reason: str) -> int:
     """Retract a withdrawn participant's observations; return how many were active."""
-    return services.observations_retract_participant(participant_id=participant_id, reason=reason)
+    return ledger.observations_retract_participant(participant_id=participant_id, reason=reason)
 
 
 @shared_task(name=task_names.REFRESH_POSTERIOR, **RETRY)
 def refresh_posterior(study_id: int) -> dict[str, Any] | None:
     """Write the study's next posterior snapshot, unless the ledger is unchanged since the latest one."""
     try:
-        snapshot = services.posterior_refresh(study_id=study_id, only_if_changed=True)
+        snapshot = refresh.posterior_refresh(study_id=study_id, only_if_changed=True)
     except Study.DoesNotExist:
         logger.info("rating refresh skipped: study %s no longer exists", study_id)
         return None
@@ -55,10 +56,10 @@ def refresh_posterior(study_id: int) -> dict[str, Any] | None:
 @shared_task(name=task_names.RERECORD_STUDY, **RETRY)
 def rerecord_study(study_id: int) -> int:
     """Re-record every scored episode of the study (after a score-source switch)."""
-    return services.study_rerecord(study_id=study_id)
+    return ledger.study_rerecord(study_id=study_id)
 
 
 @shared_task(name=task_names.REFRESH_ALL_POSTERIORS, **RETRY)
 def refresh_all_posteriors() -> list[int]:
     """Beat sweep: refresh the studies whose ledger changed since their latest snapshot."""
-    return services.posteriors_refresh_stale()
+    return refresh.posteriors_refresh_stale()

@@ -1,4 +1,7 @@
-"""Study platform project package: Django config plus the study domain."""
+"""The Django project package: settings, root URLs, the Celery application and the WSGI/ASGI entry points.
+
+It is not an installed app and holds no models; the study domain is `studies` (app label ``studyapp``).
+"""
 
 from .celery import app as celery_app
 

@@ -24,8 +24,8 @@ from grading import conf as grading_conf
 from grading import task_names as grading_task_names
 from rating import conf as rating_conf
 from rating import task_names as rating_task_names
-from studyapp import conf as studyapp_conf
-from studyapp import task_names as studyapp_task_names
+from studies import conf as studies_conf
+from studies import task_names as studies_task_names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -85,11 +85,15 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "studyapp.apps.StudyAppConfig",
-    "grading.apps.GradingConfig",
-    "experts.apps.ExpertsConfig",
+    # The project's apps, bottom layer first (pyproject's "app-layers" contract keeps the imports one way).
+    "studies.apps.StudiesConfig",
     "rating.apps.RatingConfig",
+    "grading.apps.GradingConfig",
     "surveys.apps.SurveysConfig",
+    "pairing.apps.PairingConfig",
+    "experts.apps.ExpertsConfig",
+    "journey.apps.JourneyConfig",
+    "console.apps.ConsoleConfig",
     "axes",
     "csp",
 ]
@@ -97,7 +101,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "studyapp.null_characters.NullCharacterMiddleware",
+    "studies.null_characters.NullCharacterMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -122,7 +126,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "studyapp.context_processors.navigation",
+                "studies.context_processors.navigation",
             ],
         },
     },
@@ -191,12 +195,12 @@ LOGOUT_REDIRECT_URL = "login"
 TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
 # One lockout for every way to sign in (site, admin, API token): failures per (username, client address) in
 # the database; at the limit even the right password is refused until the window has passed.
-AUTHENTICATION_BACKENDS = ["studyapp.lockout.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["studies.lockout.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_LOCKOUT_ATTEMPTS", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_CLIENT_IP_CALLABLE = "studyapp.client_address.client_address"
-AXES_LOCKOUT_CALLABLE = "studyapp.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "studies.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "studies.lockout.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Requests to invitation links (/join/…) per client address; each may create an account.
@@ -258,12 +262,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20
 FILE_UPLOAD_TEMP_DIR = None
 FILE_UPLOAD_PERMISSIONS = 0o600
 
-UPLOADS: dict[str, Any] = {  # only what the environment sets; studyapp/conf.py holds every default
-    "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", studyapp_conf.UPLOAD_DEFAULTS["MAX_FILE_BYTES"])),
+UPLOADS: dict[str, Any] = {  # only what the environment sets; studies/conf.py holds every default
+    "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", studies_conf.UPLOAD_DEFAULTS["MAX_FILE_BYTES"])),
     "MAX_EPISODE_BYTES": int(
-        os.environ.get("UPLOAD_MAX_EPISODE_BYTES", studyapp_conf.UPLOAD_DEFAULTS["MAX_EPISODE_BYTES"])),
+        os.environ.get("UPLOAD_MAX_EPISODE_BYTES", studies_conf.UPLOAD_DEFAULTS["MAX_EPISODE_BYTES"])),
     "MAX_FILES_PER_EPISODE": int(
-        os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", studyapp_conf.UPLOAD_DEFAULTS["MAX_FILES_PER_EPISODE"])),
+        os.environ.get("UPLOAD_MAX_FILES_PER_EPISODE", studies_conf.UPLOAD_DEFAULTS["MAX_FILES_PER_EPISODE"])),
 }
 
 # --- Celery -----------------------------------------------------------------------------------------------
@@ -335,7 +339,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
     # Open tasks whose worker went silent for the study's limit are released for others.
     "abandoned-episodes-sweep": {
-        "task": studyapp_task_names.EXPIRE_ABANDONED_EPISODES,
+        "task": studies_task_names.EXPIRE_ABANDONED_EPISODES,
         "schedule": 15 * 60.0,
     },
 }
@@ -410,14 +414,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "studyapp.api.schema.ApiAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "console.api.schema.ApiAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "1200/min"},
     "NUM_PROXIES": TRUSTED_PROXY_COUNT,
-    "EXCEPTION_HANDLER": "studyapp.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CollabSkill study platform API",

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from studyapp.views import accounts
+from journey.views import accounts
 
 admin.site.site_header = "CollabSkill study administration"
 admin.site.site_title = "CollabSkill study admin"
@@ -22,9 +22,9 @@ urlpatterns = [
     # Browsers ask for /favicon.ico on every page that names no icon (the admin, raw files): answer it.
     # (The plain static URL: resolving a hashed name here would need the manifest at import time.)
     path("favicon.ico", RedirectView.as_view(url=f"{settings.STATIC_URL}favicon.svg", permanent=True)),
-    path("", include("studyapp.worker_urls")),
+    path("", include("journey.urls")),
     path("expert/", include("experts.urls")),
-    path("admin/dashboard/", include("studyapp.dashboard.urls")),
-    path("api/", include("studyapp.api.urls")),
+    path("admin/dashboard/", include("console.dashboard.urls")),
+    path("api/", include("console.api.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from studyapp.read_only_admin import ReadOnlyAdmin
+from studies.read_only_admin import ReadOnlyAdmin
 from surveys import models as m
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Count, Max
 
-from studyapp.models import Participant, Study
+from studies.models import Participant, Study
 from surveys.models import Answer, Instrument, Question, SurveyResponse
 
 _EXCLUDED_STATUSES = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED)

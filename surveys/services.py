@@ -17,9 +17,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from studyapp.exceptions import StepNotAvailable, SurveyAnswerInvalid, SurveyIncomplete
-from studyapp.models import Participant
-from studyapp.services.participants import participant_complete, participant_pre_survey_done
+from studies.exceptions import StepNotAvailable, SurveyAnswerInvalid, SurveyIncomplete
+from studies.models import Participant
+from studies.services.participants import participant_complete, participant_pre_survey_done
 from surveys.models import Answer, Instrument, Question, SurveyResponse
 from surveys.selectors import instrument_for, questions_for
 

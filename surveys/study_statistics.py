@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from rating.selectors import SKILL_MEASURES, human_skill, snapshot_model_kind
-from studyapp.models import Study
+from studies.models import Study
 from surveys import stats
 from surveys.models import Question
 from surveys.selectors import StudyAnswers, study_answers

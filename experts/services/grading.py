@@ -25,10 +25,9 @@ from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, N
 from experts.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
 from grading.selectors import rubric_for_grading
-from rating.task_names import RECORD_OBSERVATION
-from studyapp.celery import send_task_on_commit
-from studyapp.models import Episode
-from studyapp.services.audit import audit_record
+from rating.services.ledger import observation_record
+from studies.models import Episode
+from studies.services.audit import audit_record
 
 MAX_VISIBLE_DELTA_SECONDS = 30 * 60
 NO_REPORT_CAP_SECONDS = 3 * 3600
@@ -147,7 +146,7 @@ def _problems(grade: ExpertGrade) -> dict[str, str]:
 
 
 def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float | None:
-    """Recompute the episode's expert score from its submitted grades; audit and tell the rating on change."""
+    """Recompute the episode's expert score from its submitted grades; audit and record its observation on change."""
     with transaction.atomic():
         episode = Episode.objects.select_for_update(of=("self",)).select_related("study").get(pk=episode_id)
         grades = (ExpertGrade.objects.filter(episode=episode, status=ExpertGrade.Status.SUBMITTED)
@@ -165,8 +164,9 @@ def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float
         audit_record(actor=actor, action="episode.expert_score", obj=episode, study=episode.study,
                      before={"expert_score": before}, after={"expert_score": new})
         if not episode.is_gold:
-            pk = episode.pk
-            send_task_on_commit(RECORD_OBSERVATION, [pk])
+            # The ledger row is written in this transaction: the grade and its observation commit together,
+            # with no message to lose on the way (the refresh it schedules runs after the commit).
+            observation_record(episode_id=episode.pk)
     return new
 
 

@@ -21,9 +21,9 @@ from django.db import IntegrityError, transaction
 from experts.conf import experts_settings
 from experts.exceptions import InviteInvalid
 from experts.models import ExpertProfile
-from studyapp.models import AuditEvent, Sector
-from studyapp.roles import EXPERT, grant_role
-from studyapp.services.audit import audit_record
+from studies.models import AuditEvent, Sector
+from studies.roles import EXPERT, grant_role
+from studies.services.audit import audit_record
 
 # Signed under the app the workspace began in; changing it would void every invitation already sent.
 _SALT = "grading.expert-invite"

@@ -13,7 +13,7 @@ from django.core.cache import cache
 from experts import selectors as sel
 from experts.selectors import DeliverablePreview
 from grading.services.extraction import extraction_limits, stored_files_extract
-from studyapp.models import Episode
+from studies.models import Episode
 
 logger = logging.getLogger(__name__)
 

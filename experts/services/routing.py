@@ -30,8 +30,8 @@ from experts.metrics import FAIL, PASS
 from experts.models import ExpertAssignment, ExpertGrade, ExpertProfile
 from grading.models import Extraction
 from grading.selectors import rubric_for_grading
-from studyapp.models import Episode, EpisodeFile, Participant, Study
-from studyapp.services.audit import audit_record
+from studies.models import Episode, EpisodeFile, Participant, Study
+from studies.services.audit import audit_record
 
 OPEN = (ExpertAssignment.Status.ASSIGNED, ExpertAssignment.Status.IN_PROGRESS)
 LIVE = (*OPEN, ExpertAssignment.Status.SUBMITTED)

@@ -30,8 +30,8 @@ from grading.exceptions import RubricInvalid
 from grading.models import Criterion, Rubric
 from grading.schemas import CATEGORY_POINTS, POINT_TOLERANCE, RUBRIC_CATEGORIES
 from grading.services.rubric_generation import rubric_approve, rubric_used
-from studyapp.models import TaskInstance
-from studyapp.services.audit import audit_record
+from studies.models import TaskInstance
+from studies.services.audit import audit_record
 
 # Editor rows beyond this are refused outright (a draft may hold more than 20 while the expert trims it).
 MAX_DRAFT_ROWS = 40

@@ -1,7 +1,7 @@
 """Choose which score feeds a study's rating: automated judges, expert grades, or a blend.
 
 Switching only records the choice; the rating service then re-records every episode's observation from
-the new source (``rating.services.study_rerecord``), and the refreshed posterior is the exact batch
+the new source (``rating.services.ledger.study_rerecord``), and the refreshed posterior is the exact batch
 solution of the re-recorded ledger — the ledger is the only state, so nothing from the old source remains.
 """
 
@@ -13,9 +13,9 @@ from django.db import transaction
 
 from experts.exceptions import ExpertError
 from rating.task_names import RERECORD_STUDY
-from studyapp.celery import send_task_on_commit
-from studyapp.models import Study
-from studyapp.services.audit import audit_record
+from studies.models import Study
+from studies.services.audit import audit_record
+from studies.task_sending import send_task_on_commit
 
 
 def study_set_score_source(*, study: Study, source: str, actor: Any, blend_expert_weight: float | None = None

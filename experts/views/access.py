@@ -10,7 +10,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 
 from experts import selectors as sel
-from studyapp.roles import EXPERT, STAFF, has_role
+from studies.roles import EXPERT, STAFF, has_role
 
 
 def _profile_page(*roles: str) -> Callable:

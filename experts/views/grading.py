@@ -21,7 +21,7 @@ from experts.models import ExpertAssignment, ExpertGrade, ExpertProfile
 from experts.services import preview
 from experts.services.grading import grade_open, grade_save_draft, grade_submit
 from experts.views.access import grader_page
-from studyapp.files import serve_private_file
+from studies.files import serve_private_file
 
 
 def _assignment(profile: ExpertProfile, assignment_id: int) -> ExpertAssignment:

@@ -21,7 +21,7 @@ from experts.forms import InviteAcceptForm
 from experts.models import ExpertProfile
 from experts.services.invites import expert_invite_accept, expert_invite_read
 from experts.services.routing import routable_episodes
-from studyapp.roles import EXPERT, STAFF, has_role
+from studies.roles import EXPERT, STAFF, has_role
 
 
 def home(request: HttpRequest) -> HttpResponse:

@@ -26,8 +26,8 @@ from experts.services.rubric_authoring import CriterionInput, draft_rows, rubric
 from experts.views.access import expert_page
 from grading.models import Rubric
 from grading.schemas import RUBRIC_CATEGORIES
-from studyapp.files import serve_private_file
-from studyapp.models import TaskInstance
+from studies.files import serve_private_file
+from studies.models import TaskInstance
 
 PREFIX = "criteria"
 

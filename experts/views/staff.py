@@ -32,8 +32,8 @@ from experts.services.rubric_authoring import rubric_review_approve, rubric_revi
 from experts.services.score_source import study_set_score_source
 from grading.models import Rubric
 from grading.selectors import current_judge_runs, rubric_for_grading
-from studyapp.models import Episode, Study
-from studyapp.roles import staff_required
+from studies.models import Episode, Study
+from studies.roles import staff_required
 
 
 def _study_filter(request: HttpRequest) -> tuple[Study | None, list[Study]]:

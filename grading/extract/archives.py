@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from grading.extract.limits import CHUNK_BYTES, RATIO_FLOOR, ExtractLimits
 from grading.extract.results import ExtractedPart, display_name
 from grading.extract.sources import Context, Sink, Source, describe, make_part, refused
-from studyapp.archives import zip_member_problem
-from studyapp.byte_format import human_bytes
+from studies.archives import zip_member_problem
+from studies.byte_format import human_bytes
 
 # The dispatcher (`dispatch.extract_source`) each member goes through; passed in, as it imports this module.
 Extractor = Callable[..., list[ExtractedPart]]

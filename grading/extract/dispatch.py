@@ -30,7 +30,7 @@ from grading.extract.sources import (
     refused,
     to_source,
 )
-from studyapp.sniffing import media_family, sniff_format
+from studies.sniffing import media_family, sniff_format
 
 DEFAULT_LIMITS = ExtractLimits()  # frozen, so one shared default is safe
 

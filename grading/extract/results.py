@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from studyapp.byte_format import human_bytes
+from studies.byte_format import human_bytes
 
 TRUNCATION_NOTICE = (
     "Some deliverable files were too long to show in full. Wherever text was cut you will see a marker "

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grading.extract.results import KIND_LABELS
-from studyapp.sniffing import AUDIO_FORMATS, IMAGE_MEDIA_TYPES, VIDEO_FORMATS, looks_textual, sniff_format
+from studies.sniffing import AUDIO_FORMATS, IMAGE_MEDIA_TYPES, VIDEO_FORMATS, looks_textual, sniff_format
 
 
 def _suffixes(words: str) -> frozenset[str]:

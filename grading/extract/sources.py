@@ -14,7 +14,7 @@ from grading.extract.budget import apply_budget
 from grading.extract.limits import CHUNK_BYTES, SPILL_BYTES, ExtractLimits
 from grading.extract.results import ExtractedPart
 from grading.extract.sniffing import EXT_KINDS
-from studyapp.byte_format import human_bytes
+from studies.byte_format import human_bytes
 
 FileData = BinaryIO | IO[bytes] | bytes | bytearray | memoryview | Path | PathLike[str]
 

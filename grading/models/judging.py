@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from studyapp.models import Episode
+from studies.models import Episode
 
 
 class Extraction(models.Model):

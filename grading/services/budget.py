@@ -25,7 +25,7 @@ from grading.exceptions import BudgetBusy, BudgetExhausted
 from grading.llm import JSON_INSTRUCTION, LLMResponse, ProviderConfig
 from grading.models import JudgeRun, LLMUsage
 from grading.selectors import study_llm_spend
-from studyapp.models import Study
+from studies.models import Study
 
 _MICRO = Decimal("0.000001")
 # Bounds behind a call's cost estimate: a token is at least one byte of text, an image costs at most this many

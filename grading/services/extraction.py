@@ -13,7 +13,7 @@ from django.db.models.fields.files import FieldFile
 from grading import extract
 from grading.conf import grading_settings
 from grading.models import Extraction as ExtractionRow
-from studyapp.models import Episode, EpisodeFile, SoloRun, TaskFile, TaskInstance
+from studies.models import Episode, EpisodeFile, SoloRun, TaskFile, TaskInstance
 
 
 def extraction_limits(*, max_chars: int | None = None) -> extract.ExtractLimits:

@@ -26,7 +26,7 @@ from grading.services.budget import budget_ensure_available, llm_usage_record
 from grading.services.extraction import episode_log_extract
 from grading.services.transcripts import episode_transcript_build
 from grading.transcripts.render import render_transcripts
-from studyapp.models import Episode, Participant
+from studies.models import Episode, Participant
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from grading.prompts import JudgeCriterion, RenderedPrompt, RubricContext, rende
 from grading.providers import JudgeSpec, price_of, provider_config
 from grading.schemas import CriterionSpec, JudgeOut, judge_problems, judge_totals
 from grading.services.budget import call_cost_estimate, llm_usage_record, usd
-from studyapp.models import Study, TaskInstance
+from studies.models import Study, TaskInstance
 
 logger = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ from grading.exceptions import (
     GradingWaiting,
     NotGradable,
     RetryLater,
+    RetryRefused,
     RubricBusy,
     RubricGenerationFailed,
 )
@@ -55,10 +56,11 @@ from grading.services.judging import (
 from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
 from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
+from rating import selectors as rating_selectors
 from rating.task_names import RECORD_OBSERVATION
-from studyapp.celery import send_task_on_commit as enqueue_on_commit
-from studyapp.models import Episode, Participant, SoloRun
-from studyapp.services.audit import audit_record
+from studies.models import Episode, Participant, SoloRun
+from studies.services.audit import audit_record
+from studies.task_sending import send_task_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +75,6 @@ class GradingOutcome:
     note: str = ""
     score: float | None = None
     judge_runs: list[int] = field(default_factory=list)
-
-
-def send_task_on_commit(name: str, pk: int) -> None:
-    """Enqueue a task by name once the current transaction commits (never before the row is visible)."""
-    enqueue_on_commit(name, [pk])
 
 
 # ------------------------------------------------------------------------------------------- subject
@@ -215,13 +212,11 @@ def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[Ju
 
 def _owe_observation_if_missing(episode: Episode) -> None:
     """A graded episode without its ledger row (a follow-up lost before the outbox existed) is owed one."""
-    from rating.models import Observation  # grading feeds rating; import at use keeps apps loosely tied
-
-    if Observation.objects.filter(episode_id=episode.pk).exists() or GradingFollowUp.objects.filter(
+    if rating_selectors.episode_has_observation(episode.pk) or GradingFollowUp.objects.filter(
             episode_id=episode.pk, kind=GradingFollowUp.Kind.OBSERVATION, done_at__isnull=True).exists():
         return
     GradingFollowUp.objects.create(episode_id=episode.pk, kind=GradingFollowUp.Kind.OBSERVATION)
-    send_task_on_commit(RECORD_OBSERVATION, episode.pk)
+    send_task_on_commit(RECORD_OBSERVATION, [episode.pk])
 
 
 def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -> GradingOutcome:
@@ -282,10 +277,10 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         if isinstance(obj, Episode):
             # The outbox rows commit with the grade; the messages are only the fast path (see reconcile.py).
             GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.OBSERVATION)
-            send_task_on_commit(RECORD_OBSERVATION, obj.pk)
+            send_task_on_commit(RECORD_OBSERVATION, [obj.pk])
             if current_fluency_coding(obj) is None:
                 GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.FLUENCY)
-                send_task_on_commit(CODE_LOG, obj.pk)
+                send_task_on_commit(CODE_LOG, [obj.pk])
     return GradingOutcome("graded", note=note, score=score, judge_runs=sorted(new_ids))
 
 
@@ -465,34 +460,40 @@ def run_in_current_plan(run: JudgeRun) -> bool:
             and any((s.provider, s.model) == (run.provider, run.model) for s in decision.allowed))
 
 
-def episode_grading_retry(*, episode: Episode, actor: Any) -> bool:
-    """Send a failed, waiting or graded episode back to grading (failed judge runs are redone).
+RETRYABLE_STATUSES = (Status.FAILED, Status.SUBMITTED, Status.GRADING, Status.GRADED)
 
-    Return False when the episode is not submitted work.
+
+def episode_grading_retry(*, episode: Episode, actor: Any) -> Episode:
+    """Send a failed, waiting, stuck or graded episode back to grading (failed judge runs are redone); audited.
+
+    The one retry of an episode's grading: the dashboard's grading queue, the admin action and a judge run's
+    retry all come here. A failed or stuck episode goes back to *submitted*; a graded one keeps its score until
+    the regrade replaces it. Raises :class:`RetryRefused` for work that was never submitted or was skipped.
     """
-    if episode.status not in (Status.FAILED, Status.SUBMITTED, Status.GRADING, Status.GRADED):
-        return False
     with transaction.atomic():
-        before = {"status": episode.status, "note": episode.grading_note}
-        if episode.status in (Status.FAILED, Status.GRADING):
-            Episode.objects.filter(pk=episode.pk).update(status=Status.SUBMITTED, grading_note="",
-                                                         updated_at=timezone.now())
-        audit_record(actor=actor, action="grading.retry", obj=episode, study=episode.study, before=before,
-                     after={"status": Status.GRADED if episode.status == Status.GRADED else Status.SUBMITTED})
-        send_task_on_commit(GRADE_EPISODE, episode.pk)
-    return True
+        locked = Episode.objects.select_for_update().get(pk=episode.pk)
+        if locked.status not in RETRYABLE_STATUSES:
+            raise RetryRefused(f"Task {locked.pk} is “{locked.get_status_display()}”; there is no grading to retry.")
+        before = {"status": locked.status, "grading_note": locked.grading_note}
+        if locked.status in (Status.FAILED, Status.GRADING):
+            locked.status, locked.grading_note = Status.SUBMITTED, ""
+            locked.save(update_fields=["status", "grading_note", "updated_at"])
+        audit_record(actor=actor, action="grading.retry", obj=locked, study=locked.study, before=before,
+                     after={"status": locked.status})
+        send_task_on_commit(GRADE_EPISODE, [locked.pk])
+    return locked
 
 
 def solo_run_grading_retry(*, solo_run: SoloRun, actor: Any) -> bool:
     """Send a solo run back to grading (same rules as episodes)."""
-    if solo_run.status not in (Status.FAILED, Status.SUBMITTED, Status.GRADING, Status.GRADED):
+    if solo_run.status not in RETRYABLE_STATUSES:
         return False
     with transaction.atomic():
         before = {"status": solo_run.status, "note": solo_run.grading_note}
         if solo_run.status in (Status.FAILED, Status.GRADING):
             SoloRun.objects.filter(pk=solo_run.pk).update(status=Status.SUBMITTED, grading_note="")
         audit_record(actor=actor, action="grading.retry", obj=solo_run, study=solo_run.study, before=before)
-        send_task_on_commit(GRADE_SOLO_RUN, solo_run.pk)
+        send_task_on_commit(GRADE_SOLO_RUN, [solo_run.pk])
     return True
 
 
@@ -508,6 +509,10 @@ def judge_run_retry(*, run: JudgeRun, actor: Any) -> bool:
             not run_in_current_plan(run)):
         return False
     if run.episode is not None:
-        return episode_grading_retry(episode=run.episode, actor=actor)
+        try:
+            episode_grading_retry(episode=run.episode, actor=actor)
+        except RetryRefused:
+            return False
+        return True
     assert run.solo_run is not None, "the judge_run_has_one_subject constraint gives every run a subject"
     return solo_run_grading_retry(solo_run=run.solo_run, actor=actor)

@@ -29,7 +29,9 @@ from grading.conf import grading_settings
 from grading.models import GradingFollowUp
 from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
 from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
-from studyapp.models import Episode, Participant
+from rating import selectors as rating_selectors
+from rating.services.ledger import observation_record, observations_retract_participant
+from studies.models import Episode
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +83,6 @@ def _close(follow_up: GradingFollowUp, note: str = "") -> None:
 
 
 def _finish_follow_ups(report: ReconcileReport) -> None:
-    from rating.services import observation_record  # grading feeds rating; import at use keeps apps loosely tied
-
     conf = grading_settings()
     grace = float(conf["FOLLOW_UP_GRACE_SECONDS"])
     limit = int(conf["FOLLOW_UP_MAX_ATTEMPTS"])
@@ -115,12 +115,7 @@ def _finish_follow_ups(report: ReconcileReport) -> None:
 
 
 def _retract_withdrawn(report: ReconcileReport) -> None:
-    from rating.models import Observation
-    from rating.services import observations_retract_participant
-
-    ids = (Observation.objects.filter(active=True, participant__status=Participant.Status.WITHDRAWN)
-           .values_list("participant_id", flat=True).distinct()[:BATCH])
-    for participant_id in list(ids):
+    for participant_id in rating_selectors.withdrawn_participants_with_active_observations(limit=BATCH):
         report.retractions += observations_retract_participant(
             participant_id=participant_id, reason="participant withdrew (completed by the reconciliation sweep)")
 

@@ -38,8 +38,8 @@ from grading.services.budget import budget_ensure_available, llm_usage_record
 from grading.services.extraction import task_hidden_text, task_reference_text
 from grading.services.judging import lease_seconds
 from grading.services.leases import LeaseKeeper
-from studyapp.models import Study, TaskInstance
-from studyapp.services.audit import audit_record
+from studies.models import Study, TaskInstance
+from studies.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
 

@@ -8,13 +8,14 @@ from typing import Any
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from grading.services.pipeline import GradingOutcome, Subject, send_task_on_commit, subject_grade
+from grading.services.pipeline import GradingOutcome, Subject, subject_grade
 from grading.task_names import GRADE_SOLO_RUN
-from studyapp.byte_format import human_bytes
-from studyapp.conf import upload_limits
-from studyapp.files import FileRejected, check_type, sanitize_filename, sha256_and_size
-from studyapp.models import Agent, SoloRun, SoloRunFile, Study, TaskInstance
-from studyapp.services.audit import audit_record
+from studies.byte_format import human_bytes
+from studies.conf import upload_limits
+from studies.files import FileRejected, check_type, sanitize_filename, sha256_and_size
+from studies.models import Agent, SoloRun, SoloRunFile, Study, TaskInstance
+from studies.services.audit import audit_record
+from studies.task_sending import send_task_on_commit
 
 
 def solo_run_files_check(files: Sequence[UploadedFile], taken: Iterable[str] = ()
@@ -68,7 +69,7 @@ def solo_run_attach(*, study: Study, task: TaskInstance, agent: Agent, files: Se
         audit_record(actor=actor, action="solo_run.attached", obj=solo_run, study=study,
                      after={"task": str(task.uuid), "agent": agent.name, "files": [c[0] for c in checked]})
         if grade:
-            send_task_on_commit(GRADE_SOLO_RUN, solo_run.pk)
+            send_task_on_commit(GRADE_SOLO_RUN, [solo_run.pk])
     return solo_run
 
 

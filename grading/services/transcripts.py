@@ -12,7 +12,7 @@ from grading.models import EpisodeTranscript
 from grading.transcripts import FileStatus, FileTranscript, Format, parse_log, transcript_metrics
 from grading.transcripts.metrics import METRIC_FIELDS
 from grading.transcripts.model import unreadable
-from studyapp.models import Episode, EpisodeFile
+from studies.models import Episode, EpisodeFile
 
 logger = logging.getLogger(__name__)
 

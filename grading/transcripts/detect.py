@@ -11,8 +11,8 @@ from typing import IO, Any
 
 from grading.transcripts import claude_code, codex, gemini, terminal
 from grading.transcripts.model import FileStatus, FileTranscript, Format, unreadable
-from studyapp.byte_format import human_bytes
-from studyapp.sniffing import image_media_type
+from studies.byte_format import human_bytes
+from studies.sniffing import image_media_type
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from rating import selectors
-from studyapp.models import Study
+from studies.models import Study
 
 
 def studies_for_option(slug: str | None) -> list[Study]:

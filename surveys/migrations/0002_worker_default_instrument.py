@@ -31,8 +31,14 @@ def create_default_instrument(apps, schema_editor):
 
 def remove_default_instrument(apps, schema_editor):
     Instrument = apps.get_model("surveys", "Instrument")
+    Question = apps.get_model("surveys", "Question")
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    Instrument.objects.filter(slug=data["slug"], version=data["version"], responses__isnull=True).delete()
+    # By primary key and without the deletion collector: the collector follows reverse relations into models
+    # of this historical state rendered at different times and refuses them ("must be Instrument instance").
+    unused = list(Instrument.objects.filter(slug=data["slug"], version=data["version"], responses__isnull=True)
+                  .values_list("pk", flat=True))
+    Question.objects.filter(instrument_id__in=unused)._raw_delete(schema_editor.connection.alias)
+    Instrument.objects.filter(pk__in=unused)._raw_delete(schema_editor.connection.alias)
 
 
 class Migration(migrations.Migration):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from studyapp.services.matching import episode_assign
+from pairing.services import episode_assign
 from tests.e2e.steps import login
 from tests.factories import UserFactory
 from tests.factories.scenarios import make_participant, make_world, populated_study

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from experts.models import ExpertAssignment, ExpertGrade
-from studyapp import models as m
+from studies import models as m
 from surveys.services import instrument_install_default
 from tests.e2e.steps import answer_choice, answer_likert, finish_pre_survey, login, open_task, sign_out, wait_saved
 from tests.factories.files import PNG, XLSX

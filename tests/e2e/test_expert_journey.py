@@ -10,7 +10,8 @@ from playwright.sync_api import expect
 
 from experts.models import ExpertAssignment, ExpertGrade
 from grading.models import Rubric
-from studyapp.models import Episode
+from rating.models import Observation
+from studies.models import Episode
 from tests.e2e.steps import login, sign_out
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.agents import AgentFactory
@@ -113,5 +114,7 @@ def test_expert_authors_a_rubric_staff_approve_it_and_the_expert_grades_blind(pa
     grade = ExpertGrade.objects.get(assignment=assignment)
     assert (grade.status, grade.score, grade.overall) == ("submitted", 80.0, "revise")
     assert Episode.objects.get(pk=episode.pk).expert_score == 80.0
-    assert ("rating.tasks.record_observation", [episode.pk]) in queued
+    # The observation commits with the grade; the posterior refresh it asks for is queued.
+    assert Observation.objects.filter(episode=episode, active=True).exists()
+    assert ("rating.tasks.refresh_posterior", [episode.study_id]) in queued
     page.screenshot(path="var/e2e-expert-reveal.png", full_page=True)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from studyapp import models as m
+from studies import models as m
 from surveys.models import Answer, SurveyResponse
 from surveys.services import instrument_install_default
 from tests.e2e.steps import answer_choice, answer_likert, drop_file, finish_pre_survey, open_task, wait_saved

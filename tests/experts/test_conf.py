@@ -11,6 +11,7 @@ from django.test import override_settings
 from experts import conf as experts_conf
 from experts.selectors import adjudication_gap
 from experts.services.invites import invite_max_age_seconds
+from tests.packages import PROJECT_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = re.compile(r'experts_settings\(\)\["([A-Z_]+)"\]')
@@ -24,7 +25,7 @@ def test_every_experts_key_read_has_a_default():
 
 def test_only_the_accessor_reads_the_settings_dict():
     direct = re.compile(r"settings\.EXPERTS\b|getattr\(settings, \"EXPERTS\"")
-    sources = [p for app in ("experts", "grading", "rating", "studyapp", "surveys") for p in (ROOT / app).rglob("*.py")]
+    sources = [p for app in PROJECT_PACKAGES for p in (ROOT / app).rglob("*.py")]
     assert {p.relative_to(ROOT).as_posix() for p in sources if direct.search(p.read_text())} == {"experts/conf.py"}
 
 

@@ -11,7 +11,7 @@ from experts.selectors import expert_metrics_report
 from experts.services.grading import VerdictInput, grade_open, grade_submit
 from experts.services.routing import episode_route_reattempt
 from grading.models import Rubric
-from studyapp.models import Episode
+from studies.models import Episode
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.agents import AgentFactory
 from tests.factories.experts import make_expert

@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from experts.models import ExpertAssignment, ExpertProfile
 from experts.services.grading import VerdictInput, grade_open, grade_submit
-from studyapp.models import AuditEvent, Episode
-from studyapp.roles import has_role
+from studies.models import AuditEvent, Episode
+from studies.roles import has_role
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.episodes import EpisodeFileFactory
 from tests.factories.experts import make_expert

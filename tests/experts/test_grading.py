@@ -10,7 +10,8 @@ from django.utils import timezone
 from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, NoGradingRubric
 from experts.models import ExpertAssignment, ExpertGrade
 from experts.services.grading import VerdictInput, grade_open, grade_save_draft, grade_submit
-from studyapp.models import AuditEvent, Episode
+from rating.models import Observation
+from studies.models import AuditEvent, Episode
 from tests.factories import SectorFactory, StudyFactory, TaskFactory
 from tests.factories.experts import make_expert
 from tests.factories.grading import make_rubric
@@ -115,7 +116,11 @@ def test_the_score_is_passed_over_evaluated_and_becomes_the_episode_expert_score
     assert episode.expert_score == 75.0
     assignment.refresh_from_db()
     assert assignment.status == ExpertAssignment.Status.SUBMITTED
-    assert sent_tasks == [("rating.tasks.record_observation", [episode.pk])]
+    # The ledger row commits with the grade (no message in between); only the debounced refresh is sent.
+    observation = Observation.objects.get(episode=episode)
+    episode.refresh_from_db()
+    assert observation.active and observation.y == episode.score and observation.source == episode.score_source
+    assert sent_tasks == [("rating.tasks.refresh_posterior", [episode.study_id])]
     event = AuditEvent.objects.get(action="episode.expert_score", object_id=str(episode.pk))
     assert (event.before, event.after) == ({"expert_score": None}, {"expert_score": 75.0})
 

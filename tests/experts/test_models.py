@@ -12,7 +12,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile
-from studyapp.models import AuditEvent
+from studies.models import AuditEvent
 from tests.factories import UserFactory
 
 MODELS = (ExpertProfile, ExpertAssignment, ExpertGrade, ExpertCriterionGrade)

@@ -19,7 +19,7 @@ from experts.services.routing import (
     wants_second_grade,
 )
 from grading.models import Extraction, Rubric
-from studyapp.models import Episode, Participant
+from studies.models import Episode, Participant
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.episodes import EpisodeFileFactory
 from tests.factories.experts import make_expert

@@ -16,7 +16,7 @@ from experts.services.rubric_authoring import (
 )
 from grading.models import Rubric
 from grading.selectors import rubric_for_grading
-from studyapp.models import AuditEvent
+from studies.models import AuditEvent
 from tests.factories import SectorFactory, TaskFactory, UserFactory
 from tests.factories.experts import make_expert
 from tests.factories.grading import FIVE, make_rubric

@@ -7,7 +7,7 @@ import pytest
 from experts.rubric_lint import blocking, lint_criterion, lint_rubric
 
 
-def _codes(hints):
+def code_ids(hints):
     return {h.code for h in hints}
 
 
@@ -22,11 +22,11 @@ def _rows(n, label="important"):
     "Uses an appropriate tone",
 ])
 def test_subjective_wording_gets_a_warning(text):
-    assert "subjective" in _codes(lint_criterion(text, "important"))
+    assert "subjective" in code_ids(lint_criterion(text, "important"))
 
 
 def test_unmeasurable_wording_gets_a_warning():
-    assert "unmeasurable" in _codes(lint_criterion("Analysis is thorough and insightful", "important"))
+    assert "unmeasurable" in code_ids(lint_criterion("Analysis is thorough and insightful", "important"))
 
 
 @pytest.mark.parametrize("text", [
@@ -35,7 +35,7 @@ def test_unmeasurable_wording_gets_a_warning():
     "Submitted before 2025-03-01 to the client",
 ])
 def test_timeline_criteria_get_a_warning(text):
-    assert "timeline" in _codes(lint_criterion(text, "critical"))
+    assert "timeline" in code_ids(lint_criterion(text, "critical"))
 
 
 @pytest.mark.parametrize("text", [
@@ -44,7 +44,7 @@ def test_timeline_criteria_get_a_warning(text):
     "Freelancer has 5+ years of experience in tax law",
 ])
 def test_worker_attribute_criteria_get_a_warning(text):
-    assert "worker" in _codes(lint_criterion(text, "critical"))
+    assert "worker" in code_ids(lint_criterion(text, "critical"))
 
 
 @pytest.mark.parametrize("text", [
@@ -58,19 +58,19 @@ def test_the_papers_good_examples_pass_without_hints(text):
 
 
 def test_negated_pitfall_wording_is_flagged():
-    assert "pitfall_negated" in _codes(lint_criterion("Does not contain arithmetic errors", "pitfall"))
-    assert "pitfall_negated" not in _codes(lint_criterion("Totals contain arithmetic errors", "pitfall"))
+    assert "pitfall_negated" in code_ids(lint_criterion("Does not contain arithmetic errors", "pitfall"))
+    assert "pitfall_negated" not in code_ids(lint_criterion("Totals contain arithmetic errors", "pitfall"))
 
 
 def test_overlong_and_too_short_criteria_are_flagged():
-    assert "long" in _codes(lint_criterion("Includes the totals " * 30, "important"))
-    assert "short" in _codes(lint_criterion("Totals", "important"))
+    assert "long" in code_ids(lint_criterion("Includes the totals " * 30, "important"))
+    assert "short" in code_ids(lint_criterion("Totals", "important"))
 
 
 @pytest.mark.parametrize(("n", "code"), [(4, "too_few"), (21, "too_many")])
 def test_criterion_counts_outside_5_to_20_block_submission(n, code):
     hints = lint_rubric(_rows(n))
-    assert code in _codes(blocking(hints))
+    assert code in code_ids(blocking(hints))
 
 
 @pytest.mark.parametrize("n", [5, 20])
@@ -99,5 +99,5 @@ def test_empty_editor_rows_are_ignored_but_keep_their_position():
 def test_rubric_without_a_critical_criterion_and_duplicates_get_warnings():
     rows = _rows(5)
     rows[4]["description"] = rows[0]["description"].upper()
-    codes = _codes(lint_rubric(rows))
+    codes = code_ids(lint_rubric(rows))
     assert {"no_critical", "duplicate"} <= codes

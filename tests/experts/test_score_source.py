@@ -10,8 +10,9 @@ from experts.exceptions import ExpertError
 from experts.services.score_source import study_set_score_source
 from rating.engine import RatingConfig, SkillModel
 from rating.models import EntityRating, Observation
-from rating.services import observation_record, posterior_refresh, study_rerecord
-from studyapp.models import AuditEvent, Study
+from rating.services.ledger import observation_record, study_rerecord
+from rating.services.refresh import posterior_refresh
+from studies.models import AuditEvent, Study
 from tests.factories import AgentFactory, ParticipantFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.scenarios import make_episode
 

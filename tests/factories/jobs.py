@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import factory
 
-from studyapp import models as m
+from studies import models as m
 
 
 class BackgroundJobFactory(factory.django.DjangoModelFactory):

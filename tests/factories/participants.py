@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import factory
 
-from studyapp import models as m
+from studies import models as m
 from tests.factories.studies import StudyFactory
 from tests.factories.taxonomy import OccupationFactory
 from tests.factories.users import UserFactory

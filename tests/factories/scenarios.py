@@ -13,9 +13,9 @@ import numpy as np
 from django.utils import timezone
 
 from grading.models import CriterionScore, FluencyCoding, JudgeRun, LLMUsage
-from rating import services as rating_services
 from rating.models import Observation, RatingSnapshot
-from studyapp import models as m
+from rating.services import refresh as rating_refresh
+from studies import models as m
 from tests.factories.agents import AgentFactory
 from tests.factories.episodes import EpisodeFactory, EpisodeFileFactory
 from tests.factories.files import REPORT, XLSX
@@ -104,7 +104,7 @@ def populated_study(
         LLMUsage.objects.create(study=study, purpose=LLMUsage.Purpose.RUBRIC, provider="openai", model="gpt-4.1",
                                 input_tokens=3000, output_tokens=900, cost_usd=Decimal("0.030"), succeeded=False)
     if refresh:
-        result.snapshot = rating_services.posterior_refresh(study_id=study.pk)
+        result.snapshot = rating_refresh.posterior_refresh(study_id=study.pk)
     return result
 
 

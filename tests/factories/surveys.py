@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from django.utils import timezone
 
-from studyapp import models as m
+from studies import models as m
 from surveys.models import Answer, Instrument, Question, SurveyResponse
 from surveys.services import instrument_install_default
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import factory
 from django.contrib.auth import get_user_model
 
-from studyapp.roles import grant_role
+from studies.roles import grant_role
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from grading.models import Criterion, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
-from studyapp.models import Episode, SoloRun
+from studies.models import Episode, SoloRun
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode

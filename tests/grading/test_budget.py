@@ -13,7 +13,7 @@ from grading.models import JudgeRun, LLMUsage, Rubric
 from grading.selectors import studies_over_budget, study_llm_spend
 from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.pipeline import episode_grade
-from studyapp.models import Episode
+from studies.models import Episode
 from tests.factories import StudyFactory, TaskFactory, UserFactory
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from grading.models import FluencyCoding, Rubric
-from studyapp.models import Episode
+from studies.models import Episode
 from tests.factories import TaskFactory
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode

@@ -10,9 +10,10 @@ from django.test import override_settings
 
 from grading import conf as grading_conf
 from grading.conf import grading_settings
+from tests.packages import PROJECT_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [p for app in ("grading", "rating", "studyapp", "surveys") for p in (ROOT / app).rglob("*.py")]
+SOURCES = [p for app in PROJECT_PACKAGES for p in (ROOT / app).rglob("*.py")]
 # `grading_settings()["KEY"]`, `conf = grading_settings()` … `conf["KEY"]`, and the same for rating.
 READ = re.compile(r'(?:(?:grading|rating)_settings\(\)|\bconf)(?:\[|\.get\()"([A-Z_]+)"')
 

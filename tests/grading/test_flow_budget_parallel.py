@@ -13,7 +13,7 @@ from grading.exceptions import RetryLater
 from grading.models import JudgeRun, Rubric
 from grading.selectors import study_llm_spend
 from grading.services.pipeline import episode_grade
-from studyapp.models import Episode
+from studies.models import Episode
 from tests.conftest import requires_postgres
 from tests.factories import StudyFactory, TaskFactory
 from tests.factories.grading import make_rubric

@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from grading.models import FluencyCoding, GradingFollowUp, JudgeRun, LLMUsage
 from rating.models import Observation
-from studyapp.models import AuditEvent, Episode
-from studyapp.services.episodes import episode_submit
+from studies.models import AuditEvent, Episode
+from studies.services.episodes import episode_submit
 from tests.conftest import ROOT, WorkerProcess, requires_postgres, requires_redis, wait_for, worker_environment
 from tests.factories import StudyFactory
 from tests.factories.files import REPORT

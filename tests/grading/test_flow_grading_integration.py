@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from grading.models import FluencyCoding, JudgeRun, LLMUsage
 from rating.models import Observation
-from studyapp.models import Episode
-from studyapp.services.episodes import episode_submit
+from studies.models import Episode
+from studies.services.episodes import episode_submit
 from tests.conftest import wait_for
 from tests.factories import StudyFactory
 from tests.factories.files import REPORT

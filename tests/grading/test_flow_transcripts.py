@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from grading.models import EpisodeTranscript, FluencyCoding
-from studyapp.models import Episode
-from studyapp.services.episodes import episode_submit
+from studies.models import Episode
+from studies.services.episodes import episode_submit
 from tests.conftest import wait_for
 from tests.factories import StudyFactory
 from tests.factories.files import REPORT

@@ -11,7 +11,7 @@ from grading.models import FluencyCoding, LLMUsage
 from grading.prompts import FLUENCY_PROMPT_VERSION
 from grading.schemas import FLUENCY_CODES
 from grading.services.fluency import episode_code_log
-from studyapp.models import Episode
+from studies.models import Episode
 from tests.factories.files import png_bytes
 from tests.factories.scenarios import submitted_episode
 from tests.grading.responders import fluency_dict

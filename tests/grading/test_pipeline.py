@@ -15,7 +15,7 @@ from grading.selectors import episodes_held
 from grading.services import judging, pipeline
 from grading.services.pipeline import episode_grade, episode_grading_retry, judge_run_retry
 from grading.services.rubric_generation import rubric_approve, rubric_copy
-from studyapp.models import AuditEvent, Episode, Participant
+from studies.models import AuditEvent, Episode, Participant
 from tests.factories import StudyFactory, UserFactory
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode
@@ -359,12 +359,12 @@ def test_staff_retry_sends_a_failed_episode_back_to_grading(sent_tasks, django_c
     Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.FAILED, grading_note="every judge failed")
     episode.refresh_from_db()
     with django_capture_on_commit_callbacks(execute=True):
-        assert episode_grading_retry(episode=episode, actor=staff)
+        episode_grading_retry(episode=episode, actor=staff)
     episode.refresh_from_db()
     assert episode.status == Episode.Status.SUBMITTED and episode.grading_note == ""
     assert sent_tasks == [("grading.tasks.grade_episode", [episode.pk])]
     event = AuditEvent.objects.get(action="grading.retry")
-    assert event.actor == staff and event.before["note"] == "every judge failed"
+    assert event.actor == staff and event.before["grading_note"] == "every judge failed"
 
 
 def test_retrying_a_failed_judge_run_regrades_its_episode(llm_server, sent_tasks,

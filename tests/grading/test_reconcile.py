@@ -11,8 +11,8 @@ from kombu.exceptions import OperationalError
 from grading.models import GradingFollowUp, JudgeRun, LLMUsage, Rubric
 from grading.services.reconcile import grading_reconcile
 from rating.models import Observation
-from studyapp.models import Episode, Participant
-from studyapp.services.episodes import episode_submit
+from studies.models import Episode, Participant
+from studies.services.episodes import episode_submit
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode
 from tests.grading.test_fluency import TRANSCRIPT
@@ -97,7 +97,7 @@ def test_a_submission_made_while_the_broker_is_down_is_saved_and_sent_by_the_swe
 
 def test_a_lost_retraction_is_completed_by_the_sweep(llm_server, sent_tasks, django_capture_on_commit_callbacks):
     from grading.services.pipeline import episode_grade
-    from rating.services import observation_record
+    from rating.services.ledger import observation_record
 
     episode = submitted_episode()
     make_rubric(episode.task, per_category=2, origin=Rubric.Origin.EXPERT)

@@ -20,7 +20,7 @@ from grading.services.rubric_generation import (
     rubric_generate,
     rubric_validate,
 )
-from studyapp.models import AuditEvent, TaskFile
+from studies.models import AuditEvent, TaskFile
 from tests.factories import TaskFactory, UserFactory
 from tests.factories.grading import make_rubric
 from tests.grading.responders import rubric_dict

@@ -7,8 +7,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from grading.models import JudgeRun, Rubric
 from grading.services.solo_runs import solo_run_attach, solo_run_grade
-from studyapp.files import FileRejected
-from studyapp.models import AuditEvent, Episode, SoloRun, SoloRunFile
+from studies.files import FileRejected
+from studies.models import AuditEvent, Episode, SoloRun, SoloRunFile
 from tests.factories import AgentFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.grading import make_rubric
 

@@ -7,7 +7,7 @@ import pytest
 from grading import tasks
 from grading.models import JudgeRun, Rubric
 from grading.services import pipeline
-from studyapp.models import Episode, SoloRun
+from studies.models import Episode, SoloRun
 from tests.factories import AgentFactory, StudyFactory, TaskFactory
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode

@@ -6,7 +6,7 @@ import pytest
 
 from grading.models import EpisodeTranscript
 from grading.services.transcripts import episode_transcript_build
-from studyapp.models import EpisodeFile
+from studies.models import EpisodeFile
 from tests.factories.episodes import EpisodeFileFactory
 from tests.factories.files import png_bytes
 from tests.factories.scenarios import submitted_episode

@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce
 from rating.engine import RatingConfig, SkillModel
 from rating.fit import ModelSpec, fit_model
 from rating.models import EntityRating, Observation, RatingSnapshot
-from studyapp.models import Agent, Episode, Participant, Study
+from studies.models import Agent, Episode, Participant, Study
 from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, StudyFactory, TaskFactory
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from rating import services
 from rating.fit import ModelSpec, fit_model
 from rating.models import EntityRating, Observation, RatingSnapshot
-from studyapp.models import Agent, AuditEvent, Episode, ParticipantIdentity, Study
+from rating.services import ledger, refresh
+from studies.models import Agent, AuditEvent, Episode, ParticipantIdentity, Study
 from tests.factories import AgentFactory, StudyFactory, TaskFactory
 from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
@@ -200,10 +200,10 @@ def test_an_exported_study_reimported_reproduces_its_ratings(tmp_path):
     """Round trip through the released format: same agents, same per-human ratings, same posterior."""
     study, _, _, episodes = ledger_study(seed=21, n_participants=7)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     Episode.objects.filter(pk=episodes[0].pk).update(status=Episode.Status.SKIPPED)
-    services.observation_record(episode_id=episodes[0].pk)
-    original = services.posterior_refresh(study_id=study.pk)
+    ledger.observation_record(episode_id=episodes[0].pk)
+    original = refresh.posterior_refresh(study_id=study.pk)
     exported = [
         {
             "session_id": f"ep-{e.pk}",
@@ -243,7 +243,7 @@ def test_an_exported_study_reimported_reproduces_its_ratings(tmp_path):
 def test_refresh_ratings_writes_a_snapshot_per_study_with_a_ledger():
     study, _, _, episodes = ledger_study(seed=22)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     StudyFactory(slug="no-ledger")
     output = _run("refresh_ratings")
     assert f"{study.slug}: snapshot v1 from {len(episodes)} active observations (3 agents, 6 humans)" in output
@@ -278,8 +278,8 @@ def test_refresh_ratings_prints_the_connectivity_warning():
 def test_rating_report_prints_the_three_tables_with_agent_names():
     study, agents, _, episodes = ledger_study(seed=24, n_participants=8)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
-    services.posterior_refresh(study_id=study.pk)
+        ledger.observation_record(episode_id=episode.pk)
+    refresh.posterior_refresh(study_id=study.pk)
     output = _run("rating_report", "--study", study.slug, "--rounds", "60", "--seed", "5")
     for header in (
         "Agent leaderboard (ranked by CollabSkill = mu - 3 sigma)",
@@ -306,7 +306,7 @@ def test_rating_report_prints_the_three_tables_with_agent_names():
 def test_rating_report_prints_the_tables_of_a_task_model_study():
     study, agents, _, episodes = ledger_study(seed=26, n_participants=8, rating_model="calibrated_task")
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     output = _run("rating_report", "--study", study.slug, "--rounds", "30", "--seed", "2", "--cluster", "human")
     assert "calibrated_task model (beta=" in output and "sigma_task=" in output
     for header in ("Bootstrap ranking stability (30 rounds over participants", "Leave-one-task-out mean"):
@@ -345,7 +345,7 @@ def test_rating_report_leaves_tasks_out_by_uuid_even_when_the_tasks_are_not_in_t
 def test_invalid_rating_settings_get_a_clear_message():
     study, _, _, episodes = ledger_study(seed=25, rating_beta=0.0)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     for command in ("refresh_ratings", "rating_report"):
         with pytest.raises(CommandError, match="invalid rating settings: beta must be > 0"):
             _run(command, "--study", study.slug)
@@ -392,7 +392,7 @@ def test_a_new_study_made_by_import_is_calibrated_unless_told(tmp_path):
 def test_rating_report_json_is_fit_model_on_the_study_ledger(kind):
     study, agents, _, episodes = ledger_study(seed=31, n_participants=12, rating_model=kind)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     printed = json.loads(_run("rating_report", "--study", study.slug, "--json"))
 
     rows = list(Observation.objects.filter(study=study, active=True).order_by("pk")

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 from django.db import connection
 
-from rating import services
 from rating.models import Observation, RatingSnapshot
+from rating.services import ledger, refresh
+from studies.models import AuditEvent, Episode
 from studyapp.celery import app
-from studyapp.models import AuditEvent, Episode
 from tests.conftest import requires_postgres
 from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
@@ -61,7 +61,7 @@ def test_concurrent_recording_loses_no_observation_and_duplicates_none():
     work = [share + shares[(t + 1) % THREADS][:10] for t, share in enumerate(shares)]
 
     def recorder(episode_ids: list[int]) -> Callable[[], None]:
-        return lambda: [services.observation_record(episode_id=pk) for pk in episode_ids]
+        return lambda: [ledger.observation_record(episode_id=pk) for pk in episode_ids]
 
     errors = _run_concurrently([recorder(w) for w in work])
     assert errors == []
@@ -71,7 +71,7 @@ def test_concurrent_recording_loses_no_observation_and_duplicates_none():
     # The second recording of a duplicated episode saw the first's score and wrote no audit event.
     assert AuditEvent.objects.filter(action="episode.score_set").count() == len(episodes)
     assert Episode.objects.filter(study=study, score__isnull=True).count() == 0
-    assert_snapshot_matches_batch(services.posterior_refresh(study_id=study.pk), study)
+    assert_snapshot_matches_batch(refresh.posterior_refresh(study_id=study.pk), study)
 
 
 @requires_postgres
@@ -79,21 +79,21 @@ def test_concurrent_recording_loses_no_observation_and_duplicates_none():
 def test_concurrent_regrades_and_a_retraction_end_in_the_exact_ledger():
     study, _, participants, episodes = ledger_study(seed=42, n_agents=4, n_participants=24, per_participant=4)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     Episode.objects.filter(study=study).update(auto_score=50.0)
     leaving = participants[0]
 
     def regrade(chunk: list[int]) -> Callable[[], None]:
-        return lambda: [services.observation_record(episode_id=pk) for pk in chunk]
+        return lambda: [ledger.observation_record(episode_id=pk) for pk in chunk]
 
     ids = [e.pk for e in episodes]
     jobs = [regrade(ids[i::6]) for i in range(6)]
-    jobs.append(lambda: services.observations_retract_participant(participant_id=leaving.pk, reason="withdrew"))
+    jobs.append(lambda: ledger.observations_retract_participant(participant_id=leaving.pk, reason="withdrew"))
     assert _run_concurrently(jobs) == []
     assert set(Observation.objects.filter(active=True).values_list("y", flat=True)) == {50.0}
     assert not Observation.objects.filter(participant=leaving, active=True).exists()
     assert Observation.objects.filter(active=True).count() == len(episodes) - 4
-    assert_snapshot_matches_batch(services.posterior_refresh(study_id=study.pk), study)
+    assert_snapshot_matches_batch(refresh.posterior_refresh(study_id=study.pk), study)
 
 
 @requires_postgres
@@ -101,8 +101,8 @@ def test_concurrent_regrades_and_a_retraction_end_in_the_exact_ledger():
 def test_concurrent_refreshes_write_consecutive_versions():
     study, _, _, episodes = ledger_study(seed=43)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
-    errors = _run_concurrently([lambda: services.posterior_refresh(study_id=study.pk) for _ in range(6)])
+        ledger.observation_record(episode_id=episode.pk)
+    errors = _run_concurrently([lambda: refresh.posterior_refresh(study_id=study.pk) for _ in range(6)])
     assert errors == []
     assert sorted(RatingSnapshot.objects.filter(study=study).values_list("version", flat=True)) == [1, 2, 3, 4, 5, 6]
     for snapshot in RatingSnapshot.objects.filter(study=study):

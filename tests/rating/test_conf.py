@@ -10,13 +10,14 @@ from django.test import override_settings
 
 from rating import conf as rating_conf
 from rating.conf import rating_settings
+from tests.packages import PROJECT_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = re.compile(r'rating_settings\(\)\["([A-Z_]+)"\]')
 
 
 def test_every_rating_key_read_has_a_default():
-    read = {key for app in ("rating", "studyapp") for p in (ROOT / app).rglob("*.py")
+    read = {key for app in PROJECT_PACKAGES for p in (ROOT / app).rglob("*.py")
             for key in READ.findall(p.read_text())}
     assert read == {"BOOTSTRAP_ROUNDS", "REFRESH_DEBOUNCE_SECONDS"}
     assert read <= set(rating_conf.DEFAULTS)

@@ -630,20 +630,20 @@ def _first_appearance_reference(values: np.ndarray) -> tuple[np.ndarray, np.ndar
     ],
 )
 def test_ids_are_coded_by_first_appearance_like_a_sort(values) -> None:
-    from rating.engine import _id_words, first_appearance
+    from rating.arrays import first_appearance, id_words
 
-    codes, first = first_appearance(_id_words(values))
+    codes, first = first_appearance(id_words(values))
     expected_codes, expected_first = _first_appearance_reference(values)
     np.testing.assert_array_equal(codes, expected_codes)
     np.testing.assert_array_equal(first, expected_first)
 
 
 def test_id_coding_stays_exact_when_every_hash_collides(monkeypatch) -> None:
-    import rating.engine as engine
+    import rating.arrays as arrays
 
     values = np.char.add("participant-", np.random.default_rng(6).integers(0, 300, 2_000).astype(str))
-    monkeypatch.setattr(engine, "_hash_rows", lambda words: np.zeros(words.shape[0], dtype=np.uint64))
-    codes, first = engine.first_appearance(engine._id_words(values))
+    monkeypatch.setattr(arrays, "_hash_rows", lambda words: np.zeros(words.shape[0], dtype=np.uint64))
+    codes, first = arrays.first_appearance(arrays.id_words(values))
     expected_codes, expected_first = _first_appearance_reference(values)
     np.testing.assert_array_equal(codes, expected_codes)
     np.testing.assert_array_equal(first, expected_first)

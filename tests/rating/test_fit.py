@@ -1,5 +1,5 @@
 """Behaviour of the rating models (rating/fit.py): exactness against dense and independent REML, calibration
-by simulation with known truth, model checks and stability; no database, no Django."""
+by simulation with known truth, and model checks; no database, no Django."""
 
 from __future__ import annotations
 
@@ -11,49 +11,15 @@ import pytest
 import scipy.optimize
 from scipy.stats import norm
 
-from rating.analysis import _prepare
-from rating.engine import RatingConfig, SkillModel, solve_bipartite
+from rating.engine import RatingConfig, SkillModel
 from rating.fit import (
     RATING_MODELS,
     ModelSpec,
-    _leave_group_out,
     compare_models,
     fit_model,
     heldout_coverage,
-    stability,
 )
-
-# Realistic noise on a 0-100 score scale: agent spread 3, participant spread 8, noise 15, level 70.
-LEVEL, AGENT_SD, HUMAN_SD, NOISE_SD = 70.0, 3.0, 8.0, 15.0
-
-
-def simulate(
-    rng: np.random.Generator,
-    *,
-    n_agents: int = 5,
-    n_humans: int = 93,
-    n_obs: int = 386,
-    agent_share: np.ndarray | None = None,
-    n_tasks: int = 0,
-    task_sd: float = 4.0,
-    noise_sd: float = NOISE_SD,
-) -> dict[str, np.ndarray]:
-    """Return one simulated study (every participant appears at least once) and its true agent levels."""
-    p = None if agent_share is None else agent_share / agent_share.sum()
-    agent = rng.choice(n_agents, size=n_obs, p=p)
-    human = np.concatenate([np.arange(n_humans), rng.integers(0, n_humans, n_obs - n_humans)])
-    rng.shuffle(human)
-    skill = rng.normal(0.0, AGENT_SD, n_agents)
-    offset = rng.normal(0.0, HUMAN_SD, n_humans)
-    y = LEVEL + skill[agent] + offset[human] + rng.normal(0.0, noise_sd, n_obs)
-    out = {"agent": agent, "human": human, "y": y, "truth": LEVEL + skill}
-    if n_tasks:
-        task = rng.integers(0, n_tasks, n_obs)
-        difficulty = rng.normal(0.0, task_sd, n_tasks)
-        out["task"] = task
-        out["y"] = y + difficulty[task]
-        out["difficulty"] = difficulty
-    return out
+from tests.rating.simulated import NOISE_SD, simulate
 
 
 def in_code_order(values: np.ndarray, truth: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -343,98 +309,16 @@ def test_compare_models_prefers_the_task_term_only_when_tasks_differ() -> None:
     json.dumps(rows)
 
 
-# --------------------------------------------------------------------------------------------------------
-# Stability
-# --------------------------------------------------------------------------------------------------------
+def test_dense_products_equal_sparse_gathers_for_participant_variances_and_leverages(monkeypatch) -> None:
+    import rating.fit as fit_module
 
-
-def test_downdated_leave_one_out_equals_refits() -> None:
-    data = simulate(np.random.default_rng(13), n_humans=30, n_obs=120, n_tasks=7)
-    config = RatingConfig(beta=12.0, agent_sigma0=1e3, human_sigma0=6.0)
-    design = _prepare(data["agent"], data["human"], data["y"], None, config)
-    for codes in (design.human_idx, np.where(np.arange(120) % 5 == 0, -1, data["task"])):
-        n_groups = int(codes.max()) + 1
-        mu, var = _leave_group_out(design, codes, n_groups)
-        for g in range(n_groups):
-            w = np.where(codes == g, 0.0, design.w)
-            sol = solve_bipartite(
-                design.agent_idx, design.human_idx, w, w * data["y"],
-                design.prior_precision_agents, design.prior_eta_agents,
-                design.prior_precision_humans, design.prior_eta_humans,
-                human_variance=False,
-            )  # fmt: skip
-            np.testing.assert_allclose(mu[g], sol.mu_agents, rtol=1e-9, atol=1e-9)
-            np.testing.assert_allclose(var[g], np.diag(sol.cov_agents), rtol=1e-9)
-
-
-def test_stability_keeps_taskless_observations_in_every_leave_one_task_out_fit() -> None:
-    data = simulate(np.random.default_rng(14), n_humans=40, n_obs=200, n_tasks=6)
-    tasks = data["task"].astype(str).astype(object)
-    tasks[::4] = None
-    report = stability(data["agent"], data["human"], tasks, data["y"], spec=ModelSpec(), rounds=50, seed=1)
-    assert report["n_tasks"] == 6
-    assert report["leave_one_task_out"]["n_groups"] == 6
-    assert report["model"]["kind"] == "calibrated"
-    assert set(report["hyper"]) == {"beta", "sigma_human"}
-    assert [row["rank"] for row in report["leaderboard"]] == list(range(1, 6))
-    json.dumps(report)
-
-
-def test_cluster_bootstrap_resamples_whole_participants() -> None:
-    data = simulate(np.random.default_rng(15), n_humans=40, n_obs=200)
-    args = (data["agent"], data["human"], None, data["y"])
-    by_obs = stability(*args, spec=ModelSpec(), rounds=200, seed=3)
-    by_human = stability(*args, spec=ModelSpec(), rounds=200, seed=3, cluster="human")
-    assert by_human["bootstrap"]["cluster"] == "human"
-    assert by_obs["bootstrap"]["cluster"] is None
-    assert by_obs["leave_one_task_out"] is None
-    again = stability(*args, spec=ModelSpec(), rounds=200, seed=3, cluster="human")
-    assert again["bootstrap"] == by_human["bootstrap"]
-    with pytest.raises(ValueError, match="cluster"):
-        stability(*args, spec=ModelSpec(), rounds=10, cluster="task")
-
-
-def test_compiled_observation_rounds_equal_a_dense_build_of_each_resampled_system() -> None:
-    from rating.fit import _ObservationRounds
-
-    data = simulate(np.random.default_rng(21), n_agents=6, n_humans=25, n_obs=160)
-    weights = np.random.default_rng(22).uniform(0.2, 3.0, 160)
-    design = _prepare(data["agent"], data["human"], data["y"], weights, RatingConfig(sigma0=7.0, beta=4.0))
-    n, n_a, n_h = design.n_obs, design.n_agents, design.n_humans
-    draws = np.random.default_rng(23).integers(0, n, size=(9, n), dtype=np.int32)
-    draws[0] = draws[0] % 40  # a round where most participants and maybe agents are never drawn
-    schur, rhs = _ObservationRounds(design, 9).systems(draws)
-    for r in range(draws.shape[0]):
-        c = np.bincount(draws[r], minlength=n).astype(float)
-        b = np.zeros((n_h, n_a))
-        e = np.zeros((n_h, n_a))
-        np.add.at(b, (design.human_idx, design.agent_idx), c * design.w)
-        np.add.at(e, (design.human_idx, design.agent_idx), c * design.wy)
-        d = design.prior_precision_humans + b.sum(axis=1)
-        eta = design.prior_eta_humans + e.sum(axis=1)
-        expected = np.diag(design.prior_precision_agents + b.sum(axis=0)) - b.T @ (b / d[:, None])
-        np.testing.assert_allclose(schur[r], expected, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(rhs[r], design.prior_eta_agents + e.sum(axis=0) - b.T @ (eta / d), rtol=1e-12)
-
-
-def test_participant_bootstrap_rounds_equal_observation_rounds_with_the_expanded_counts() -> None:
-    from rating.fit import _bootstrap
-
-    data = simulate(np.random.default_rng(16), n_humans=30, n_obs=150)
-    fit = fit_model(data["agent"], data["human"], data["y"], spec=ModelSpec())
-    design = _prepare(data["agent"], data["human"], data["y"], None, fit.config)
-    full_rank = np.arange(1, design.n_agents + 1)
-    by_human = _bootstrap(design, full_rank, rounds=64, seed=4, cluster="human", progress=None)
-    # The same participant draws, expanded to observation counts, through the observation path.
-    rng = np.random.default_rng(4)
-    draws = rng.integers(0, design.n_humans, size=(64, design.n_humans))
-    counts = np.stack([np.bincount(row, minlength=design.n_humans) for row in draws]).astype(float)
-    from rating.analysis import _batched_agent_posterior, _incidence, rank_agents
-
-    mu, var = _batched_agent_posterior(counts[:, design.human_idx], design, _incidence(design))
-    ranks = rank_agents(mu, np.sqrt(var), design.k, design.id_order)
-    expected = np.stack([np.bincount(ranks[:, a] - 1, minlength=design.n_agents) for a in range(design.n_agents)])
-    np.testing.assert_allclose(by_human.rank_distribution, expected / 64)
+    data = simulate(np.random.default_rng(25), n_humans=60, n_obs=400)
+    spec = ModelSpec(integrate_hyper=False)
+    dense = fit_model(data["agent"], data["human"], data["y"], spec=spec)
+    monkeypatch.setattr(fit_module, "_DENSE_PRODUCT_LIMIT", 0)  # per-row gathers instead
+    gathered = fit_model(data["agent"], data["human"], data["y"], spec=spec)
+    np.testing.assert_allclose(dense.human_sigma, gathered.human_sigma, rtol=1e-10)
+    np.testing.assert_allclose(dense.standardized_residuals, gathered.standardized_residuals, rtol=1e-9, atol=1e-12)
 
 
 def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(monkeypatch) -> None:
@@ -447,152 +331,3 @@ def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(mo
     gathered = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
     np.testing.assert_allclose(gathered.human_sigma, dense.human_sigma, rtol=1e-10)
     np.testing.assert_allclose(gathered.standardized_residuals, dense.standardized_residuals, rtol=1e-9)
-
-
-def _task_design(seed: int):
-    """A small task-model study (every fifth observation without a task), its fit, design and task codes."""
-    from rating.fit import _codes
-
-    data = simulate(np.random.default_rng(seed), n_humans=30, n_obs=200, n_tasks=8, task_sd=6.0)
-    tasks = data["task"].astype(str).astype(object)
-    tasks[::5] = None
-    fit = fit_model(data["agent"], data["human"], data["y"], tasks, spec=ModelSpec(kind="calibrated_task"))
-    design = _prepare(data["agent"], data["human"], data["y"], None, fit.config)
-    task_code, task_ids = _codes(tasks, "task_ids", design.n_obs, optional=True)
-    return data, tasks, fit, design, task_code, task_ids
-
-
-def _dense_task_posterior(design, task_code, n_tasks, sigma_task, rows, mult=None):
-    """Agents' posterior mean and variance from the full mixed-model matrix on ``rows`` (dense inverse)."""
-    n_a, n_h = design.n_agents, design.n_humans
-    rows = np.asarray(rows)
-    m = n_a + n_tasks + n_h
-    x = np.zeros((rows.shape[0], m))
-    x[np.arange(rows.shape[0]), design.agent_idx[rows]] = 1.0
-    task = task_code[rows]
-    x[np.flatnonzero(task >= 0), n_a + task[task >= 0]] = 1.0
-    x[np.arange(rows.shape[0]), n_a + n_tasks + design.human_idx[rows]] = 1.0
-    mult = np.ones(rows.shape[0]) if mult is None else mult[rows]
-    prior = np.concatenate(
-        [design.prior_precision_agents, np.full(n_tasks, 1.0 / sigma_task**2), design.prior_precision_humans]
-    )
-    prior_eta = np.concatenate([design.prior_eta_agents, np.zeros(n_tasks), design.prior_eta_humans])
-    cov = np.linalg.inv(x.T @ ((mult * design.w[rows])[:, None] * x) + np.diag(prior))
-    mean = cov @ (x.T @ (mult * design.wy[rows]) + prior_eta)
-    return mean[:n_a], np.diag(cov)[:n_a]
-
-
-def test_task_model_resampled_posteriors_equal_a_dense_solve_of_the_mixed_model_equations() -> None:
-    from rating.fit import _TaskRounds
-
-    data, tasks, fit, design, task_code, task_ids = _task_design(21)
-    sigma_task = fit.hyper["sigma_task"]["estimate"]
-    rounds = _TaskRounds(design, task_code, task_ids.size, sigma_task)
-    everything = np.arange(design.n_obs)
-    # The unperturbed system is the fit's plug-in posterior.
-    plug_in = fit_model(
-        data["agent"], data["human"], data["y"], tasks, spec=ModelSpec(kind="calibrated_task", integrate_hyper=False)
-    )
-    mu, var = rounds.solve(np.ones((1, design.n_obs)))
-    np.testing.assert_allclose(mu[0], plug_in.agent_mu, rtol=1e-9)
-    np.testing.assert_allclose(var[0], np.diag(plug_in.agent_cov), rtol=1e-9)
-    # Observation bootstrap counts and participant-cluster counts expanded to observations.
-    rng = np.random.default_rng(5)
-    obs_counts = rng.multinomial(design.n_obs, np.full(design.n_obs, 1.0 / design.n_obs), size=3).astype(float)
-    human_counts = rng.multinomial(design.n_humans, np.full(design.n_humans, 1.0 / design.n_humans), size=3)
-    mult = np.vstack([obs_counts, human_counts[:, design.human_idx].astype(float)])
-    mu, var = rounds.solve(mult)
-    for r in range(mult.shape[0]):
-        dense_mu, dense_var = _dense_task_posterior(design, task_code, task_ids.size, sigma_task, everything, mult[r])
-        np.testing.assert_allclose(mu[r], dense_mu, rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(var[r], dense_var, rtol=1e-9)
-
-
-@pytest.mark.parametrize("unit", ["human", "task"])
-def test_task_model_leave_one_out_equals_refits_without_each_group(unit) -> None:
-    from rating.fit import _TaskRounds
-
-    _, _, fit, design, task_code, task_ids = _task_design(22)
-    sigma_task = fit.hyper["sigma_task"]["estimate"]
-    rounds = _TaskRounds(design, task_code, task_ids.size, sigma_task)
-    group, n_groups = (design.human_idx, design.n_humans) if unit == "human" else (task_code, task_ids.size)
-    mu, var = rounds.leave_out(group, n_groups)
-    for g in range(n_groups):
-        kept = np.flatnonzero(group != g)  # task-less observations stay in every leave-one-task-out fit
-        dense_mu, dense_var = _dense_task_posterior(design, task_code, task_ids.size, sigma_task, kept)
-        np.testing.assert_allclose(mu[g], dense_mu, rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(var[g], dense_var, rtol=1e-9)
-
-
-@pytest.mark.parametrize("cluster", [None, "human"])
-def test_task_model_stability_ranks_are_those_of_dense_solves(cluster) -> None:
-    from rating.analysis import rank_agents
-
-    data, tasks, fit, design, task_code, task_ids = _task_design(23)
-    spec = ModelSpec(kind="calibrated_task")
-    report = stability(data["agent"], data["human"], tasks, data["y"], spec=spec, rounds=40, seed=7, cluster=cluster)
-    json.dumps(report, allow_nan=False)
-    assert report["model"]["kind"] == "calibrated_task" and "sigma_task" in report["hyper"]
-    assert report["n_tasks"] == task_ids.size
-    assert [row["agent_id"] for row in report["leaderboard"]] == [
-        str(fit.agent_ids[i]) for i in np.argsort(-fit.conservative(), kind="stable")
-    ]
-    sigma_task = fit.hyper["sigma_task"]["estimate"]
-
-    def ranks(rows, mult=None):
-        mu, var = _dense_task_posterior(design, task_code, task_ids.size, sigma_task, rows, mult)
-        return rank_agents(mu, np.sqrt(var), design.k, design.id_order)[0]
-
-    everything = np.arange(design.n_obs)
-    full_rank = ranks(everything)
-    agent_pos = {str(a): i for i, a in enumerate(design.agent_ids)}
-
-    def column(rows, key):
-        out = np.empty(len(rows))
-        for row in rows:
-            out[agent_pos[row["agent_id"]]] = row[key]
-        return out
-
-    assert column(report["leave_one_human_out"]["agents"], "full_rank").tolist() == full_rank.tolist()
-    for table, group in (("leave_one_human_out", design.human_idx), ("leave_one_task_out", task_code)):
-        expected = np.array([ranks(np.flatnonzero(group != g)) for g in range(group.max() + 1)])
-        assert report[table]["n_groups"] == expected.shape[0]
-        np.testing.assert_allclose(column(report[table]["agents"], "mean_rank"), expected.mean(axis=0), atol=1e-12)
-    # The bootstrap: the same draws for the seed, each round solved densely.
-    rng = np.random.default_rng(7)
-    units = design.n_obs if cluster is None else design.n_humans
-    draws = rng.integers(0, units, size=(40, units))
-    counts = np.stack([np.bincount(row, minlength=units) for row in draws]).astype(float)
-    mult = counts if cluster is None else counts[:, design.human_idx]
-    boot = np.array([ranks(everything, mult[r]) for r in range(40)])
-    np.testing.assert_allclose(column(report["bootstrap"]["agents"], "p_rank1"), (boot == 1).mean(axis=0), atol=1e-12)
-    np.testing.assert_allclose(column(report["bootstrap"]["agents"], "mean_rank"), boot.mean(axis=0), atol=1e-12)
-
-
-@pytest.mark.parametrize("kind", RATING_MODELS)
-def test_public_outputs_are_strict_json_with_non_finite_values_as_null(kind) -> None:
-    data = simulate(np.random.default_rng(24), n_agents=1, n_humans=20, n_obs=80, n_tasks=5)
-    args = (data["agent"], data["human"], data["task"].astype(str), data["y"])
-    spec = ModelSpec(kind=kind)
-    report = stability(*args, spec=spec, rounds=20, seed=1)
-    json.dumps(report, allow_nan=False)
-    # One agent: no ranking to correlate (Kendall tau undefined); the paper model has no standard errors.
-    assert report["bootstrap"]["mean_kendall_tau"] is None
-    if kind == "paper":
-        assert report["hyper"]["beta"]["se"] is None
-    fit = fit_model(args[0], args[1], args[3], args[2], spec=spec)
-    json.dumps(fit.to_dict(), allow_nan=False)
-    json.dumps(heldout_coverage(args[0], args[1], args[3], args[2], spec=spec, folds=2), allow_nan=False)
-    json.dumps(compare_models(args[0], args[1], args[3], args[2]), allow_nan=False)
-
-
-def test_dense_products_equal_sparse_gathers_for_participant_variances_and_leverages(monkeypatch) -> None:
-    import rating.fit as fit_module
-
-    data = simulate(np.random.default_rng(25), n_humans=60, n_obs=400)
-    spec = ModelSpec(integrate_hyper=False)
-    dense = fit_model(data["agent"], data["human"], data["y"], spec=spec)
-    monkeypatch.setattr(fit_module, "_DENSE_PRODUCT_LIMIT", 0)  # per-row gathers instead
-    gathered = fit_model(data["agent"], data["human"], data["y"], spec=spec)
-    np.testing.assert_allclose(dense.human_sigma, gathered.human_sigma, rtol=1e-10)
-    np.testing.assert_allclose(dense.standardized_residuals, gathered.standardized_residuals, rtol=1e-9, atol=1e-12)

@@ -7,9 +7,10 @@ import uuid
 import numpy as np
 import pytest
 
-from rating import selectors, services
+from rating import selectors
 from rating.models import Observation
-from studyapp.models import Episode, Study
+from rating.services import analysis, ledger, refresh
+from studies.models import Episode, Study
 from tests.factories import AgentFactory, ParticipantFactory, StudyFactory
 from tests.rating.ledger import ledger_study
 
@@ -19,14 +20,14 @@ pytestmark = pytest.mark.django_db
 def _recorded_study(**kwargs):
     study, agents, participants, episodes = ledger_study(**kwargs)
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     return study, agents, participants, episodes
 
 
 def test_observations_arrays_hold_only_the_active_ledger_in_id_order():
     study, _, _, episodes = _recorded_study(seed=10)
     Episode.objects.filter(pk=episodes[0].pk).update(status=Episode.Status.SKIPPED)
-    services.observation_record(episode_id=episodes[0].pk)
+    ledger.observation_record(episode_id=episodes[0].pk)
     arrays = selectors.observations_arrays(study)
     active = list(Observation.objects.filter(study=study, active=True).order_by("pk"))
     assert arrays.n == len(episodes) - 1 == len(active)
@@ -59,10 +60,10 @@ def test_latest_snapshot_and_leaderboards_follow_the_newest_version():
     study, agents, participants, episodes = _recorded_study(seed=11)
     assert selectors.latest_snapshot(study) is None
     assert list(selectors.leaderboard(study)) == []
-    services.posterior_refresh(study_id=study.pk)
+    refresh.posterior_refresh(study_id=study.pk)
     Episode.objects.filter(pk=episodes[0].pk).update(auto_score=3.0)
-    services.observation_record(episode_id=episodes[0].pk)
-    newest = services.posterior_refresh(study_id=study.pk)
+    ledger.observation_record(episode_id=episodes[0].pk)
+    newest = refresh.posterior_refresh(study_id=study.pk)
     assert selectors.latest_snapshot(study.pk) == newest
     agent_rows = list(selectors.leaderboard(study, kind="agent"))
     human_rows = list(selectors.leaderboard(study, kind="human"))
@@ -77,15 +78,15 @@ def test_staleness_follows_ledger_changes_deletions_and_setting_edits():
     study, _, _, episodes = _recorded_study(seed=12)
     other = StudyFactory()  # no ledger: never stale
     assert selectors.studies_needing_refresh() == [study.pk]
-    services.posterior_refresh(study_id=study.pk)
+    refresh.posterior_refresh(study_id=study.pk)
     assert selectors.studies_needing_refresh() == []
     Episode.objects.filter(pk=episodes[1].pk).update(auto_score=20.0)
-    services.observation_record(episode_id=episodes[1].pk)
+    ledger.observation_record(episode_id=episodes[1].pk)
     assert selectors.studies_needing_refresh() == [study.pk]
-    services.posterior_refresh(study_id=study.pk)
+    refresh.posterior_refresh(study_id=study.pk)
     Episode.objects.filter(pk=episodes[2].pk).delete()  # its observation goes with it
     assert selectors.studies_needing_refresh() == [study.pk]
-    services.posterior_refresh(study_id=study.pk)
+    refresh.posterior_refresh(study_id=study.pk)
     Study.objects.filter(pk=study.pk).update(rating_beta=5.0)
     assert selectors.studies_needing_refresh() == [study.pk]
     assert other.pk not in selectors.studies_needing_refresh()
@@ -94,14 +95,14 @@ def test_staleness_follows_ledger_changes_deletions_and_setting_edits():
 def test_studies_with_ratings_lists_studies_with_a_ledger_or_a_snapshot():
     study, _, _, _ = _recorded_study(seed=13)
     empty_but_refreshed = StudyFactory()
-    services.posterior_refresh(study_id=empty_but_refreshed.pk)
+    refresh.posterior_refresh(study_id=empty_but_refreshed.pk)
     StudyFactory()
     assert list(selectors.studies_with_ratings()) == [study, empty_but_refreshed]
 
 
 def test_stability_report_names_agents_and_uses_pseudonyms_for_humans():
     study, agents, participants, _ = _recorded_study(seed=14, n_participants=8)
-    report = selectors.study_stability_report(study, rounds=40, seed=3)
+    report = analysis.study_stability_report(study, rounds=40, seed=3)
     assert {row["agent_id"] for row in report["leaderboard"]} == {str(a.pk) for a in agents}
     assert report["agent_names"] == {str(a.pk): a.name for a in agents}
     assert report["model"]["kind"] == "paper" and report["cluster"] == "observation"
@@ -109,7 +110,7 @@ def test_stability_report_names_agents_and_uses_pseudonyms_for_humans():
     assert report["n_tasks"] == report["n_observations"]
     assert report["leave_one_task_out"] is not None
     assert report["bootstrap"]["rounds"] == 40
-    snapshot = services.posterior_refresh(study_id=study.pk)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
     stored = {str(r.entity_id): r for r in snapshot.ratings.filter(entity_kind="agent")}
     for row in report["leaderboard"]:
         assert row["mu"] == pytest.approx(stored[row["agent_id"]].mu, abs=1e-9)
@@ -117,12 +118,12 @@ def test_stability_report_names_agents_and_uses_pseudonyms_for_humans():
 
 
 def test_stability_report_is_none_without_active_observations():
-    assert selectors.study_stability_report(StudyFactory(), rounds=10) is None
+    assert analysis.study_stability_report(StudyFactory(), rounds=10) is None
 
 
 def test_stability_report_of_a_task_model_study_resamples_the_task_model():
     study, agents, _, _ = _recorded_study(seed=15, n_participants=10, rating_model="calibrated_task")
-    report = selectors.study_stability_report(study, rounds=30, seed=2, cluster="human")
+    report = analysis.study_stability_report(study, rounds=30, seed=2, cluster="human")
     assert report["model"]["kind"] == "calibrated_task" and "sigma_task" in report["hyper"]
     assert {row["agent_id"] for row in report["leaderboard"]} == {str(a.pk) for a in agents}
     assert report["leave_one_task_out"]["n_groups"] == report["n_tasks"]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from django.core.cache import cache
 
-from rating import services
 from rating.exceptions import InvalidScore
 from rating.models import EntityRating, Observation, RatingSnapshot
+from rating.services import ledger, refresh
+from studies.models import AuditEvent, Episode, Participant, Study
 from studyapp.celery import app
-from studyapp.models import AuditEvent, Episode, Participant, Study
 from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, StudyFactory
 from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def _record_all(episodes) -> None:
     for episode in episodes:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
 
 
 def _episode(study: Study | None = None, **fields) -> Episode:
@@ -45,7 +45,7 @@ def _purge_rating_queue() -> None:
 
 def test_recording_takes_y_from_the_auto_score_by_default():
     episode = _episode(auto_score=71.5, expert_score=40.0)
-    observation = services.observation_record(episode_id=episode.pk)
+    observation = ledger.observation_record(episode_id=episode.pk)
     episode.refresh_from_db()
     assert (episode.score, episode.score_source) == (71.5, "auto")
     assert (observation.y, observation.source, observation.active) == (71.5, "auto", True)
@@ -55,7 +55,7 @@ def test_recording_takes_y_from_the_auto_score_by_default():
 
 def test_recording_takes_the_expert_score_when_the_study_rates_on_expert_grades():
     episode = _episode(StudyFactory(score_source=Study.ScoreSource.EXPERT), auto_score=71.5, expert_score=40.0)
-    observation = services.observation_record(episode_id=episode.pk)
+    observation = ledger.observation_record(episode_id=episode.pk)
     episode.refresh_from_db()
     assert (episode.score, episode.score_source, observation.y, observation.source) == (40.0, "expert", 40.0, "expert")
 
@@ -63,7 +63,7 @@ def test_recording_takes_the_expert_score_when_the_study_rates_on_expert_grades(
 def test_blended_source_weights_the_expert_score_by_the_study_setting():
     study = StudyFactory(score_source=Study.ScoreSource.BLENDED, blend_expert_weight=0.25)
     episode = _episode(study, auto_score=70.0, expert_score=40.0)
-    observation = services.observation_record(episode_id=episode.pk)
+    observation = ledger.observation_record(episode_id=episode.pk)
     assert observation.y == pytest.approx(0.25 * 40.0 + 0.75 * 70.0)
     assert observation.source == "blended"
     episode.refresh_from_db()
@@ -75,23 +75,23 @@ def test_blended_source_falls_back_to_the_only_score_and_says_which():
     auto_only = _episode(study, auto_score=70.0)
     expert_only = _episode(study, expert_score=40.0)
     assert (
-        services.observation_record(episode_id=auto_only.pk).y,
+        ledger.observation_record(episode_id=auto_only.pk).y,
         auto_only.__class__.objects.get(pk=auto_only.pk).score_source,
     ) == (70.0, "auto")
-    assert services.observation_record(episode_id=expert_only.pk).source == "expert"
+    assert ledger.observation_record(episode_id=expert_only.pk).source == "expert"
 
 
 def test_a_score_outside_0_to_100_is_refused_and_nothing_is_written():
     episode = _episode(auto_score=140.0)
     with pytest.raises(InvalidScore, match="between 0 and 100"):
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     episode.refresh_from_db()
     assert episode.score is None
     assert not Observation.objects.exists()
 
 
 def test_recording_an_unknown_episode_returns_none():
-    assert services.observation_record(episode_id=987654) is None
+    assert ledger.observation_record(episode_id=987654) is None
 
 
 # ---- idempotency and regrades --------------------------------------------------------------------------
@@ -100,12 +100,12 @@ def test_recording_an_unknown_episode_returns_none():
 def test_recording_the_same_score_again_writes_nothing_and_schedules_nothing(django_capture_on_commit_callbacks):
     episode = _episode(auto_score=66.0)
     with django_capture_on_commit_callbacks() as first:
-        observation = services.observation_record(episode_id=episode.pk)
+        observation = ledger.observation_record(episode_id=episode.pk)
     audits = AuditEvent.objects.count()
     stamp = Observation.objects.get(pk=observation.pk).updated_at
     with django_capture_on_commit_callbacks() as again:
-        services.observation_record(episode_id=episode.pk)
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
     assert len(first) == 1 and len(again) == 0
     assert AuditEvent.objects.count() == audits
     assert Observation.objects.get(pk=observation.pk).updated_at == stamp
@@ -115,16 +115,16 @@ def test_recording_the_same_score_again_writes_nothing_and_schedules_nothing(dja
 def test_regrade_replaces_the_old_observation_and_the_refresh_equals_a_fresh_model():
     study, _, _, episodes = ledger_study(seed=1)
     _record_all(episodes)
-    first = services.posterior_refresh(study_id=study.pk)
+    first = refresh.posterior_refresh(study_id=study.pk)
     regraded = episodes[4]
     old_y = regraded.auto_score
     Episode.objects.filter(pk=regraded.pk).update(auto_score=12.25)
-    observation = services.observation_record(episode_id=regraded.pk)
+    observation = ledger.observation_record(episode_id=regraded.pk)
     assert observation.y == 12.25 and observation.active
     assert Observation.objects.filter(episode=regraded).count() == 1
     audit = AuditEvent.objects.filter(action="episode.score_set", object_id=str(regraded.pk)).order_by("-pk")[0]
     assert (audit.before["score"], audit.after["score"]) == (old_y, 12.25)
-    second = services.posterior_refresh(study_id=study.pk)
+    second = refresh.posterior_refresh(study_id=study.pk)
     assert second.version == first.version + 1
     assert_snapshot_matches_batch(second, study)
     changed = EntityRating.objects.get(snapshot=second, entity_kind="human", entity_id=regraded.participant_id)
@@ -134,12 +134,12 @@ def test_regrade_replaces_the_old_observation_and_the_refresh_equals_a_fresh_mod
 
 def test_a_removed_score_deactivates_the_observation_and_a_new_score_reactivates_it():
     episode = _episode(auto_score=55.0)
-    services.observation_record(episode_id=episode.pk)
+    ledger.observation_record(episode_id=episode.pk)
     Episode.objects.filter(pk=episode.pk).update(auto_score=None)
-    observation = services.observation_record(episode_id=episode.pk)
+    observation = ledger.observation_record(episode_id=episode.pk)
     assert (observation.active, observation.retraction_reason) == (False, "no score")
     Episode.objects.filter(pk=episode.pk).update(auto_score=61.0)
-    observation = services.observation_record(episode_id=episode.pk)
+    observation = ledger.observation_record(episode_id=episode.pk)
     assert (observation.active, observation.y, observation.retraction_reason) == (True, 61.0, "")
     assert Observation.objects.filter(episode=episode).count() == 1
 
@@ -154,17 +154,17 @@ def test_a_removed_score_deactivates_the_observation_and_a_new_score_reactivates
 )
 def test_excluded_episodes_do_not_count(episode_fields, participant_status, reason):
     episode = _episode(auto_score=80.0)
-    services.observation_record(episode_id=episode.pk)
+    ledger.observation_record(episode_id=episode.pk)
     Episode.objects.filter(pk=episode.pk).update(**episode_fields)
     Participant.objects.filter(pk=episode.participant_id).update(status=participant_status)
-    observation = services.observation_record(episode_id=episode.pk)
+    observation = ledger.observation_record(episode_id=episode.pk)
     assert (observation.active, observation.retraction_reason) == (False, reason)
     assert not Observation.objects.filter(active=True).exists()
 
 
 def test_an_unscored_or_excluded_episode_gets_no_observation():
-    assert services.observation_record(episode_id=_episode().pk) is None
-    assert services.observation_record(episode_id=_episode(auto_score=50.0, status=Episode.Status.SKIPPED).pk) is None
+    assert ledger.observation_record(episode_id=_episode().pk) is None
+    assert ledger.observation_record(episode_id=_episode(auto_score=50.0, status=Episode.Status.SKIPPED).pk) is None
     assert not Observation.objects.exists()
 
 
@@ -176,26 +176,26 @@ def test_retracting_a_participant_removes_exactly_their_contribution(django_capt
     _record_all(episodes)
     leaving = participants[1]
     with django_capture_on_commit_callbacks() as scheduled:
-        count = services.observations_retract_participant(participant_id=leaving.pk, reason="withdrew consent")
+        count = ledger.observations_retract_participant(participant_id=leaving.pk, reason="withdrew consent")
     assert count == 3 and len(scheduled) == 1
     assert not Observation.objects.filter(participant=leaving, active=True).exists()
     assert Observation.objects.filter(participant=leaving).first().retraction_reason == (
         "participant retracted: withdrew consent"
     )
-    snapshot = services.posterior_refresh(study_id=study.pk)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
     assert not snapshot.ratings.filter(entity_kind="human", entity_id=leaving.pk).exists()
     assert_snapshot_matches_batch(snapshot, study)
     assert AuditEvent.objects.filter(action="observation.retract_participant", object_id=str(leaving.pk)).exists()
-    assert services.observations_retract_participant(participant_id=leaving.pk, reason="again") == 0
+    assert ledger.observations_retract_participant(participant_id=leaving.pk, reason="again") == 0
 
 
 def test_a_late_regrade_cannot_bring_back_a_retracted_participant():
     study, _, participants, episodes = ledger_study(seed=3)
     _record_all(episodes)
-    services.observations_retract_participant(participant_id=participants[0].pk, reason="excluded by staff")
+    ledger.observations_retract_participant(participant_id=participants[0].pk, reason="excluded by staff")
     mine = [e for e in episodes if e.participant_id == participants[0].pk]
     Episode.objects.filter(pk=mine[0].pk).update(auto_score=99.0)
-    observation = services.observation_record(episode_id=mine[0].pk)
+    observation = ledger.observation_record(episode_id=mine[0].pk)
     assert observation.active is False
     assert observation.retraction_reason.startswith("participant retracted")
     assert not Observation.objects.filter(participant=participants[0], active=True).exists()
@@ -204,9 +204,9 @@ def test_a_late_regrade_cannot_bring_back_a_retracted_participant():
 def test_rerecording_after_a_score_source_switch_equals_the_batch_solution():
     study, _, _, episodes = ledger_study(seed=4, expert_share=0.5, n_participants=8)
     _record_all(episodes)
-    services.posterior_refresh(study_id=study.pk)
+    refresh.posterior_refresh(study_id=study.pk)
     Study.objects.filter(pk=study.pk).update(score_source=Study.ScoreSource.EXPERT)
-    assert services.study_rerecord(study_id=study.pk) == len(episodes)
+    assert ledger.study_rerecord(study_id=study.pk) == len(episodes)
     with_expert = {e.pk: e.expert_score for e in episodes if e.expert_score is not None}
     active = dict(Observation.objects.filter(study=study, active=True).values_list("episode_id", "y"))
     assert active == with_expert
@@ -214,7 +214,7 @@ def test_rerecording_after_a_score_source_switch_equals_the_batch_solution():
         len(episodes) - len(with_expert)
     )
     study.refresh_from_db()
-    assert_snapshot_matches_batch(services.posterior_refresh(study_id=study.pk), study)
+    assert_snapshot_matches_batch(refresh.posterior_refresh(study_id=study.pk), study)
 
 
 # ---- snapshots ----------------------------------------------------------------------------------------
@@ -223,8 +223,8 @@ def test_rerecording_after_a_score_source_switch_equals_the_batch_solution():
 def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
     study, agents, participants, episodes = ledger_study(seed=5, rating_k=2.0)
     _record_all(episodes)
-    first = services.posterior_refresh(study_id=study.pk)
-    second = services.posterior_refresh(study_id=study.pk)
+    first = refresh.posterior_refresh(study_id=study.pk)
+    second = refresh.posterior_refresh(study_id=study.pk)
     assert (first.version, second.version) == (1, 2)
     assert RatingSnapshot.objects.filter(study=study).count() == 2
     agent_rows = list(second.ratings.filter(entity_kind="agent").order_by("rank"))
@@ -262,7 +262,7 @@ def test_snapshot_labels_with_copy_control_characters_are_written_verbatim():
         agent.save(update_fields=["name"])
     participants[0].pseudonym = "p\t\\0"
     participants[0].save(update_fields=["pseudonym"])
-    snapshot = services.posterior_refresh(study_id=study.pk)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
     labels = dict(snapshot.ratings.filter(entity_kind="agent").values_list("entity_id", "label"))
     assert labels == {a.pk: a.name for a in agents}
     human = snapshot.ratings.get(entity_kind="human", entity_id=participants[0].pk)
@@ -272,7 +272,7 @@ def test_snapshot_labels_with_copy_control_characters_are_written_verbatim():
 
 def test_refreshing_an_empty_ledger_writes_an_empty_snapshot():
     study = StudyFactory()
-    snapshot = services.posterior_refresh(study_id=study.pk)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
     assert (snapshot.version, snapshot.n_observations, snapshot.ratings.count()) == (1, 0, 0)
     assert snapshot.connectivity["n_components"] == 0
 
@@ -281,8 +281,8 @@ def test_agents_that_share_no_participant_are_flagged_in_the_snapshot():
     study = StudyFactory()
     alpha, beta = AgentFactory(name="Alpha"), AgentFactory(name="Beta")
     for agent in (alpha, alpha, beta):
-        services.observation_record(episode_id=_episode(study, agent=agent, auto_score=60.0).pk)
-    snapshot = services.posterior_refresh(study_id=study.pk)
+        ledger.observation_record(episode_id=_episode(study, agent=agent, auto_score=60.0).pk)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
     assert snapshot.connectivity["connected"] is False
     assert "Alpha" in snapshot.connectivity["warning"] and "Beta" in snapshot.connectivity["warning"]
 
@@ -291,11 +291,11 @@ def test_the_beat_sweep_refreshes_only_studies_whose_ledger_changed():
     changed, _, _, changed_episodes = ledger_study(seed=6)
     quiet, _, _, quiet_episodes = ledger_study(seed=7)
     _record_all(changed_episodes + quiet_episodes)
-    assert set(services.posteriors_refresh_stale()) >= {changed.pk, quiet.pk}
-    assert services.posteriors_refresh_stale() == []
+    assert set(refresh.posteriors_refresh_stale()) >= {changed.pk, quiet.pk}
+    assert refresh.posteriors_refresh_stale() == []
     Episode.objects.filter(pk=changed_episodes[0].pk).update(auto_score=1.0)
-    services.observation_record(episode_id=changed_episodes[0].pk)
-    assert services.posteriors_refresh_stale() == [changed.pk]
+    ledger.observation_record(episode_id=changed_episodes[0].pk)
+    assert refresh.posteriors_refresh_stale() == [changed.pk]
     assert RatingSnapshot.objects.filter(study=quiet).count() == 1
 
 
@@ -308,7 +308,7 @@ def test_repeated_refresh_requests_write_one_snapshot_per_ledger_change():
         refresh_posterior(study.pk)
     assert RatingSnapshot.objects.filter(study=study).count() == 1
     Episode.objects.filter(pk=episodes[0].pk).update(auto_score=3.0)
-    services.observation_record(episode_id=episodes[0].pk)
+    ledger.observation_record(episode_id=episodes[0].pk)
     for _ in range(3):
         refresh_posterior(study.pk)
     assert list(RatingSnapshot.objects.filter(study=study).values_list("version", flat=True)) == [2, 1]
@@ -332,37 +332,37 @@ def rating_queue(settings):
 
 def test_a_burst_of_schedule_calls_enqueues_one_refresh(rating_queue):
     study = StudyFactory()
-    cache.delete(services.refresh_key(study.pk))
-    decisions = [services.posterior_schedule_refresh(study_id=study.pk) for _ in range(5)]
+    cache.delete(refresh.refresh_key(study.pk))
+    decisions = [refresh.posterior_schedule_refresh(study_id=study.pk) for _ in range(5)]
     assert decisions == [True, False, False, False, False]
     assert rating_queue() == 1
-    assert cache.get(services.refresh_key(study.pk)) == 1
+    assert cache.get(refresh.refresh_key(study.pk)) == 1
 
 
 def test_a_change_after_the_window_expires_schedules_another_refresh(rating_queue):
     study = StudyFactory()
-    cache.delete(services.refresh_key(study.pk))
-    assert services.posterior_schedule_refresh(study_id=study.pk) is True
+    cache.delete(refresh.refresh_key(study.pk))
+    assert refresh.posterior_schedule_refresh(study_id=study.pk) is True
     time.sleep(1.3)
-    assert services.posterior_schedule_refresh(study_id=study.pk) is True
+    assert refresh.posterior_schedule_refresh(study_id=study.pk) is True
     assert rating_queue() == 2
 
 
 def test_a_refresh_reopens_the_window_before_it_reads_the_ledger(rating_queue):
     study = StudyFactory()
-    cache.delete(services.refresh_key(study.pk))
-    assert services.posterior_schedule_refresh(study_id=study.pk) is True
-    services.posterior_refresh(study_id=study.pk)
-    assert cache.get(services.refresh_key(study.pk)) is None
-    assert services.posterior_schedule_refresh(study_id=study.pk) is True
+    cache.delete(refresh.refresh_key(study.pk))
+    assert refresh.posterior_schedule_refresh(study_id=study.pk) is True
+    refresh.posterior_refresh(study_id=study.pk)
+    assert cache.get(refresh.refresh_key(study.pk)) is None
+    assert refresh.posterior_schedule_refresh(study_id=study.pk) is True
     assert rating_queue() == 2
 
 
 def test_recording_schedules_the_refresh_only_after_commit(rating_queue, django_capture_on_commit_callbacks):
     episode = _episode(auto_score=42.0)
-    cache.delete(services.refresh_key(episode.study_id))
+    cache.delete(refresh.refresh_key(episode.study_id))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        services.observation_record(episode_id=episode.pk)
+        ledger.observation_record(episode_id=episode.pk)
         assert rating_queue() == 0
     for callback in callbacks:
         callback()
@@ -374,15 +374,15 @@ def test_the_sweep_logs_a_study_that_fails_and_refreshes_the_others(caplog):
     bad, _, _, bad_episodes = ledger_study(seed=9)
     _record_all(good_episodes + bad_episodes)
     Study.objects.filter(pk=bad.pk).update(rating_sigma0=0.0)  # the form validator would refuse this
-    assert services.posteriors_refresh_stale() == [good.pk]
+    assert refresh.posteriors_refresh_stale() == [good.pk]
     assert f"refreshing study {bad.pk} failed" in caplog.text
     assert not RatingSnapshot.objects.filter(study=bad).exists()
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_snapshot_connectivity_equals_the_analysis_of_the_full_ledger(seed):
-    from rating.analysis import connectivity
-    from rating.services import _connectivity_summary
+    from rating.connectivity import connectivity
+    from rating.services.refresh import _connectivity_summary
 
     rng = np.random.default_rng(seed)
     n_agents, n_humans = 8, 30

@@ -6,7 +6,7 @@ import pytest
 
 from rating import selectors, tasks
 from rating.models import Observation
-from studyapp.models import Episode
+from studies.models import Episode
 from tests.conftest import requires_redis, wait_for
 from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studyapp import models as m
+from studies import models as m
 from surveys.models import Answer
 from surveys.services import instrument_install_default
 from tests.factories import UserFactory

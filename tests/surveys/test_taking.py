@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from studyapp import models as m
-from studyapp.exceptions import StepNotAvailable, SurveyAnswerInvalid, SurveyIncomplete
+from studies import models as m
+from studies.exceptions import StepNotAvailable, SurveyAnswerInvalid, SurveyIncomplete
 from surveys.models import Answer, Instrument, Question, SurveyResponse
 from surveys.selectors import default_instrument, instrument_for, question_text, questions_for, survey_items
 from surveys.services import answer_code, answers_save, instrument_install_default, response_submit

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from grading.extract.results import ExtractedImage, ExtractedPart, display_name
 from grading.extract.sources import Context, Source, join_notes, refused
-from studyapp.byte_format import human_bytes
-from studyapp.sniffing import image_media_type
+from studies.byte_format import human_bytes
+from studies.sniffing import image_media_type
 
 
 def extract_image(name: str, src: Source, ctx: Context, note: str) -> ExtractedPart:

@@ -11,7 +11,7 @@ from grading import task_names
 from grading.exceptions import GradingError
 from grading.selectors import episodes_pending_log_coding
 from grading.services.fluency import episode_code_log
-from studyapp.models import Episode
+from studies.models import Episode
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from grading import task_names
 from grading.exceptions import GradingWaiting, RetryLater, RubricGenerationFailed
 from grading.selectors import rubric_for_grading
 from grading.services.rubric_generation import rubric_generate
-from studyapp.models import TaskInstance
+from studies.models import TaskInstance
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ from grading import task_names
 from grading.exceptions import GradingError, NotGradable
 from grading.selectors import episodes_pending_grading, episodes_with_outdated_scores, solo_runs_pending_grading
 from grading.services import pipeline, solo_runs
-from studyapp.models import Episode, SoloRun
+from studies.models import Episode, SoloRun
 
 
 class Command(BaseCommand):

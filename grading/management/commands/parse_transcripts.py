@@ -7,7 +7,7 @@ from collections import Counter
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from grading.services.transcripts import episode_transcript_build
-from studyapp.models import Episode, EpisodeFile
+from studies.models import Episode, EpisodeFile
 
 
 class Command(BaseCommand):

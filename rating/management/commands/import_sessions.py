@@ -8,10 +8,10 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from rating import services
 from rating.exceptions import SessionsImportError
 from rating.fit import RATING_MODELS, ModelSpec
-from studyapp.models import Study
+from rating.services import refresh, sessions_import
+from studies.models import Study
 
 
 class Command(BaseCommand):
@@ -45,10 +45,10 @@ class Command(BaseCommand):
             raise CommandError(f"{path} is not valid UTF-8 JSON: {exc}")
         model = ModelSpec(kind=options["model"]) if options["model"] else None
         try:
-            services.sessions_parse(sessions)  # refuse a bad file before --create makes a study for it
-            services.sessions_model(sessions)
+            sessions_import.sessions_parse(sessions)  # refuse a bad file before --create makes a study for it
+            sessions_import.sessions_model(sessions)
             study = self._study(options["study"], create=options["create"], name=options["name"])
-            result = services.sessions_import(study_id=study.pk, sessions=sessions, model=model)
+            result = sessions_import.sessions_import(study_id=study.pk, sessions=sessions, model=model)
         except SessionsImportError as exc:
             for problem in exc.problems[:50]:
                 self.stderr.write(f"  {problem}")
@@ -81,7 +81,7 @@ class Command(BaseCommand):
         if options["no_refresh"]:
             return
         try:
-            snapshot = services.posterior_refresh(study_id=study.pk)
+            snapshot = refresh.posterior_refresh(study_id=study.pk)
         except ValueError as exc:  # e.g. too few observations for a calibrated model; the import itself stands
             self.stdout.write(self.style.WARNING(
                 f"  sessions imported, but the {study.rating_model} rating model cannot be fitted yet: {exc}"
@@ -91,7 +91,7 @@ class Command(BaseCommand):
 
     def _study(self, slug: str, *, create: bool, name: str | None) -> Study:
         try:
-            study, created = services.sessions_import_study(slug=slug, name=name or "", create=create)
+            study, created = sessions_import.sessions_import_study(slug=slug, name=name or "", create=create)
         except Study.DoesNotExist:
             raise CommandError(f"no study with slug {slug!r} (pass --create to make one)")
         except ValidationError:

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from rating import selectors
 from rating.conf import rating_settings
 from rating.management.study_option import studies_for_option
-from studyapp.models import Study
+from rating.services import analysis
+from studies.models import Study
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -55,7 +56,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
         parser.add_argument(
-            "--cluster", choices=selectors.STABILITY_CLUSTERS, default="observation",
+            "--cluster", choices=analysis.STABILITY_CLUSTERS, default="observation",
             help="bootstrap resampling unit: observations (paper) or participants with all their observations",
         )
         parser.add_argument(
@@ -76,7 +77,7 @@ class Command(BaseCommand):
             raise CommandError("--stability goes with --json (the text report always includes stability)")
         if options["json"]:
             stability = {"rounds": rounds, "seed": options["seed"], "cluster": options["cluster"]}
-            self._json(options["study"], stability if options["stability"] else None)
+            self.json_safe(options["study"], stability if options["stability"] else None)
             return
         studies = studies_for_option(options["study"])
         if not studies:
@@ -85,7 +86,7 @@ class Command(BaseCommand):
         for study in studies:
             self._report(study, rounds=rounds, seed=options["seed"], cluster=options["cluster"])
 
-    def _json(self, slug: str | None, stability: dict[str, Any] | None) -> None:
+    def json_safe(self, slug: str | None, stability: dict[str, Any] | None) -> None:
         """Print rating.fit.fit_model's output for the study's active ledger, ids = database primary keys.
 
         With ``stability`` (rounds, seed, cluster) the stability report is added: the one function the
@@ -98,7 +99,7 @@ class Command(BaseCommand):
         if arrays.n == 0:
             raise CommandError(f"{study.slug}: no active observations, nothing to fit")
         try:
-            fit = selectors.study_fit(study, arrays)
+            fit = analysis.study_fit(study, arrays)
         except ValueError as exc:
             raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
         output = {
@@ -108,14 +109,14 @@ class Command(BaseCommand):
             "fit": fit.to_dict(),
         }
         if stability is not None:
-            output["stability"] = selectors.study_stability_report(study, **stability)
+            output["stability"] = analysis.study_stability_report(study, **stability)
         self.stdout.write(json.dumps(output, allow_nan=False))
 
     def _report(self, study: Study, *, rounds: int, seed: int, cluster: str) -> None:
         write = self.stdout.write
         write(f"=== {study.name} ({study.slug}) ===")
         try:
-            report = selectors.study_stability_report(study, rounds=rounds, seed=seed, cluster=cluster)
+            report = analysis.study_stability_report(study, rounds=rounds, seed=seed, cluster=cluster)
         except ValueError as exc:  # the engine names the bad hyperparameter
             raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
         if report is None:

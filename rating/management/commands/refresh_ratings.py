@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from rating import selectors, services
+from rating import selectors
 from rating.management.study_option import studies_for_option
 from rating.models import EntityRating
+from rating.services import refresh
 
 
 class Command(BaseCommand):
@@ -28,7 +29,7 @@ class Command(BaseCommand):
             return
         for study in studies:
             try:
-                snapshot = services.posterior_refresh(study_id=study.pk)
+                snapshot = refresh.posterior_refresh(study_id=study.pk)
             except ValueError as exc:  # the maths names the bad hyperparameter or what the data lack
                 raise CommandError(f"{study.slug}: invalid rating settings: {exc}")
             agents = selectors.snapshot_ratings(snapshot, EntityRating.Kind.AGENT).count()

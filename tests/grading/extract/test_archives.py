@@ -39,7 +39,7 @@ def test_zip_members_are_extracted_recursively() -> None:
      "C:/Users/evil.txt"],
 )
 def test_zip_slip_member_names_are_refused(evil_name: str) -> None:
-    """Each rejected form is tested on `studyapp.archives`; here: a refused member is never read."""
+    """Each rejected form is tested on `studies.archives`; here: a refused member is never read."""
     parts = extract_file("bundle.zip", make_zip({evil_name: b"pwned", "ok.txt": b"fine"}))
     refused = [p for p in parts if "refused: unsafe archive member" in p.note]
     assert len(refused) == 1 and not refused[0].inspectable

@@ -1,0 +1,273 @@
+"""Staff dashboard pages inside the admin. URLs wrap every view in ``admin.site.admin_view`` (active staff only).
+
+Views parse the request, call one selector or service, and render; pages never run a long analysis — they
+show the stored result for the current data, a progress bar while a job computes it, or "no data yet".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from console.dashboard import pages, power, selectors, services
+from console.dashboard.exceptions import DashboardError
+from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
+from console.dashboard.transcripts import transcript_page
+from console.payouts import PAYOUT_FORMATS
+from grading.exceptions import RetryRefused
+from grading.services.pipeline import episode_grading_retry
+from pairing.services import DesignError, design_mode_set
+from rating import selectors as rating_selectors
+from studies.files import serve_private_file
+from studies.models import BackgroundJob, Study
+from studies.roles import can_export_pii
+from studies.services import staff_actions
+
+TABS = (
+    ("overview", "Overview"),
+    ("leaderboard", "Leaderboard"),
+    ("surveys", "Surveys"),
+    ("collaboration", "Collaboration"),
+    ("exports", "Exports & payouts"),
+)
+
+
+def _render(
+    request: HttpRequest, template: str, study: Study | None, tab: str, title: str, **extra: Any
+) -> HttpResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": title,
+        "study": study,
+        "tab": tab,
+        "tabs": TABS,
+        **extra,
+    }
+    return render(request, template, context)
+
+
+def _analysis_context(request: HttpRequest, study: Study, kind: str, *, auto: bool) -> selectors.AnalysisState:
+    """Return the analysis state; cheap analyses start by themselves when their data has no result yet."""
+    snapshot = rating_selectors.latest_snapshot(study)
+    state = selectors.analysis_state(study, kind, snapshot)
+    if auto and state.has_data and state.result is None and state.job is None and state.failed is None:
+        try:
+            job = services.analysis_request(study=study, kind=kind, actor=request.user)
+        except DashboardError:
+            return state
+        state = selectors.AnalysisState(kind, state.cache_key, None, job, state.stale, None)
+    return state
+
+
+@require_GET
+def index(request: HttpRequest) -> HttpResponse:
+    return _render(request, "dashboard/index.html", None, "", "Study dashboard", studies=selectors.study_list())
+
+
+@require_GET
+def overview(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    data = selectors.overview(study)
+    return _render(
+        request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",
+        data=data, funnel_chart=pages.funnel_chart(data["funnel"]),
+        invite_url=request.build_absolute_uri(reverse("worker:join", args=[study.invite_code])),
+        demo_accounts=_demo_accounts(study),
+    )
+
+
+def _demo_accounts(study: Study) -> dict[str, Any] | None:
+    """The demo's published accounts, shown on the demo study's overview (never in production)."""
+    from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD, DEMO_SLUG, demo_refused_reason
+
+    if study.slug != DEMO_SLUG or demo_refused_reason():
+        return None
+    return {"accounts": DEMO_ACCOUNTS, "password": DEMO_PASSWORD}
+
+
+@require_GET
+def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    cluster = selectors.stability_cluster(request.GET.get("cluster"))
+    data = selectors.leaderboard(study, request.GET.get("page"), cluster=cluster)
+    return _render(
+        request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
+        data=data, heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
+        residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
+    )
+
+
+@require_GET
+def surveys(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    state = _analysis_context(request, study, "surveys", auto=True)
+    shown = state.result or (state.stale.result if state.stale else None)
+    return _render(
+        request, "dashboard/surveys.html", study, "surveys", f"{study.name}: surveys",
+        state=state, result=shown, view=pages.survey_page(shown),
+    )
+
+
+@require_GET
+def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    state = _analysis_context(request, study, "collaboration", auto=True)
+    shown = state.result or (state.stale.result if state.stale else None)
+    return _render(
+        request, "dashboard/collaboration.html", study, "collaboration", f"{study.name}: collaboration",
+        state=state, result=shown, view=pages.collaboration_page(shown),
+        transcripts_view=transcript_page(shown),
+    )
+
+
+def exports(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    may_pii = can_export_pii(request.user)
+    if request.method == "POST":
+        try:
+            if request.POST.get("what") == "payouts":
+                form = PayoutForm(request.POST)
+                if not form.is_valid():
+                    raise DashboardError("Choose a payout format.")
+                services.payouts_request(
+                    study=study, actor=request.user, file_format=form.cleaned_data["file_format"],
+                    include_pii=form.cleaned_data["include_pii"],
+                )
+                messages.success(request, "The payout file is being prepared; it appears below when ready.")
+            else:
+                form = ExportForm(request.POST)
+                form.is_valid()
+                services.export_request(study=study, actor=request.user, include_pii=form.cleaned_data["include_pii"])
+                messages.success(request, "The export is being prepared; it appears below when ready.")
+        except DashboardError as exc:
+            messages.error(request, str(exc))
+        return redirect("dashboard:exports", slug=study.slug)
+    if request.method != "GET":
+        return HttpResponse(status=405)
+    return _render(
+        request, "dashboard/exports.html", study, "exports", f"{study.name}: exports and payouts",
+        jobs=selectors.file_jobs(study, user=request.user), may_pii=may_pii, export_form=ExportForm(),
+        payout_form=PayoutForm(), payout_formats=PAYOUT_FORMATS,
+    )
+
+
+@require_POST
+def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    if kind not in selectors.ANALYSIS_KINDS:
+        raise Http404
+    cluster = selectors.stability_cluster(request.POST.get("cluster"))
+    try:
+        services.analysis_request(study=study, kind=kind, actor=request.user, cluster=cluster)
+    except DashboardError as exc:
+        messages.error(request, str(exc))
+    target = {"stability": "dashboard:leaderboard", "surveys": "dashboard:surveys"}.get(kind, "dashboard:collaboration")
+    url = reverse(target, kwargs={"slug": study.slug})
+    return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
+
+
+@require_GET
+def job_status(request: HttpRequest, slug: str, job_id: int) -> JsonResponse:
+    study = selectors.study_get(slug)
+    job = selectors.job_get(study, job_id, user=request.user)
+    download = None
+    if job.status == BackgroundJob.Status.DONE and job.file:
+        download = reverse("dashboard:job_download", kwargs={"slug": study.slug, "job_id": job.pk})
+    return JsonResponse(
+        {
+            "id": job.pk, "kind": job.kind, "status": job.status, "done": job.progress_done,
+            "total": job.progress_total, "percent": job.percent, "error": job.error, "download_url": download,
+        }
+    )
+
+
+@require_GET
+def job_download(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    study = selectors.study_get(slug)
+    job = selectors.job_get(study, job_id, user=request.user)
+    if job.status != BackgroundJob.Status.DONE or not job.file:
+        raise Http404
+    services.job_download_record(job=job, actor=request.user)
+    name = (job.result or {}).get("file_name") or job.file.name.rsplit("/", 1)[-1]
+    return serve_private_file(job.file, name)
+
+
+def _run_action(action: str, data: dict[str, Any], actor: Any) -> str:
+    if action == "remind":
+        staff_actions.participant_remind(participant=data["participant"], actor=actor, message=data["message"])
+        return f"Reminder sent to {data['participant'].pseudonym}."
+    if action == "withdraw":
+        staff_actions.participant_mark_withdrawn(participant=data["participant"], actor=actor, reason=data["reason"])
+        return f"{data['participant'].pseudonym} is marked withdrawn; their ratings are being retracted."
+    if action == "extend":
+        episode = staff_actions.episode_extend_deadline(episode=data["episode"], actor=actor, hours=data["hours"])
+        return f"Task {episode.pk} now ends {episode.deadline_at:%Y-%m-%d %H:%M} UTC."
+    if action == "skip":
+        episode = staff_actions.episode_skip(episode=data["episode"], actor=actor, reason=data["reason"])
+        return f"Task {episode.pk} is skipped."
+    if action == "reassign":
+        episode = staff_actions.episode_reassign(episode=data["episode"], actor=actor, agent=data["agent"])
+        return f"Task {episode.pk} is now paired with {data['agent'].name}."
+    episode = episode_grading_retry(episode=data["episode"], actor=actor)
+    return f"Task {episode.pk} is back in the grading queue."
+
+
+@require_POST
+def staff_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    form_class = ACTION_FORMS.get(action)
+    if form_class is None:
+        raise Http404
+    form = form_class(request.POST, study=study)
+    anchor = "#queue" if action == "retry" else "#monitor"
+    if not form.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        messages.error(request, f"Nothing was changed. {problems}")
+        return redirect(reverse("dashboard:overview", kwargs={"slug": study.slug}) + anchor)
+    try:
+        messages.success(request, _run_action(action, form.cleaned_data, request.user))
+    except (staff_actions.StaffActionError, RetryRefused) as exc:
+        messages.error(request, str(exc))
+    return redirect(reverse("dashboard:overview", kwargs={"slug": study.slug}) + anchor)
+
+
+@require_POST
+def design_set(request: HttpRequest, slug: str) -> HttpResponse:
+    """Switch the study's pairing design (audited)."""
+    study = selectors.study_get(slug)
+    try:
+        floor = float(request.POST["floor"]) if request.POST.get("floor") else None
+        repeat_limit = int(request.POST["repeat_limit"]) if request.POST.get("repeat_limit") else None
+        design_mode_set(study=study, mode=request.POST.get("mode", ""), actor=request.user, floor=floor,
+                        repeat_limit=repeat_limit, note=request.POST.get("note", "")[:500])
+    except (ValueError, DesignError) as exc:
+        message = str(exc) if isinstance(exc, DesignError) else "Floor and repeat limit must be numbers."
+        messages.error(request, f"Nothing was changed. {message}")
+    else:
+        messages.success(request, "The pairing design is saved; the next assignment uses it.")
+    return redirect(reverse("dashboard:leaderboard", kwargs={"slug": study.slug}) + "#design-h")
+
+
+@require_POST
+def power_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    try:
+        power.power_request(study=study, actor=request.user)
+    except DashboardError as exc:
+        messages.error(request, str(exc))
+    return redirect(reverse("dashboard:leaderboard", kwargs={"slug": study.slug}) + "#design-h")
+
+
+@require_POST
+def plan_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    try:
+        power.plan_request(study=study, actor=request.user, params=request.POST.dict())
+    except DashboardError as exc:
+        messages.error(request, f"Nothing was started. {exc}")
+    return redirect(reverse("dashboard:leaderboard", kwargs={"slug": study.slug}) + "#design-h")

@@ -1,0 +1,876 @@
+"""Study exports: a ZIP of tidy CSVs with a data dictionary and the released CollabSkill sessions.json.
+
+Pseudonymous by default. Every person-level id (participant, episode, expert, grade, survey response) is
+replaced by a per-study keyed hash, HMAC-SHA256(SECRET_KEY + study salt, "<kind>:<raw id>") truncated to
+64 bits; the raw id never appears beside it, and the same person gets the same id in every file of one
+study's exports. Free text a participant typed (notes, skip descriptions, share links, free-text survey
+answers) and identities (email, name, recruitment-platform id) are written only when the export includes
+identifying information, which the caller must have checked permission for.
+
+Withdrawn participants and people who declined consent are left out of every file. Rows are streamed
+from the database in chunks and written straight into the ZIP, so memory stays flat on big studies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import IO, Any
+
+from django.conf import settings
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from console.jobs import finished_stability_job
+from experts.models import ExpertCriterionGrade, ExpertGrade
+from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun
+from rating import selectors as rating_selectors
+from rating.models import EntityRating, RatingSnapshot
+from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
+from rating.services.sessions_import import HEADER_RECORD_TYPE, SCORE_FIELDS
+from studies.csv_safety import csv_writer
+from studies.models import Agent, Episode, Participant, ParticipantIdentity, Study, TaskInstance
+from surveys.models import Answer, Question
+
+Progress = Callable[[int, int], None]
+
+FORMAT_VERSION = "1"
+CHUNK = 2000
+EXCLUDED_STATUSES = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED, Participant.Status.INVITED)
+_PREFIX = {"participant": "P", "episode": "E", "expert": "X", "grade": "G", "session": "S", "response": "R"}
+
+
+# --------------------------------------------------------------------------------------------- hashing
+
+
+class Pseudonymizer:
+    """Map raw ids to stable per-study hashed ids (keyed by the secret key and a per-study salt)."""
+
+    def __init__(self, study: Study) -> None:
+        salt = f"collabskill-export:{study.pk}:{study.created_at.isoformat()}"
+        self._key = f"{settings.SECRET_KEY}:{salt}".encode()
+        self._cache: dict[tuple[str, str], str] = {}
+
+    def __call__(self, kind: str, raw: Any) -> str:
+        if raw is None or raw == "":
+            return ""
+        token = (kind, str(raw))
+        hashed = self._cache.get(token)
+        if hashed is None:
+            digest = hmac.new(self._key, f"{kind}:{raw}".encode(), hashlib.sha256).hexdigest()[:16]
+            hashed = f"{_PREFIX[kind]}{digest}"
+            if len(self._cache) < 100_000:  # bounded: about 20 MB on the largest studies
+                self._cache[token] = hashed
+        return hashed
+
+
+def session_id(hasher: Pseudonymizer, *, episode_id: int | None, external_id: str) -> str:
+    """Return the exported session id of an observation: its episode's hashed id, else its hashed import id."""
+    return hasher("episode", episode_id) if episode_id is not None else hasher("session", external_id)
+
+
+# ------------------------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    description: str
+    pii: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    file: str
+    description: str
+    columns: tuple[Column, ...]
+    pii_only: bool = False
+
+    def header(self, include_pii: bool) -> list[str]:
+        return [column.name for column in self.columns if include_pii or not column.pii]
+
+
+def _c(name: str, kind: str, description: str, pii: bool = False) -> Column:
+    return Column(name, kind, description, pii)
+
+
+PID = _c("participant_id", "string", "Hashed participant id (same in every file of this study's exports).")
+EID = _c("episode_id", "string", "Hashed episode id; equals session_id in sessions.json.")
+
+TABLES: tuple[Table, ...] = (
+    Table("participants.csv", "One row per consenting participant who has not withdrawn.", (
+        PID,
+        _c("status", "string", "Journey step: consented, pre_survey, working, post_survey or complete."),
+        _c("occupation_soc", "string", "O*NET-SOC code of the stated occupation."),
+        _c("occupation_title", "string", "O*NET occupation title."),
+        _c("sector", "string", "O*NET sector of the occupation."),
+        _c("years_experience", "integer", "Years of experience in the occupation, as stated."),
+        _c("consent_version", "integer", "Version of the consent text accepted."),
+        _c("consented_at", "datetime", "When consent was given (UTC, ISO 8601)."),
+        _c("completed_at", "datetime", "When the participant finished the study, if they did."),
+        _c("n_episodes", "integer", "Tasks assigned to the participant."),
+        _c("is_simulated", "boolean", "True for demonstration data drawn from a generative model."),
+    )),
+    Table("identities.csv", "Identifying information; present only in exports that include it.", (
+        PID,
+        _c("email", "string", "Email address.", pii=True),
+        _c("full_name", "string", "Name.", pii=True),
+        _c("platform", "string", "Recruitment platform.", pii=True),
+        _c("platform_worker_id", "string", "The participant's id on the recruitment platform.", pii=True),
+    ), pii_only=True),
+    Table("agents.csv", "Agents used in the study.", (
+        _c("agent", "string", "Agent name (the agent_id of sessions.json)."),
+        _c("product", "string", "Product."),
+        _c("model_version", "string", "Underlying model version."),
+        _c("interface", "string", "terminal, desktop or browser."),
+    )),
+    Table("tasks.csv", "Task instances that appear in the study's episodes or observations.", (
+        _c("task_id", "string", "Task UUID from the source dataset (the task_id of sessions.json)."),
+        _c("title", "string", "Task title."),
+        _c("source", "string", "gdpval, apex, apex_agents or custom."),
+        _c("sector", "string", "O*NET sector of the task."),
+    )),
+    Table("episodes.csv", "One row per episode (one participant with one agent on one task).", (
+        EID, PID,
+        _c("agent", "string", "Agent name."),
+        _c("task_id", "string", "Task UUID."),
+        _c("position", "integer", "1-based position in the participant's session."),
+        _c("design_mode", "string", "Pairing design when the agent was chosen: uniform, balanced or adaptive; "
+           "staff when staff moved the task to another agent (no probability then); empty for episodes "
+           "assigned before designs were recorded."),
+        _c("assignment_probability", "number", "Probability the design gave this agent for this task; weight "
+           "by its inverse for design-unbiased estimates (empty when not recorded)."),
+        _c("status", "string", "assigned, in_progress, submitted, grading, graded, skipped or failed."),
+        _c("prior_experience", "string", "Earlier use of this agent: never, few or regular."),
+        _c("assigned_at", "datetime", "When the task was assigned."),
+        _c("started_at", "datetime", "When work started."),
+        _c("submitted_at", "datetime", "When the deliverables were submitted."),
+        _c("timed_out", "boolean", "Submitted after the time limit."),
+        _c("skip_reason", "string", "Why the task was skipped: setup_failed, staff or timed_out."),
+        _c("score", "number", "Final 0-100 score y used by the rating."),
+        _c("score_source", "string", "auto, expert or blended."),
+        _c("auto_score", "number", "Mean of the current judge totals (0-100)."),
+        _c("expert_score", "number", "Score from submitted expert grades (0-100)."),
+        _c("needs_expert_review", "boolean", "Judges disagreed beyond the threshold."),
+        _c("is_simulated", "boolean", "Demonstration data."),
+        _c("skip_description", "string", "The participant's own words about a skip.", pii=True),
+        _c("notes", "string", "The participant's notes to the study team.", pii=True),
+        _c("share_url", "string", "Shared-session link to the agent log.", pii=True),
+    )),
+    Table("judge_runs.csv", "One row per LLM judge run on an episode.", (
+        _c("judge_run_id", "integer", "Judge run id."), EID,
+        _c("rubric_id", "integer", "Rubric id."),
+        _c("rubric_version", "integer", "Rubric version within its task."),
+        _c("provider", "string", "LLM provider."),
+        _c("model", "string", "Judge model."),
+        _c("prompt_version", "string", "Hash of the judge prompt template."),
+        _c("status", "string", "queued, running, succeeded, failed or waiting."),
+        _c("is_current", "boolean", "Part of the episode's current auto_score."),
+        _c("total", "number", "Total points awarded (0-100)."),
+        _c("category_totals", "json", "Points per rubric category."),
+        _c("input_tokens", "integer", "Prompt tokens."),
+        _c("output_tokens", "integer", "Completion tokens."),
+        _c("cost_usd", "number", "Cost in US dollars."),
+        _c("latency_ms", "integer", "Latency in milliseconds."),
+        _c("error", "string", "Failure reason of a failed run."),
+        _c("finished_at", "datetime", "When the run finished."),
+    )),
+    Table("criterion_scores.csv", "Points a judge run awarded per rubric criterion.", (
+        _c("judge_run_id", "integer", "Judge run id."), EID,
+        _c("criterion_key", "string", "Criterion key within its rubric (e.g. C1)."),
+        _c("category", "string", "correctness, completeness, requirements or technical."),
+        _c("points", "number", "Points available."),
+        _c("earned", "number", "Points awarded."),
+        _c("reason", "string", "The judge's reason."),
+    )),
+    Table("expert_grades.csv", "Expert grades of episodes, one row per grade.", (
+        _c("grade_id", "string", "Hashed grade id."), EID,
+        _c("expert_id", "string", "Hashed expert id."),
+        _c("role", "string", "primary, second, adjudication or gold."),
+        _c("rubric_id", "integer", "Rubric id graded against."),
+        _c("attempt", "integer", "Attempt number."),
+        _c("status", "string", "draft or submitted."),
+        _c("overall", "string", "accept, revise or reject."),
+        _c("score", "number", "0-100 rubric score: passed / evaluated."),
+        _c("time_spent_seconds", "integer", "Time the expert spent."),
+        _c("submitted_at", "datetime", "When the grade was submitted."),
+        _c("feedback", "string", "The expert's feedback on the deliverable."),
+    )),
+    Table("expert_criterion_grades.csv", "Expert verdicts per rubric criterion.", (
+        _c("grade_id", "string", "Hashed grade id."), EID,
+        _c("criterion_key", "string", "Criterion key."),
+        _c("category", "string", "Rubric category."),
+        _c("points", "number", "Points of the criterion."),
+        _c("verdict", "string", "pass, fail or skip."),
+    )),
+    Table("fluency_codings.csv", "AI-fluency behaviours coded from collaboration logs (current codings).", (
+        EID,
+        _c("behaviour", "string", "Behaviour code (AI Fluency Index)."),
+        _c("present", "boolean", "Whether the behaviour was observed."),
+        _c("model", "string", "Model that coded the log."),
+    )),
+    Table("transcript_metrics.csv", "Process metrics from each episode's parsed collaboration log (one row per "
+          "episode whose log was parsed; metrics are empty when no transcript could be read).", (
+        EID,
+        _c("agent", "string", "Agent name."),
+        _c("status", "string", "parsed, partial (some files or lines unreadable), screenshots_only, unreadable or "
+                               "no_log."),
+        _c("formats", "string", "Log formats found: claude_code, codex, gemini, terminal, screenshot, unknown."),
+        _c("heuristic", "boolean", "Prompts were detected heuristically from terminal text."),
+        _c("truncated", "boolean", "Stored turn text was shortened (the counts are still complete)."),
+        _c("log_files", "integer", "Log files uploaded."),
+        _c("screenshots", "integer", "Screenshots among them."),
+        _c("unknown_records", "integer", "Records of unknown types skipped (format drift)."),
+        _c("bad_lines", "integer", "Lines that were not valid JSON, skipped."),
+        _c("user_prompts", "integer", "Prompts the worker typed (not tool results, sub-agent or injected text)."),
+        _c("agent_turns", "integer", "Agent messages to the worker."),
+        _c("tool_calls", "integer", "Tool calls by the main agent."),
+        _c("interventions", "integer", "Times the worker interrupted the agent or refused a tool call."),
+        _c("sidechain_turns", "integer", "Turns inside sub-agent chains (not counted above)."),
+        _c("duration_seconds", "number", "First to last timestamp, summed over session files."),
+        _c("active_seconds", "number", "Sum of gaps between events up to 5 minutes (longer gaps are idle)."),
+        _c("initiative_entropy", "number", "H = -sum p_i log2 p_i over worker prompts and agent questions (Co-Gym "
+                                           "Eq. 2); 0 if one side took no initiative."),
+        _c("human_initiative_share", "number", "Worker share of initiative-taking utterances."),
+        _c("user_chars", "integer", "Characters the worker wrote (effort)."),
+        _c("agent_chars", "integer", "Characters of agent messages."),
+        _c("effort_ratio", "number", "agent_chars / user_chars."),
+    )),
+    Table("survey_answers_long.csv", "One row per submitted survey answer.", (
+        PID,
+        _c("phase", "string", "pre or post."),
+        _c("question", "string", "Item code (D1-D3 pre only, A1-A7 pre and post)."),
+        _c("kind", "string", "choice, likert, has, number or text."),
+        _c("value", "string", "The answer as given."),
+        _c("numeric", "number", "Coded value used by the statistics (Likert 1-7, HAS H1=1..H5=5, choice code)."),
+    )),
+    Table("survey_answers_wide.csv", "One row per participant; columns <item>_pre and <item>_post hold the coded "
+          "value (numeric when coded, else the answer as given).", (PID,)),
+    Table("observations.csv", "The active rating ledger: one observation (A, H, y) per scored session.", (
+        _c("session_id", "string", "Session id (hashed episode id, or hashed import id)."), PID,
+        _c("agent", "string", "Agent name."),
+        _c("task_id", "string", "Task UUID, if known."),
+        _c("y", "number", "Score entering the rating."),
+        _c("weight", "number", "Observation weight (1 unless configured)."),
+        _c("source", "string", "auto, expert, blended or imported."),
+    )),
+    Table("ratings.csv", "Posterior of the latest snapshot (y = s_agent + s_human + noise).", (
+        _c("snapshot_version", "integer", "Posterior version."),
+        _c("entity_kind", "string", "agent or human."),
+        _c("entity", "string", "Agent name, or hashed participant id for humans."),
+        _c("mu", "number", "Posterior mean."),
+        _c("sigma", "number", "Posterior standard deviation."),
+        _c("conservative", "number", "CollabSkill score mu - k*sigma."),
+        _c("n", "integer", "Observations of the entity."),
+        _c("rank", "integer", "Rank by the conservative score within its kind."),
+    )),
+    Table("stability.csv", "Ranking stability for the latest snapshot, if the analysis was run before the export.", (
+        _c("snapshot_version", "integer", "Posterior version analysed."),
+        _c("agent", "string", "Agent name."),
+        _c("rank", "integer", "Rank on the full data."),
+        _c("mu", "number", "Posterior mean."),
+        _c("sigma", "number", "Posterior standard deviation."),
+        _c("conservative", "number", "mu - k*sigma."),
+        _c("n", "integer", "Observations."),
+        _c("bootstrap_rounds", "integer", "Bootstrap resamples."),
+        _c("bootstrap_mean_rank", "number", "Mean rank across resamples."),
+        _c("bootstrap_p_rank1", "number", "Share of resamples ranking the agent first."),
+        _c("bootstrap_rank_low", "integer", "2.5 % quantile of the rank."),
+        _c("bootstrap_rank_high", "integer", "97.5 % quantile of the rank."),
+        _c("loo_human_mean_rank", "number", "Mean rank leaving out one participant at a time."),
+        _c("loo_task_mean_rank", "number", "Mean rank leaving out one task at a time."),
+    )),
+    Table("stability_pairwise.csv", "P(skill of agent > skill of other agent) from the exact posterior.", (
+        _c("snapshot_version", "integer", "Posterior version."),
+        _c("agent", "string", "Agent name."),
+        _c("other_agent", "string", "Agent compared with."),
+        _c("p_greater", "number", "Probability that agent's skill exceeds other_agent's."),
+    )),
+)
+TABLE_BY_FILE = {table.file: table for table in TABLES}
+EXTRA_FILES = {
+    "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
+    "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
+    "(false), score_source (auto, expert or blended: what the rating's score y is) and y under its own name: "
+    "autograde_overall_score (judges), expert_overall_score (experts) or blended_overall_score (with the "
+    "components and blend_expert_weight beside it, since judge and expert scores are on different scales); "
+    "active observations only. The first object is a study_config record (marked skipped, so released-format "
+    "loaders pass over it) holding the rating model; `manage.py import_sessions` reads both back to the same "
+    "ratings.",
+    "transcripts.jsonl": "Only in exports that include identifying information: one JSON object per line with "
+    "episode_id, agent and files, each file with name, format, status, note and turns (role user / agent / "
+    "tool_call / tool_result, text, at, sidechain, intervention) of the normalised collaboration transcript.",
+    "study.json": "Study settings needed to reproduce the analysis: rating model (rating_model, as in "
+    "sessions.json), paper hyperparameters, the fitted hyperparameters of the latest snapshot, score source, "
+    "snapshot version, export time and the id scheme.",
+    "data_dictionary.csv": "This dictionary: file, column, type, description.",
+    "README.txt": "What the export contains and how ids were protected.",
+}
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value
+
+
+class _Writer:
+    """Write CSV files and JSON into the ZIP, counting rows for the progress bar and the summary."""
+
+    def __init__(self, archive: zipfile.ZipFile, include_pii: bool, progress: Progress, total: int) -> None:
+        self.archive = archive
+        self.include_pii = include_pii
+        self.progress = progress
+        self.total = max(total, 1)
+        self.done = 0
+        self.counts: dict[str, int] = {}
+        self.headers: dict[str, list[str]] = {}
+
+    def _tick(self, rows: int = 1) -> None:
+        self.done += rows
+        if self.done % CHUNK == 0:
+            self.progress(min(self.done, self.total - 1), self.total)
+
+    def table(self, table: Table, rows: Iterable[dict[str, Any]], header: list[str] | None = None) -> None:
+        columns = header or table.header(self.include_pii)
+        self.headers[table.file] = columns
+        count = 0
+        with self.archive.open(table.file, "w", force_zip64=True) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            writer = csv_writer(text)
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([_cell(row.get(column)) for column in columns])
+                count += 1
+                self._tick()
+            text.flush()
+            text.detach()
+        self.counts[table.file] = count
+
+    def text(self, name: str, content: str) -> None:
+        self.archive.writestr(name, content)
+
+
+def _stream(queryset: QuerySet) -> Iterator[dict[str, Any]]:
+    return queryset.iterator(chunk_size=CHUNK)
+
+
+def _participants(study: Study) -> QuerySet:
+    return Participant.objects.filter(study=study).exclude(status__in=EXCLUDED_STATUSES)
+
+
+def _episodes(study: Study) -> QuerySet:
+    return Episode.objects.filter(study=study).exclude(participant__status__in=EXCLUDED_STATUSES)
+
+
+def _observations(study: Study) -> QuerySet:
+    return rating_selectors.active_observations(study).exclude(participant__status__in=EXCLUDED_STATUSES)
+
+
+def latest_stability(study: Study, snapshot: RatingSnapshot | None) -> dict[str, Any] | None:
+    """Return the stored stability result of the snapshot, if one was computed."""
+    if snapshot is None:
+        return None
+    job = finished_stability_job(study, snapshot)
+    return job.result if job else None
+
+
+# ------------------------------------------------------------------------------------------- tables
+
+
+def _participant_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _participants(study).annotate(n_episodes=Count("episodes")).order_by("pk").values(
+        "pk", "status", "occupation__soc_code", "occupation__title", "occupation__sector__name", "years_experience",
+        "consent_version__version", "consented_at", "completed_at", "n_episodes", "is_simulated",
+    )
+    for row in _stream(rows):
+        yield {
+            "participant_id": hasher("participant", row["pk"]), "status": row["status"],
+            "occupation_soc": row["occupation__soc_code"], "occupation_title": row["occupation__title"],
+            "sector": row["occupation__sector__name"], "years_experience": row["years_experience"],
+            "consent_version": row["consent_version__version"], "consented_at": row["consented_at"],
+            "completed_at": row["completed_at"], "n_episodes": row["n_episodes"], "is_simulated": row["is_simulated"],
+        }
+
+
+def _identity_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = ParticipantIdentity.objects.filter(participant__in=_participants(study)).order_by("participant_id").values(
+        "participant_id", "email", "full_name", "platform", "platform_worker_id"
+    )
+    for row in _stream(rows):
+        yield {**row, "participant_id": hasher("participant", row["participant_id"])}
+
+
+def _agent_rows(study: Study) -> Iterator[dict[str, Any]]:
+    agents = Agent.objects.filter(
+        Q(studies=study) | Q(episodes__study=study) | Q(observations__study=study)
+    ).distinct().order_by("name")
+    for agent in agents.values("name", "product", "model_version", "interface"):
+        yield {"agent": agent["name"], **{k: agent[k] for k in ("product", "model_version", "interface")}}
+
+
+def _task_rows(study: Study) -> Iterator[dict[str, Any]]:
+    tasks = TaskInstance.objects.filter(
+        Q(episodes__study=study) | Q(observations__study=study) | Q(studies=study)
+    ).distinct().order_by("title")
+    for task in _stream(tasks.values("uuid", "title", "source", "sector__name")):
+        yield {"task_id": str(task["uuid"]), "title": task["title"], "source": task["source"],
+               "sector": task["sector__name"]}
+
+
+def _episode_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _episodes(study).order_by("pk").values(
+        "pk", "participant_id", "agent__name", "task__uuid", "position", "design_mode", "assignment_probability",
+        "status", "prior_experience", "assigned_at",
+        "started_at", "submitted_at", "timed_out", "skip_reason", "score", "score_source", "auto_score",
+        "expert_score", "needs_expert_review", "is_simulated", "skip_description", "notes", "share_url",
+    )
+    for row in _stream(rows):
+        row["episode_id"] = hasher("episode", row.pop("pk"))
+        row["participant_id"] = hasher("participant", row["participant_id"])
+        row["agent"] = row.pop("agent__name")
+        row["task_id"] = str(row.pop("task__uuid"))
+        yield row
+
+
+def _judge_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = JudgeRun.objects.filter(episode__in=_episodes(study)).order_by("pk").values(
+        "pk", "episode_id", "rubric_id", "rubric__version", "provider", "model", "prompt_version", "status",
+        "is_current", "total", "category_totals", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error",
+        "finished_at",
+    )
+    for row in _stream(rows):
+        row["judge_run_id"] = row.pop("pk")
+        row["episode_id"] = hasher("episode", row["episode_id"])
+        row["rubric_version"] = row.pop("rubric__version")
+        yield row
+
+
+def _criterion_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = CriterionScore.objects.filter(judge_run__episode__in=_episodes(study)).order_by("judge_run_id", "pk").values(
+        "judge_run_id", "judge_run__episode_id", "criterion__key", "criterion__category", "criterion__points",
+        "earned", "reason",
+    )
+    for row in _stream(rows):
+        yield {
+            "judge_run_id": row["judge_run_id"], "episode_id": hasher("episode", row["judge_run__episode_id"]),
+            "criterion_key": row["criterion__key"], "category": row["criterion__category"],
+            "points": row["criterion__points"], "earned": row["earned"], "reason": row["reason"],
+        }
+
+
+def _expert_grade_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = ExpertGrade.objects.filter(episode__in=_episodes(study)).order_by("pk").values(
+        "pk", "episode_id", "expert_id", "assignment__role", "rubric_id", "attempt", "status", "overall", "score",
+        "time_spent_seconds", "submitted_at", "feedback",
+    )
+    for row in _stream(rows):
+        row["grade_id"] = hasher("grade", row.pop("pk"))
+        row["episode_id"] = hasher("episode", row["episode_id"])
+        row["expert_id"] = hasher("expert", row["expert_id"])
+        row["role"] = row.pop("assignment__role")
+        yield row
+
+
+def _expert_criterion_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = ExpertCriterionGrade.objects.filter(grade__episode__in=_episodes(study)).order_by("grade_id", "pk").values(
+        "grade_id", "grade__episode_id", "criterion__key", "criterion__category", "criterion__points", "verdict"
+    )
+    for row in _stream(rows):
+        yield {
+            "grade_id": hasher("grade", row["grade_id"]), "episode_id": hasher("episode", row["grade__episode_id"]),
+            "criterion_key": row["criterion__key"], "category": row["criterion__category"],
+            "points": row["criterion__points"], "verdict": row["verdict"],
+        }
+
+
+def _fluency_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = FluencyCoding.objects.filter(
+        episode__in=_episodes(study), is_current=True, status=FluencyCoding.Status.SUCCEEDED
+    ).order_by("episode_id", "pk").values("episode_id", "behaviours", "model")
+    for row in _stream(rows):
+        episode_id = hasher("episode", row["episode_id"])
+        for code, entry in sorted((row["behaviours"] or {}).items()):
+            present = entry.get("present") if isinstance(entry, dict) else entry
+            if isinstance(present, bool):
+                yield {"episode_id": episode_id, "behaviour": code, "present": present, "model": row["model"]}
+
+
+def _transcripts(study: Study) -> QuerySet:
+    return EpisodeTranscript.objects.filter(episode__in=_episodes(study)).order_by("episode_id")
+
+
+_TRANSCRIPT_COLUMNS = ("user_prompts", "agent_turns", "tool_calls", "interventions", "sidechain_turns",
+                       "duration_seconds", "active_seconds", "initiative_entropy", "human_initiative_share",
+                       "user_chars", "agent_chars", "effort_ratio")
+
+
+def _transcript_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _transcripts(study).values("episode_id", "episode__agent__name", "status", "formats", "heuristic",
+                                      "truncated", "screenshots", "files", *_TRANSCRIPT_COLUMNS)
+    for row in _stream(rows):
+        files = row.pop("files") or []
+        yield {
+            **row, "episode_id": hasher("episode", row["episode_id"]), "agent": row.pop("episode__agent__name"),
+            "formats": " ".join(row["formats"] or []), "log_files": len(files),
+            "unknown_records": sum(sum((f.get("unknown_records") or {}).values()) for f in files),
+            "bad_lines": sum(f.get("bad_lines", 0) for f in files),
+        }
+
+
+def _write_transcripts(writer: _Writer, study: Study, hasher: Pseudonymizer) -> None:
+    """Write the normalised turns, one episode per line (identifying: the worker's own words)."""
+    count = 0
+    with writer.archive.open("transcripts.jsonl", "w", force_zip64=True) as raw:
+        rows = _transcripts(study).values("episode_id", "episode__agent__name", "files")
+        for row in _stream(rows):
+            files = [{key: f.get(key) for key in ("name", "format", "status", "note", "heuristic", "truncated",
+                                                  "turns")} for f in row["files"] or []]
+            line = {"episode_id": hasher("episode", row["episode_id"]), "agent": row["episode__agent__name"],
+                    "files": files}
+            raw.write(json.dumps(line, ensure_ascii=False).encode() + b"\n")
+            count += 1
+            writer._tick()
+    writer.counts["transcripts.jsonl"] = count
+
+
+def _answers(study: Study, include_pii: bool) -> QuerySet:
+    answers = Answer.objects.filter(
+        response__participant__in=_participants(study), response__submitted_at__isnull=False
+    )
+    if not include_pii:
+        answers = answers.exclude(question__kind=Question.Kind.TEXT)
+    return answers
+
+
+def _answer_long_rows(study: Study, hasher: Pseudonymizer, include_pii: bool) -> Iterator[dict[str, Any]]:
+    rows = (
+        _answers(study, include_pii)
+        .order_by("response__participant_id", "response__phase", "question__order")
+        .values("response__participant_id", "response__phase", "question__code", "question__kind", "value", "numeric")
+    )
+    for row in _stream(rows):
+        yield {
+            "participant_id": hasher("participant", row["response__participant_id"]),
+            "phase": row["response__phase"], "question": row["question__code"], "kind": row["question__kind"],
+            "value": row["value"], "numeric": row["numeric"],
+        }
+
+
+def _wide_header(study: Study, include_pii: bool) -> list[str]:
+    codes = (
+        _answers(study, include_pii).values_list("question__code", "question__order").distinct().order_by()
+    )
+    order: dict[str, int] = {}
+    for code, position in codes:
+        order[code] = min(position, order.get(code, position))
+    header = ["participant_id"]
+    for code in sorted(order, key=lambda c: (order[c], c)):
+        header += [f"{code}_pre", f"{code}_post"]
+    return header
+
+
+def _answer_wide_rows(study: Study, hasher: Pseudonymizer, include_pii: bool) -> Iterator[dict[str, Any]]:
+    rows = _answers(study, include_pii).order_by("response__participant_id").values_list(
+        "response__participant_id", "response__phase", "question__code", "value", "numeric"
+    )
+    current: int | None = None
+    row: dict[str, Any] = {}
+    for participant_id, phase, code, value, numeric in rows.iterator(chunk_size=CHUNK):
+        if participant_id != current:
+            if current is not None:
+                yield row
+            current = participant_id
+            row = {"participant_id": hasher("participant", participant_id)}
+        row[f"{code}_{phase}"] = numeric if numeric is not None else value
+    if current is not None:
+        yield row
+
+
+def _observation_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _observations(study).order_by("pk").values(
+        "episode_id", "external_id", "participant_id", "agent__name", "task__uuid", "task_uuid", "y", "weight",
+        "source",
+    )
+    for row in _stream(rows):
+        task_uuid = row["task_uuid"] or row["task__uuid"]
+        yield {
+            "session_id": session_id(hasher, episode_id=row["episode_id"], external_id=row["external_id"]),
+            "participant_id": hasher("participant", row["participant_id"]), "agent": row["agent__name"],
+            "task_id": str(task_uuid) if task_uuid else "", "y": row["y"], "weight": row["weight"],
+            "source": row["source"],
+        }
+
+
+def _rating_rows(snapshot: RatingSnapshot | None, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    if snapshot is None:
+        return
+    # A snapshot taken before a withdrawal still rates that person; the export leaves them out regardless.
+    left_out = Participant.objects.filter(study_id=snapshot.study_id, status__in=EXCLUDED_STATUSES).values("pk")
+    rows = rating_selectors.snapshot_rating_rows(snapshot, exclude_participants=left_out).values(
+        "entity_kind", "entity_id", "label", "mu", "sigma", "conservative", "n", "rank"
+    )
+    for row in _stream(rows):
+        is_agent = row["entity_kind"] == EntityRating.Kind.AGENT
+        entity = row["label"] if is_agent else hasher("participant", row["entity_id"])
+        yield {
+            "snapshot_version": snapshot.version, "entity_kind": row["entity_kind"], "entity": entity,
+            **{key: row[key] for key in ("mu", "sigma", "conservative", "n", "rank")},
+        }
+
+
+def _stability_rows(stability: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    if not stability:
+        return
+    names = stability.get("agent_names", {})
+    for row in stability.get("leaderboard", []):
+        low, high = row.get("bootstrap_rank_interval") or (None, None)
+        yield {
+            "snapshot_version": stability.get("snapshot_version"), "agent": names.get(row["agent_id"], row["agent_id"]),
+            "rank": row["rank"], "mu": row["mu"], "sigma": row["sigma"], "conservative": row["conservative"],
+            "n": row["n"], "bootstrap_rounds": stability.get("rounds"),
+            "bootstrap_mean_rank": row["bootstrap_mean_rank"], "bootstrap_p_rank1": row["bootstrap_p_rank1"],
+            "bootstrap_rank_low": low, "bootstrap_rank_high": high,
+            "loo_human_mean_rank": row["loo_human_mean_rank"], "loo_task_mean_rank": row.get("loo_task_mean_rank"),
+        }
+
+
+def _pairwise_rows(stability: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    if not stability or not stability.get("pairwise"):
+        return
+    names = stability.get("agent_names", {})
+    ids = stability["pairwise"]["agent_ids"]
+    for i, agent in enumerate(ids):
+        for j, other in enumerate(ids):
+            if i != j:
+                yield {
+                    "snapshot_version": stability.get("snapshot_version"), "agent": names.get(agent, agent),
+                    "other_agent": names.get(other, other), "p_greater": stability["pairwise"]["prob_greater"][i][j],
+                }
+
+
+def study_rating_model(study: Study) -> dict[str, Any]:
+    """Return the study's rating model as ``rating.fit.ModelSpec.to_dict()`` (what import_sessions reads)."""
+    return study_model_spec(study).to_dict()
+
+
+def sessions_header(study: Study) -> dict[str, Any]:
+    """Return the study_config record that opens sessions.json."""
+    return {
+        "session_id": "study_config",
+        "record_type": HEADER_RECORD_TYPE,
+        "autograde_status": "not_a_session",
+        "skipped": True,
+        "rating_model": study_rating_model(study),
+        "score_source": study.score_source,
+        "blend_expert_weight": study.blend_expert_weight,
+    }
+
+
+def sessions(study: Study, hasher: Pseudonymizer | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the sessions.json records: the study_config record, then one per active observation.
+
+    Each session names its score by what it is (``score_source``); a blended score carries its judge and
+    expert components and the weight, so a reader sees that two scales were combined.
+    """
+    hasher = hasher or Pseudonymizer(study)
+    yield sessions_header(study)
+    rows = _observations(study).order_by("pk").values_list(
+        "episode_id", "external_id", "participant_id", "agent__name", "task__uuid", "task_uuid", "y", "source",
+        "episode__auto_score", "episode__expert_score",
+    )
+    weight = study.blend_expert_weight
+    for row in _stream_values(rows):
+        episode_id, external_id, participant_id, agent, task_fk_uuid, task_uuid, y, source, auto, expert = row
+        task = task_uuid or task_fk_uuid
+        kind = source if source in SCORE_FIELDS else "auto"  # legacy imported rows held the judges' score
+        record: dict[str, Any] = {
+            "session_id": session_id(hasher, episode_id=episode_id, external_id=external_id),
+            "agent_id": agent,
+            "user_id": hasher("participant", participant_id),
+            "task_id": str(task) if task else None,
+            "autograde_status": "done",
+            "skipped": False,
+            "score_source": kind,
+            SCORE_FIELDS[kind]: y,
+        }
+        if kind == "blended" and episode_id is not None:
+            record.update(autograde_overall_score=auto, expert_overall_score=expert, blend_expert_weight=weight)
+        yield record
+
+
+def _stream_values(queryset: QuerySet) -> Iterator[tuple[Any, ...]]:
+    return queryset.iterator(chunk_size=5000)
+
+
+def _write_sessions(writer: _Writer, study: Study, hasher: Pseudonymizer) -> int:
+    count = 0
+    with writer.archive.open("sessions.json", "w", force_zip64=True) as raw:
+        raw.write(b"[")
+        for index, session in enumerate(sessions(study, hasher)):
+            raw.write((b",\n" if index else b"\n") + json.dumps(session, ensure_ascii=False).encode())
+            if index:  # the study_config record is not a session
+                count += 1
+                writer._tick()
+        raw.write(b"\n]\n")
+    writer.counts["sessions.json"] = count
+    return count
+
+
+# -------------------------------------------------------------------------------------------- the ZIP
+
+
+def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None) -> int:
+    """Estimate rows to write (a handful of count queries) so the progress bar has a denominator."""
+    episodes = _episodes(study)
+    total = _participants(study).count() * (2 if include_pii else 1)
+    total += episodes.count()
+    total += JudgeRun.objects.filter(episode__in=episodes).count()
+    total += CriterionScore.objects.filter(judge_run__episode__in=episodes).count()
+    total += ExpertGrade.objects.filter(episode__in=episodes).count()
+    total += _transcripts(study).count() * (2 if include_pii else 1)
+    total += _answers(study, include_pii).count() * 2
+    total += _observations(study).count() * 2
+    if snapshot is not None:
+        total += rating_selectors.snapshot_ratings_count(snapshot)
+    return total
+
+
+def _dictionary(writer: _Writer) -> str:
+    out = io.StringIO()
+    rows = csv_writer(out)
+    rows.writerow(["file", "column", "type", "description"])
+    for name, description in EXTRA_FILES.items():
+        rows.writerow([name, "", "file", description])
+    for table in TABLES:
+        if table.file not in writer.headers:
+            continue
+        rows.writerow([table.file, "", "file", table.description])
+        described = {column.name: column for column in table.columns}
+        for name in writer.headers[table.file]:
+            column = described.get(name)
+            if column is not None:
+                rows.writerow([table.file, name, column.type, column.description])
+            else:  # wide survey columns
+                code, _, phase = name.rpartition("_")
+                rows.writerow([table.file, name, "number or string", f"Answer to {code} in the {phase} survey."])
+    return out.getvalue()
+
+
+def _readme(study: Study, include_pii: bool, summary: dict[str, Any]) -> str:
+    lines = [
+        f"CollabSkill study export: {study.name} ({study.slug})",
+        f"Exported at {summary['exported_at']} UTC; export format version {FORMAT_VERSION}.",
+        "",
+        "Identifiers: every participant, episode, expert and grade id is a keyed hash (HMAC-SHA256 of the",
+        "raw id with the server's secret and a per-study salt, first 64 bits). The same participant has the",
+        "same id in every file and in every export of this study; ids cannot be reversed without the server.",
+        "Withdrawn participants and people who did not consent are left out entirely.",
+        "",
+        (
+            "THIS EXPORT CONTAINS IDENTIFYING INFORMATION (identities.csv and free-text columns). Store it "
+            "under your data protection plan and delete it when no longer needed."
+            if include_pii
+            else "No identifying information is included: no emails, names, platform ids or typed free text."
+        ),
+        "",
+        "Scores of individual participants describe one study's tasks with particular agents; they are not",
+        "a measure of anyone's job performance and must not be used for employment decisions.",
+        "",
+        "Files (rows):",
+    ]
+    for name, count in summary["tables"].items():
+        lines.append(f"  {name}: {count}")
+    if not summary.get("stability_included"):
+        lines.append("")
+        lines.append("stability.csv is empty: no stability analysis had been run for the latest posterior.")
+    lines.append("")
+    lines.append("See data_dictionary.csv for every column.")
+    return "\n".join(lines) + "\n"
+
+
+def build_export(
+    study: Study, handle: IO[bytes], *, include_pii: bool = False, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Write the study's export ZIP into ``handle`` and return a summary (row counts per file)."""
+    report = progress or (lambda done, total: None)
+    hasher = Pseudonymizer(study)
+    snapshot = latest_snapshot(study)
+    stability = latest_stability(study, snapshot)
+    total = _row_total(study, include_pii, snapshot)
+    report(0, total)
+    paper = study_rating_config(study)
+    with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+        writer = _Writer(archive, include_pii, report, total)
+        writer.table(TABLE_BY_FILE["participants.csv"], _participant_rows(study, hasher))
+        if include_pii:
+            writer.table(TABLE_BY_FILE["identities.csv"], _identity_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["agents.csv"], _agent_rows(study))
+        writer.table(TABLE_BY_FILE["tasks.csv"], _task_rows(study))
+        writer.table(TABLE_BY_FILE["episodes.csv"], _episode_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["judge_runs.csv"], _judge_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["criterion_scores.csv"], _criterion_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["expert_criterion_grades.csv"], _expert_criterion_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
+        if include_pii:
+            _write_transcripts(writer, study, hasher)
+        writer.table(TABLE_BY_FILE["survey_answers_long.csv"], _answer_long_rows(study, hasher, include_pii))
+        writer.table(
+            TABLE_BY_FILE["survey_answers_wide.csv"], _answer_wide_rows(study, hasher, include_pii),
+            header=_wide_header(study, include_pii),
+        )
+        writer.table(TABLE_BY_FILE["observations.csv"], _observation_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["ratings.csv"], _rating_rows(snapshot, hasher))
+        writer.table(TABLE_BY_FILE["stability.csv"], _stability_rows(stability))
+        writer.table(TABLE_BY_FILE["stability_pairwise.csv"], _pairwise_rows(stability))
+        _write_sessions(writer, study, hasher)
+        summary = {
+            "exported_at": timezone.now().isoformat(),
+            "format_version": FORMAT_VERSION,
+            "snapshot_version": snapshot.version if snapshot else None,
+            "stability_included": bool(stability),
+            "include_pii": include_pii,
+            "tables": dict(writer.counts),
+        }
+        study_info = {
+            "name": study.name,
+            "slug": study.slug,
+            "is_simulated": study.is_simulated,
+            "score_source": study.score_source,
+            "blend_expert_weight": study.blend_expert_weight,
+            "rating_model": study_rating_model(study),
+            "rating_config": {
+                "mu0": paper.mu0, "sigma0": paper.sigma0, "beta": paper.beta, "k": paper.k,
+            },
+            "snapshot_config": snapshot.config if snapshot else None,
+            "snapshot_fit": snapshot.fit if snapshot else None,
+            "id_scheme": "HMAC-SHA256(secret + per-study salt, '<kind>:<raw id>'), first 16 hex digits, kind prefix "
+            "P participant, E episode, X expert, G grade, S imported session",
+            **{key: summary[key] for key in ("exported_at", "format_version", "snapshot_version", "include_pii")},
+        }
+        writer.text("study.json", json.dumps(study_info, indent=2, ensure_ascii=False) + "\n")
+        writer.text("data_dictionary.csv", _dictionary(writer))
+        writer.text("README.txt", _readme(study, include_pii, summary))
+    report(total, total)
+    return summary

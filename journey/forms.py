@@ -1,0 +1,93 @@
+"""Forms of the worker journey (input parsing only; the rules live in the services)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import UserCreationForm
+
+from studies.models import Episode, EpisodeFile, Occupation
+
+
+class SignupForm(UserCreationForm):
+    """Account creation from an invitation: a user name and password; e-mail is optional."""
+
+    email = forms.EmailField(required=False, help_text="Optional. Only used if the study team needs to reach you.")
+
+    class Meta(UserCreationForm.Meta):
+        model = get_user_model()
+        fields = ("username", "email")
+
+
+class ConsentForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("accept", "I agree"), ("decline", "I do not agree")])
+    version = forms.IntegerField(min_value=1)
+
+
+class ProfileForm(forms.Form):
+    occupation = forms.ModelChoiceField(
+        queryset=Occupation.objects.all(), error_messages={
+            "required": "Please search for your occupation and choose it from the list.",
+            "invalid_choice": "That occupation is not in the list; please search again and pick one.",
+        },
+    )
+    years_experience = forms.IntegerField(
+        min_value=0, max_value=70, label="Years of experience in this occupation",
+        error_messages={"required": "Please enter your years of experience (0 if you are just starting)."},
+    )
+
+    def __init__(self, *args, occupations=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if occupations is not None:
+            # Only occupations the study can still give tasks to: choosing another would strand the worker.
+            self.fields["occupation"].queryset = occupations
+            self.fields["occupation"].error_messages["invalid_choice"] = (
+                "This study has no task left for that occupation. Please choose the closest other occupation, "
+                "or contact the study team."
+            )
+
+
+class SetupForm(forms.Form):
+    prior_experience = forms.ChoiceField(
+        choices=Episode.PriorExperience.choices, widget=forms.RadioSelect,
+        error_messages={"required": "Please say whether you have used this agent before."},
+    )
+    ready = forms.BooleanField(required=False)
+
+
+class SetupFailedForm(forms.Form):
+    description = forms.CharField(
+        max_length=5000, min_length=10,
+        error_messages={"required": "Please describe what went wrong.",
+                        "min_length": "Please describe what went wrong in a sentence or two.",
+                        "max_length": "Please keep the description under %(limit_value)d characters (yours has "
+                                      "%(show_value)d); attach screenshots for the rest."},
+    )
+    # Skipping cannot be undone, so it is confirmed explicitly (works without script, unlike a dialog).
+    confirm = forms.BooleanField(error_messages={
+        "required": "Please tick the box to confirm that this task should be skipped.",
+    })
+
+
+NOTES_MAX_LENGTH = 5000
+
+
+class LogForm(forms.Form):
+    share_url = forms.CharField(max_length=600, required=False, strip=True, error_messages={
+        "max_length": "That link is longer than %(limit_value)d characters; please paste the share link only.",
+    })
+    notes = forms.CharField(max_length=NOTES_MAX_LENGTH, required=False, error_messages={
+        "max_length": "Notes can be at most %(limit_value)d characters; yours have %(show_value)d. Please shorten "
+                      "them (or upload longer notes as a log file). Nothing you typed was lost.",
+    })
+
+
+class UploadForm(forms.Form):
+    kind = forms.ChoiceField(choices=[(EpisodeFile.Kind.DELIVERABLE, "Deliverable"),
+                                      (EpisodeFile.Kind.LOG, "Collaboration log")])
+    replace = forms.BooleanField(required=False)
+
+
+class WithdrawForm(forms.Form):
+    reason = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    confirm = forms.BooleanField(error_messages={"required": "Please tick the box to confirm you want to withdraw."})

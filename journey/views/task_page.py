@@ -1,0 +1,267 @@
+"""The task page (paper App. B): setup panel, prompt, reference files, uploads, log, final submission."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from journey.forms import NOTES_MAX_LENGTH, LogForm, SetupFailedForm, SetupForm
+from journey.views.worker import error_response, guard, load_participant, wants_json
+from pairing.services import episode_assign
+from studies.conf import upload_limits
+from studies.exceptions import InvalidShareUrl, NoAgentAvailable, NoTaskAvailable, StudyError
+from studies.log_sources import agent_log_source
+from studies.markdown import render_markdown
+from studies.models import Agent, Episode, EpisodeFile, Participant
+from studies.selectors import (
+    FINISHED,
+    Step,
+    episode_files,
+    episode_for_task_page,
+    episode_for_user,
+    journey_state,
+    participant_for_user,
+    reference_files,
+)
+from studies.services.episodes import (
+    episode_log_save,
+    episode_setup_save,
+    episode_skip_setup_failed,
+    episode_submit,
+    submission_checklist,
+    submission_problems,
+)
+from studies.services.participants import participant_finish_tasks_early, step_visit_record
+from studies.services.uploads import EDITABLE_STATUSES, allowed_extensions
+
+WORKER_STATUS = {
+    Episode.Status.ASSIGNED: "Not started",
+    Episode.Status.IN_PROGRESS: "In progress",
+    Episode.Status.SKIPPED: "Skipped",
+}
+
+
+def worker_status_label(episode: Episode) -> str:
+    """What the worker is told about an episode: grading states and outcomes are not theirs to see."""
+    return WORKER_STATUS.get(episode.worker_status, "Submitted")
+
+
+def task_url(episode: Episode) -> str:
+    return reverse("worker:task", args=[episode.participant.study.slug, episode.position])
+
+
+@login_required
+def task(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
+    try:
+        episode = episode_for_task_page(user=request.user, study_slug=study_slug, position=position)
+    except Episode.DoesNotExist:
+        return _task_not_started(request, study_slug, position)
+    participant = episode.participant
+    if participant.status == Participant.Status.WITHDRAWN:
+        return redirect("worker:study", study_slug)
+    if episode.reconsent_needed:
+        messages.warning(request, "The consent form was updated. Please read it and decide before continuing.")
+        return redirect("worker:consent", study_slug)
+    step_visit_record(participant=participant, step="task", episode_id=episode.pk)
+    return _render_task(request, episode)
+
+
+def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, setup_failed_form=None,
+                 log_form=None, setup_form=None) -> HttpResponse:
+    participant, study, agent, task_obj = episode.participant, episode.participant.study, episode.agent, episode.task
+    files = episode_files(episode)
+    uploaded_names = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
+    limits = upload_limits()
+    editable = episode.status in EDITABLE_STATUSES and participant.status != Participant.Status.WITHDRAWN
+    now = timezone.now()
+    checklist = submission_checklist(episode, files) if editable else []
+    context = {
+        "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
+        "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
+        "setup_guide_html": render_markdown(agent.setup_guide),
+        "log_instructions_html": render_markdown(agent.log_instructions),
+        "log_source": agent_log_source(agent),
+        "reference_files": reference_files(task_obj.pk),
+        "deliverables": [f for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE],
+        "logs": [f for f in files if f.kind == EpisodeFile.Kind.LOG],
+        "screenshots": [f for f in files if f.kind == EpisodeFile.Kind.SKIP_SCREENSHOT],
+        "expected": [{"name": n, "uploaded": n in uploaded_names} for n in task_obj.expected_deliverables or []],
+        "checklist": checklist, "checklist_complete": all(c.done for c in checklist),
+        "setup_form": setup_form or SetupForm(initial={"prior_experience": episode.prior_experience}),
+        "setup_failed_form": setup_failed_form or SetupFailedForm(),
+        "log_form": log_form or LogForm(initial={"share_url": episode.share_url, "notes": episode.notes}),
+        "wants_files_log": agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
+        "wants_share_url": agent.log_mode in (Agent.LogMode.SHARE_URL, Agent.LogMode.EITHER),
+        "share_hosts": agent.share_url_hosts or [],
+        "deadline": episode.deadline_at, "overdue": bool(episode.deadline_at and now > episode.deadline_at),
+        "seconds_left": max(0, int((episode.deadline_at - now).total_seconds())) if episode.deadline_at else None,
+        "limits": {"max_file": limits["MAX_FILE_BYTES"], "max_episode": limits["MAX_EPISODE_BYTES"],
+                   "max_files": limits["MAX_FILES_PER_EPISODE"]},
+        "allowed": allowed_extensions(EpisodeFile.Kind.DELIVERABLE),
+        "screenshot_types": allowed_extensions(EpisodeFile.Kind.SKIP_SCREENSHOT),
+        "prior_choices": Episode.PriorExperience.choices, "ping_step": "task" if editable else "",
+        "notes_max": NOTES_MAX_LENGTH,
+    }
+    return render(request, "worker/task.html", context, status=status)
+
+
+def _task_not_started(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
+    participant = load_participant(request, study_slug)
+    state, redirect_response = guard(request, participant, Step.TASK)
+    if redirect_response is not None:
+        return redirect_response
+    if state.step != Step.TASK or state.position != position:
+        if position > len(state.episodes) + 1 or position < 1:
+            raise Http404("No such task position.")
+        return redirect(state.url)
+    return render(request, "worker/task_start.html", {
+        "participant": participant, "study": participant.study, "state": state, "position": position,
+    })
+
+
+@login_required
+@require_POST
+def task_start(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
+    """Match the next task and agent (one at a time, as the worker reaches each position)."""
+    participant = load_participant(request, study_slug)
+    state, redirect_response = guard(request, participant, Step.TASK)
+    if redirect_response is not None:
+        return redirect_response
+    try:
+        episode = episode_assign(participant=participant, position=position)
+    except (NoTaskAvailable, NoAgentAvailable) as exc:
+        can_finish = any(e.status in FINISHED and e.status != Episode.Status.SKIPPED for e in state.episodes)
+        return render(request, "worker/no_task.html", {
+            "participant": participant, "study": participant.study, "state": state, "message": exc.message,
+            "can_finish_early": can_finish,
+        }, status=409)
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=reverse("worker:study", args=[study_slug]))
+    return redirect("worker:task", study_slug, episode.position)
+
+
+@login_required
+@require_POST
+def finish_early(request: HttpRequest, study_slug: str) -> HttpResponse:
+    participant = load_participant(request, study_slug)
+    try:
+        participant_finish_tasks_early(participant=participant)
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=reverse("worker:study", args=[study_slug]))
+    return redirect(journey_state(participant_for_user(user=request.user, study_slug=study_slug)).url)
+
+
+def _episode(request: HttpRequest, episode_id: int) -> Episode:
+    try:
+        return episode_for_user(user=request.user, episode_id=episode_id)
+    except Episode.DoesNotExist:
+        raise Http404("No such task.")
+
+
+@login_required
+@require_POST
+def setup(request: HttpRequest, episode_id: int) -> HttpResponse:
+    episode = _episode(request, episode_id)
+    form = SetupForm(request.POST)
+    back = task_url(episode) + "#setup"
+    if not form.is_valid():
+        return _render_task(request, episode, status=400, setup_form=form)
+    try:
+        episode = episode_setup_save(episode=episode, prior_experience=form.cleaned_data["prior_experience"],
+                                     ready=form.cleaned_data["ready"])
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=back)
+    if episode.ready_at is not None:
+        messages.success(request, "Setup saved. The agent is marked as ready; you can work on the task now.")
+    else:
+        messages.info(request, "Saved. Tick “the agent is ready” once it runs on your computer.")
+    return redirect(back)
+
+
+@login_required
+@require_POST
+def setup_failed(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Skip the task because the agent could not be set up (description and screenshots required)."""
+    episode = _episode(request, episode_id)
+    form = SetupFailedForm(request.POST)
+    if not form.is_valid():
+        return _render_task(request, episode, status=400, setup_failed_form=form)
+    try:
+        # The returned episode carries the participant as the skip left it (maybe on to the final survey).
+        episode = episode_skip_setup_failed(episode=episode, description=form.cleaned_data["description"],
+                                            screenshots=request.FILES.getlist("screenshots"), actor=request.user)
+    except StudyError as exc:
+        form.add_error(None, exc.message)
+        return _render_task(request, episode, status=400, setup_failed_form=form)
+    messages.success(request, f"Task {episode.position} was skipped and your report sent to the study team.")
+    return redirect(journey_state(episode.participant).url)
+
+
+@login_required
+@require_POST
+def log(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Save the shared-session link and notes without submitting (the page autosaves here as the worker types).
+
+    ``next=review`` (the "Review and submit" button) saves what was typed first, then opens the review page, so
+    notes typed but not yet saved are never dropped on the way to submitting.
+    """
+    episode = _episode(request, episode_id)
+    form = LogForm(request.POST)
+    if not form.is_valid():
+        if wants_json(request):
+            return JsonResponse({"ok": False, "errors": {k: [str(e) for e in v] for k, v in form.errors.items()}},
+                                status=400)
+        return _render_task(request, episode, status=400, log_form=form)
+    share_url, notes = form.cleaned_data["share_url"], form.cleaned_data["notes"]
+    try:
+        episode = episode_log_save(episode=episode, share_url=share_url, notes=notes)
+    except InvalidShareUrl as exc:
+        if wants_json(request):
+            # The link is still being typed or is wrong: keep the notes anyway, answer the link's problem.
+            try:
+                episode_log_save(episode=episode, share_url=episode.share_url, notes=notes)
+            except StudyError as inner:
+                return error_response(request, inner, fallback_url=task_url(episode))
+            return JsonResponse({"ok": False, "errors": {"share_url": [exc.message]}, "notes_saved": True},
+                                status=400)
+        form.add_error("share_url", exc.message)
+        return _render_task(request, episode, status=400, log_form=form)
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=task_url(episode))
+    if wants_json(request):
+        return JsonResponse({"ok": True, "share_url_saved": bool(episode.share_url)})
+    if request.POST.get("next") == "review":
+        return redirect("worker:episode-submit", episode.pk)
+    messages.success(request, "Collaboration log details saved.")
+    return redirect(task_url(episode) + "#log")
+
+
+@login_required
+def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Review page (GET) and final submission (POST)."""
+    episode = _episode(request, episode_id)
+    back = task_url(episode)
+    if request.method == "POST":
+        try:
+            episode = episode_submit(episode=episode, actor=request.user)
+        except StudyError as exc:
+            return error_response(request, exc, fallback_url=back + "#submit")
+        note = " It arrived after the time limit; it is kept and marked as late." if episode.timed_out else ""
+        messages.success(request, f"Task {episode.position} submitted. Thank you! Grading will start shortly.{note}")
+        return redirect(journey_state(episode.participant).url)
+    if episode.status not in EDITABLE_STATUSES:
+        messages.info(request, "This task was already submitted.")
+        return redirect(back)
+    files = episode_files(episode)
+    uploaded = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
+    return render(request, "worker/submit_confirm.html", {
+        "episode": episode, "participant": episode.participant, "study": episode.participant.study,
+        "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),
+        "missing_expected": [n for n in episode.task.expected_deliverables or [] if n not in uploaded],
+        "late": bool(episode.deadline_at and timezone.now() > episode.deadline_at), "back": back,
+    })

@@ -1,0 +1,14 @@
+"""Celery tasks of the pairing design."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from pairing import services, task_names
+
+
+@shared_task(name=task_names.REFRESH_DESIGN_POSTERIOR, acks_late=True)
+def refresh_design_posterior(study_id: int) -> int | None:
+    """Cache the calibrated agent posterior adaptive pairing reads; return the observation count."""
+    value = services.design_posterior_refresh(study_id=study_id)
+    return None if value is None else value["n_observations"]

@@ -1,0 +1,237 @@
+"""Writes of the rating ledger: one observation per scored episode, retractions, re-recording a study.
+
+Why the stored rating is exact: the posterior depends only on the *set* of active observations (its
+information form is a sum over them, paper Eq. 16-17), and every refresh solves that whole set from
+scratch through the engine's exact Schur path. Recording therefore only has to keep the ledger right --
+one row per episode, updated in place on a regrade, deactivated on exclusion -- and a refresh afterwards
+equals a batch solve of the active ledger whatever the order, re-deliveries or regrades that led there.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from rating.exceptions import InvalidScore
+from rating.models import Observation
+from rating.services.refresh import posterior_schedule_refresh
+from studies.models import Episode, Participant, Study
+from studies.services.audit import audit_record
+
+logger = logging.getLogger(__name__)
+
+# Retraction reasons starting with this stay retracted when the episode is recorded again (see
+# observations_retract_participant).
+PARTICIPANT_RETRACTION = "participant retracted"
+EXCLUDED_PARTICIPANT_STATUSES = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Recording one episode
+# --------------------------------------------------------------------------------------------------------
+
+
+def episode_rating_score(*, episode: Episode, study: Study) -> tuple[float | None, str]:
+    """Return ``(y, source)`` for the episode under the study's score source.
+
+    ``auto`` and ``expert`` take that score or nothing. ``blended`` takes
+    ``w * expert + (1 - w) * auto`` (``w = study.blend_expert_weight``) when both exist, else whichever
+    exists, and then names that single source -- so the ledger says what y really is, and a later second
+    score turns it into a blend through the ordinary regrade path.
+    """
+    auto, expert = episode.auto_score, episode.expert_score
+    source = study.score_source
+    if source == Study.ScoreSource.AUTO:
+        y, used = auto, Episode.ScoreSource.AUTO
+    elif source == Study.ScoreSource.EXPERT:
+        y, used = expert, Episode.ScoreSource.EXPERT
+    elif auto is not None and expert is not None:
+        weight = study.blend_expert_weight
+        y, used = weight * expert + (1.0 - weight) * auto, Episode.ScoreSource.BLENDED
+    elif expert is not None:
+        y, used = expert, Episode.ScoreSource.EXPERT
+    else:
+        y, used = auto, Episode.ScoreSource.AUTO
+    if y is None:
+        return None, ""
+    y = float(y)
+    if not math.isfinite(y) or not 0.0 <= y <= 100.0:
+        raise InvalidScore(f"episode {episode.pk}: score {y!r} from {used} is not between 0 and 100")
+    return y, str(used)
+
+
+def _exclusion_reason(episode: Episode, y: float | None) -> str:
+    """Return why the episode must not count (empty when it counts)."""
+    if episode.status == Episode.Status.SKIPPED:
+        return "episode skipped"
+    if episode.participant.status in EXCLUDED_PARTICIPANT_STATUSES:
+        return f"participant {episode.participant.get_status_display().lower()}"
+    if episode.is_gold:
+        # Planted known-answer copies check experts; counting them would count one session twice.
+        return "gold QA episode"
+    if y is None:
+        return "no score"
+    return ""
+
+
+def _episode_score_set(episode: Episode, y: float | None, source: str) -> bool:
+    """Store y on the episode, auditing only a real change (re-delivery must not spam the audit log)."""
+    if episode.score == y and episode.score_source == source:
+        return False
+    before = {"score": episode.score, "score_source": episode.score_source}
+    episode.score, episode.score_source = y, source
+    episode.save(update_fields=["score", "score_source", "updated_at"])
+    audit_record(
+        actor=None,
+        action="episode.score_set",
+        obj=episode,
+        study=episode.study,
+        before=before,
+        after={"score": y, "score_source": source},
+        note=f"rating: y follows the study's '{episode.study.score_source}' score source",
+    )
+    return True
+
+
+def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Observation | None:
+    """Bring the episode's score and its ledger observation up to date; return the observation.
+
+    Locks the episode row, so concurrent deliveries for one episode run one after the other and the
+    second sees the first's row (no duplicate, no lost update). Re-delivery with unchanged inputs writes
+    nothing. A regrade rewrites y in place; an excluded episode (skipped, participant withdrawn, gold
+    copy, no score) has its observation deactivated with the reason. Other statuses do not matter: while
+    a regrade is in progress the previous score keeps counting until the new one is recorded. Returns
+    ``None`` when the episode does not exist or never had a counted observation. A changed ledger
+    schedules a debounced refresh (unless the caller schedules one for a whole batch).
+    """
+    with transaction.atomic():
+        episode = (
+            Episode.objects.select_for_update(of=("self",))
+            .select_related("study", "participant", "task")
+            .filter(pk=episode_id)
+            .first()
+        )
+        if episode is None:
+            return None
+        study = episode.study
+        y, source = episode_rating_score(episode=episode, study=study)
+        _episode_score_set(episode, y, source)
+        reason = _exclusion_reason(episode, y)
+        observation = Observation.objects.filter(episode_id=episode.pk).first()
+        if (
+            observation is not None
+            and not observation.active
+            and observation.retraction_reason.startswith(PARTICIPANT_RETRACTION)
+        ):
+            reason = observation.retraction_reason
+        ledger_changed = False
+        if reason:
+            if observation is not None and observation.active:
+                observation.active = False
+                observation.retraction_reason = reason[:255]
+                observation.save(update_fields=["active", "retraction_reason", "updated_at"])
+                audit_record(
+                    actor=None, action="observation.retract", obj=observation, study=study,
+                    before={"active": True, "y": observation.y}, after={"active": False}, note=reason,
+                )
+                ledger_changed = True
+        else:
+            wanted = {
+                "study_id": study.pk,
+                "agent_id": episode.agent_id,
+                "participant_id": episode.participant_id,
+                "task_id": episode.task_id,
+                "task_uuid": episode.task.uuid,
+                "y": y,
+                "source": source,
+                "active": True,
+                "retraction_reason": "",
+            }
+            if observation is None:
+                observation = Observation.objects.create(episode=episode, **wanted)
+                ledger_changed = True
+            else:
+                changes = {name: value for name, value in wanted.items() if getattr(observation, name) != value}
+                if changes:
+                    was_active = observation.active
+                    for name, value in changes.items():
+                        setattr(observation, name, value)
+                    observation.save()
+                    ledger_changed = True
+                    if not was_active:
+                        audit_record(
+                            actor=None, action="observation.reactivate", obj=observation, study=study,
+                            before={"active": False}, after={"active": True, "y": y},
+                        )
+        if ledger_changed and schedule_refresh:
+            study_id = study.pk
+            transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
+    return observation
+
+
+def observations_retract_participant(*, participant_id: int, reason: str) -> int:
+    """Retract every observation of a participant (withdrawal); return how many were active.
+
+    All the participant's observations are marked with a ``participant retracted: <reason>`` reason, which
+    :func:`observation_record` keeps: a late regrade of one of their episodes cannot bring it back.
+    """
+    note = reason.strip() or "no reason given"
+    marker = f"{PARTICIPANT_RETRACTION}: {note}"[:255]
+    with transaction.atomic():
+        # NO KEY UPDATE: a concurrent recording's observation insert takes KEY SHARE on this row and must not
+        # wait for us while we wait for its episode lock.
+        participant = Participant.objects.select_for_update(no_key=True).filter(pk=participant_id).first()
+        if participant is None:
+            return 0
+        # observation_record rewrites an observation while holding its episode's lock; taking the same
+        # locks (in id order) makes a recording in flight finish before, or start after, this retraction.
+        list(
+            Episode.objects.select_for_update()
+            .filter(participant_id=participant_id)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        observations = Observation.objects.filter(participant_id=participant_id)
+        count = observations.filter(active=True).count()
+        observations.exclude(active=False, retraction_reason=marker).update(
+            active=False, retraction_reason=marker, updated_at=timezone.now()
+        )
+        if count:
+            audit_record(
+                actor=None, action="observation.retract_participant", obj=participant,
+                study=participant.study, after={"retracted": count}, note=note,
+            )
+            study_id = participant.study_id
+            transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
+    return count
+
+
+def study_rerecord(*, study_id: int) -> int:
+    """Record every scored episode of the study again (e.g. after a score-source switch); return the count.
+
+    Each episode goes through :func:`observation_record` in its own transaction, so the refreshed
+    posterior equals a batch solve of the resulting active ledger.
+    """
+    episode_ids = list(
+        Episode.objects.filter(study_id=study_id)
+        .filter(
+            Q(auto_score__isnull=False)
+            | Q(expert_score__isnull=False)
+            | Q(score__isnull=False)
+            | Q(observation__isnull=False)
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    for episode_id in episode_ids:
+        observation_record(episode_id=episode_id, schedule_refresh=False)
+    if episode_ids:  # one refresh request for the whole pass, not one per debounce window it spans
+        transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
+    return len(episode_ids)
+
+

@@ -1,0 +1,28 @@
+"""Per-role navigation for the base layout."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from django.urls import reverse
+
+from studies.roles import EXPERT, STAFF, WORKER, has_role
+
+# (role, label, url name). Every name must resolve: a typo fails every page loudly instead of hiding a link.
+NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
+    (WORKER, "My study", "worker:home"),
+    (EXPERT, "Expert workspace", "expert:home"),
+    (STAFF, "Dashboard", "dashboard:index"),
+    (STAFF, "Experts and rubrics", "expert:staff_experts"),
+    (STAFF, "Admin", "admin:index"),
+    (STAFF, "API docs", "api-docs"),
+)
+
+
+def navigation(request: HttpRequest) -> dict[str, object]:
+    user = getattr(request, "user", None)
+    items = []
+    if user is not None and user.is_authenticated:
+        for role, label, name in NAV_ITEMS:
+            if has_role(user, role):
+                items.append({"label": label, "url": reverse(name), "role": role})
+    return {"nav_items": items}

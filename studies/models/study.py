@@ -1,0 +1,207 @@
+"""Studies, their consent versions and rating/grading configuration."""
+
+from __future__ import annotations
+
+import secrets
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+def _invite_code() -> str:
+    return secrets.token_urlsafe(12)
+
+
+def _default_rank_bonuses() -> list[str]:
+    return ["100.00", "50.00", "50.00"]
+
+
+class Study(models.Model):
+    """One research study: its tasks, agents, consent, compensation and rating settings."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        RECRUITING = "recruiting", "Recruiting"
+        CLOSED = "closed", "Closed"
+
+    class DesignMode(models.TextChoices):
+        UNIFORM = "uniform", "Uniform: random agent, no repeats for a worker (the paper)"
+        BALANCED = "balanced", "Balanced: least-used agent first"
+        ADAPTIVE = "adaptive", "Adaptive: random, favouring information about the agent ranking"
+
+    class ScoreSource(models.TextChoices):
+        AUTO = "auto", "Automated judges"
+        EXPERT = "expert", "Expert grades"
+        BLENDED = "blended", "Blend of automated and expert"
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    description = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    is_simulated = models.BooleanField(
+        default=False, help_text="Data drawn from a generative model for demonstration, not from real people."
+    )
+    invite_code = models.CharField(max_length=32, unique=True, default=_invite_code)
+    tasks_per_session = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(50)]
+    )
+    max_episodes_per_task = models.PositiveIntegerField(
+        default=3, help_text="How many workers may be assigned the same task in this study."
+    )
+    task_time_limit_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Optional default time limit per task; a task may override it."
+    )
+    compensation_per_task = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("20.00"))
+    currency = models.CharField(max_length=3, default="USD")
+    rank_bonuses = models.JSONField(
+        default=_default_rank_bonuses, blank=True, help_text="Bonus amounts for rank 1, 2, 3, … as strings."
+    )
+    abandon_after_hours = models.PositiveIntegerField(
+        null=True, blank=True, default=72,
+        help_text="A task with no activity from its worker for this many hours is skipped as abandoned, which "
+                  "frees its place for someone else. Empty keeps open tasks forever.",
+    )
+    minutes_per_task_estimate = models.PositiveIntegerField(
+        null=True, blank=True, default=90, help_text="Expected working time per task, stated on the consent page."
+    )
+    ethics_approval = models.CharField(
+        max_length=300, blank=True,
+        help_text="Ethics board and approval reference shown on the consent page, e.g. “University X IRB, "
+                  "protocol 2026-117”.",
+    )
+    contact_name = models.CharField(max_length=200, blank=True, help_text="Research-team contact shown to workers.")
+    contact_email = models.EmailField(blank=True, help_text="Shown on every worker page and on setup failures.")
+
+    class PostSurveyGate(models.TextChoices):
+        ALL_POSITIONS = "all_positions", "After every task position is submitted or skipped"
+        ALL_SUBMITTED = "all_submitted", "Only after all tasks are submitted (a skipped task is replaced)"
+
+    post_survey_gate = models.CharField(
+        max_length=16, choices=PostSurveyGate.choices, default=PostSurveyGate.ALL_POSITIONS,
+        help_text="When the final survey opens. The paper asked it only of workers who finished all their tasks: "
+                  "then a skipped task is replaced by another, and a worker who stops early completes without it.",
+    )
+    return_url = models.URLField(
+        blank=True, help_text="Recruitment platform URL a worker returns to; {code} is replaced."
+    )
+    class RatingModel(models.TextChoices):
+        # The same values as rating.fit.RATING_MODELS (the domain imports no app above it, so they are spelled
+        # here too; tests/studies/test_models.py proves the two lists agree).
+        PAPER = "paper", "Paper (fixed μ0, σ0, β)"
+        CALIBRATED = "calibrated", "Calibrated (level and variances fitted)"
+        CALIBRATED_TASK = "calibrated_task", "Calibrated + task difficulty"
+
+    # Rating model. "paper" is paper §4 bit-for-bit: y = s_agent + s_human + ε, ε ~ N(0, β²), priors
+    # N(μ0, σ0²) with the fields below; the calibrated models fit the level and variance components instead
+    # and use only k (and integrate_hyper). Existing studies were migrated as "paper" so their numbers stay.
+    rating_model = models.CharField(
+        max_length=24, choices=RatingModel.choices, default=RatingModel.CALIBRATED,
+        help_text="Which rating model the leaderboard, analyses, API and exports use.",
+    )
+    rating_integrate_hyper = models.BooleanField(
+        default=True,
+        help_text="Calibrated models: carry the variance components' uncertainty into intervals and P(A>B).",
+    )
+    rating_mu0 = models.FloatField(default=0.0)
+    rating_sigma0 = models.FloatField(default=1.0, validators=[MinValueValidator(1e-9)])
+    rating_beta = models.FloatField(default=1.0, validators=[MinValueValidator(1e-9)])
+    rating_k = models.FloatField(default=3.0, validators=[MinValueValidator(0.0)])
+    score_source = models.CharField(max_length=16, choices=ScoreSource.choices, default=ScoreSource.AUTO)
+    blend_expert_weight = models.FloatField(
+        default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Weight of the expert score in the blended source.",
+    )
+    judges = models.JSONField(
+        default=list, blank=True,
+        help_text='Judge list, e.g. [{"provider": "openai", "model": "gpt-4.1"}]; empty uses the defaults.',
+    )
+    disagreement_threshold = models.FloatField(
+        null=True, blank=True, help_text="Judge spread (points) that flags an episode for expert review."
+    )
+    llm_budget_usd = models.DecimalField(
+        max_digits=10, decimal_places=2, null=True, blank=True,
+        help_text="Grading stops starting new LLM calls once this study's spend reaches the cap.",
+    )
+    class PartialPanel(models.TextChoices):
+        HOLD = "hold", "Hold the episode out of the rating until every judge scored it or an expert graded it"
+        ACCEPT = "accept", "Accept the judges that did score it (recorded with which judges)"
+
+    partial_panel = models.CharField(
+        max_length=8, choices=PartialPanel.choices, default=PartialPanel.HOLD,
+        help_text="When a judge family keeps failing: judge families differ systematically, so a one-judge score "
+                  "is a different measurement from the panel's.",
+    )
+    double_grading_share = models.FloatField(
+        default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of episodes graded by two experts for agreement statistics.",
+    )
+    # Agent pairing design (pairing/design.py). New studies start uniform: every assignment then has a known,
+    # positive probability, so weighted analyses work from the first session. Studies that existed before the
+    # field keep the least-used-first pairing they ran under (the migration sets them to balanced).
+    design_mode = models.CharField(
+        max_length=16, choices=DesignMode.choices, default=DesignMode.UNIFORM,
+        help_text="How the agent for a worker's next task is chosen. Changes are audited; change it from the "
+                  "study dashboard.",
+    )
+    design_floor = models.FloatField(
+        default=0.25, validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text="Adaptive mode: share of the assignment probability spread evenly over the eligible agents, so "
+                  "each keeps at least floor / (number eligible).",
+    )
+    design_repeat_limit = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(50)],
+        help_text="Adaptive mode: how many of a worker's tasks may go to the same agent (1: no repeats while an "
+                  "unused agent is left).",
+    )
+    survey_instrument = models.ForeignKey(
+        "surveys.Instrument", null=True, blank=True, on_delete=models.PROTECT, related_name="studies"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def current_consent(self) -> ConsentVersion | None:
+        return self.consent_versions.order_by("-version").first()
+
+    def rank_bonus_list(self) -> list[tuple[str, str]]:
+        """The rank bonuses as (“1st”, “100.00”) pairs, in the form workers are told about them."""
+        suffixes = {1: "st", 2: "nd", 3: "rd"}
+        pairs = []
+        for rank, amount in enumerate(self.rank_bonuses or [], start=1):
+            suffix = "th" if 10 <= rank % 100 <= 20 else suffixes.get(rank % 10, "th")
+            pairs.append((f"{rank}{suffix}", str(amount)))
+        return pairs
+
+
+class ConsentVersion(models.Model):
+    """A versioned consent text; a new version may require everyone to consent again."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="consent_versions")
+    version = models.PositiveIntegerField()
+    text = models.TextField(help_text="Markdown shown on the consent page.")
+    llm_providers = models.JSONField(
+        default=list, blank=True,
+        help_text="Outside LLM providers named in this text that may receive deliverables and logs.",
+    )
+    requires_reconsent = models.BooleanField(
+        default=False, help_text="Participants who accepted an earlier version must accept this one again."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["study", "-version"]
+        constraints = [models.UniqueConstraint(fields=["study", "version"], name="uniq_consent_version")]
+
+    def __str__(self) -> str:
+        return f"{self.study} consent v{self.version}"

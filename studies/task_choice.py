@@ -1,0 +1,76 @@
+"""Which task a worker would get next: the read behind matching, shared by the matching service and pages.
+
+The matching service (:mod:`pairing.services`) calls :func:`choose_task` inside its transaction
+with row locks; the staff dashboard asks :func:`task_available` without locking or assigning anything.
+"""
+
+from __future__ import annotations
+
+import random
+
+from django.db.models import Count
+
+from studies.exceptions import NoTaskAvailable
+from studies.models import Episode, Participant, SectorFallback, TaskInstance
+
+
+def task_available(*, participant: Participant) -> bool:
+    """Whether some task could still be matched to the participant (without locking or assigning)."""
+    try:
+        choose_task(participant, random.Random(0), lock=False)
+    except NoTaskAvailable:
+        return False
+    return True
+
+
+def _sectors_for(participant: Participant) -> list[int]:
+    """Return the sectors the participant may get tasks from: their occupation's, then the study's fallbacks."""
+    occupation = participant.occupation
+    if occupation is None or occupation.sector_id is None:
+        return []
+    fallbacks = (SectorFallback.objects.filter(study=participant.study, from_sector_id=occupation.sector_id)
+                 .order_by("priority", "pk").values_list("to_sector_id", flat=True))
+    ordered = [occupation.sector_id]
+    for sector_id in fallbacks:
+        if sector_id not in ordered:
+            ordered.append(sector_id)
+    return ordered
+
+
+def choose_task(participant: Participant, rng: random.Random, *, lock: bool = True) -> TaskInstance:
+    """Return the task the participant gets next (rules in :mod:`pairing.services`).
+
+    With ``lock`` (inside the matching transaction) the candidate rows are locked ``FOR UPDATE``; without it
+    this is a plain read. Raises :class:`~studies.exceptions.NoTaskAvailable` when nothing fits.
+    """
+    study = participant.study
+    sectors = _sectors_for(participant)
+    if not sectors or participant.occupation_id is None:  # no occupation gives no sectors
+        raise NoTaskAvailable("Your occupation is not linked to a work sector, so no task can be matched. Please "
+                              "contact the study team.")
+    done = Episode.objects.filter(participant__user_id=participant.user_id) if participant.user_id else \
+        Episode.objects.filter(participant=participant)
+    # Lock every candidate of every sector the worker may fall back to in one statement, in primary-key
+    # order: locking sector by sector could deadlock two workers whose fallbacks point at each other.
+    candidates = (TaskInstance.objects.filter(studies=study, is_active=True, sector_id__in=sectors)
+                  .exclude(pk__in=done.values("task_id")).order_by("pk"))
+    if lock:
+        candidates = candidates.select_for_update(of=("self",))
+    rows = list(candidates.values_list("pk", "sector_id"))
+    coverage = dict(
+        Episode.objects.filter(study=study, task_id__in=[pk for pk, _ in rows])
+        .exclude(status=Episode.Status.SKIPPED).values("task_id").annotate(n=Count("id")).values_list("task_id", "n")
+    )
+    for sector_id in sectors:
+        capacity = study.max_episodes_per_task
+        open_ids = [pk for pk, sector in rows if sector == sector_id and coverage.get(pk, 0) < capacity]
+        if not open_ids:
+            continue
+        exact = set(TaskInstance.occupations.through.objects.filter(
+            taskinstance_id__in=open_ids, occupation_id=participant.occupation_id
+        ).values_list("taskinstance_id", flat=True))
+        # One random number per candidate, drawn in primary-key order, so a seed replays the same choice.
+        keyed = [(coverage.get(pk, 0), pk not in exact, rng.random(), pk) for pk in open_ids]
+        return TaskInstance.objects.get(pk=min(keyed)[3])
+    raise NoTaskAvailable("There is no task left that fits your occupation right now. Please come back later or "
+                          "contact the study team; nothing you already did is lost.")

@@ -1,0 +1,34 @@
+"""Send a Celery task by name once the transaction commits: the one way every app starts follow-up work.
+
+Tasks are sent by the name their app declares in its ``task_names`` module, through ``celery.current_app``
+(the project's app, made the default in ``studyapp/celery.py``), so a sender never imports the app that does
+the work -- the study domain can start grading without importing ``grading``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+
+def send_task_on_commit(name: str, args: Sequence[Any], **options: Any) -> None:
+    """Send a task by name once the current transaction commits; a broker error is logged, never raised.
+
+    The database is the source of truth: whatever this message would have started, the reconciliation
+    sweep finds from the rows and does, so a broker outage delays work instead of failing the request.
+    """
+
+    def send() -> None:
+        try:
+            current_app.send_task(name, args=list(args), **options)
+        except Exception:
+            logger.warning("could not enqueue %s%s; the reconciliation sweep will pick it up", name, tuple(args),
+                           exc_info=True)
+
+    transaction.on_commit(send)
