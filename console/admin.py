@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
 from console.dashboard.admin_actions import export_selected_studies, payouts_for_selected_studies
 from studies import models as m
+from studies.model_families import family_from_name
 from studies.read_only_admin import ReadOnlyAdmin
 from studies.roles import file_jobs_visible
 
@@ -100,10 +102,30 @@ class StepVisitAdmin(ReadOnlyAdmin):
     search_fields = ("participant__pseudonym",)
 
 
+class AgentForm(forms.ModelForm):
+    """The agent form; a blank model family is filled in from the agent's names (studies/model_families.py)."""
+
+    class Meta:
+        model = m.Agent
+        fields = ("name", "slug", "product", "model_version", "family", "interface", "setup_guide", "tutorial_url",
+                  "log_instructions", "log_mode", "log_format", "share_url_hosts", "is_active", "studies")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not (data.get("family") or "").strip():
+            data["family"] = family_from_name(data.get("model_version", ""), data.get("product", ""),
+                                              data.get("name", ""))
+        else:
+            data["family"] = data["family"].strip().lower()
+        return data
+
+
 @admin.register(m.Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "product", "model_version", "interface", "log_mode", "log_format", "is_active")
-    list_filter = ("interface", "log_mode", "is_active")
+    form = AgentForm
+    list_display = ("name", "product", "model_version", "family", "interface", "log_mode", "log_format",
+                    "is_active")
+    list_filter = ("interface", "log_mode", "family", "is_active")
     search_fields = ("name", "product", "model_version")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("studies",)

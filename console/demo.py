@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console import demo_catalogue
+from studies.model_families import family_from_name
 from studies.models import (
     Agent,
     ConsentVersion,
@@ -137,6 +138,8 @@ def _agents(study: Study) -> list[Agent]:
     agents = []
     for spec in demo_catalogue.AGENTS:
         defaults = {key: value for key, value in spec.items() if key != "slug"}
+        defaults.setdefault("family", family_from_name(spec.get("model_version", ""), spec.get("product", ""),
+                                                       spec["name"]))
         agent, _ = Agent.objects.get_or_create(slug=spec["slug"], defaults=defaults)
         if not agent.tutorial_url and spec.get("tutorial_url"):
             agent.tutorial_url = spec["tutorial_url"]

@@ -131,6 +131,7 @@ TABLES: tuple[Table, ...] = (
         _c("product", "string", "Product."),
         _c("model_version", "string", "Underlying model version."),
         _c("interface", "string", "terminal, desktop or browser."),
+        _c("family", "string", "Model family the agent's work comes from (a judge of the same family may favour it)."),
     )),
     Table("tasks.csv", "Task instances that appear in the study's episodes or observations.", (
         _c("task_id", "string", "Task UUID from the source dataset (the task_id of sessions.json)."),
@@ -261,6 +262,16 @@ TABLES: tuple[Table, ...] = (
         _c("y", "number", "Score entering the rating."),
         _c("weight", "number", "Observation weight (1 unless configured)."),
         _c("source", "string", "auto, expert, blended or imported."),
+    )),
+    Table("grades.csv", "Every grade of a counted session by an LLM judge or an expert: the observations of the "
+          "judge-aware model (y = agent + participant + session + grader leniency + self-preference + noise).", (
+        _c("session_id", "string", "Session id (hashed episode id)."), PID,
+        _c("agent", "string", "Agent name."),
+        _c("agent_family", "string", "The agent's model family when the grade was recorded."),
+        _c("grader", "string", "provider/model for a judge; a hashed expert id for an expert."),
+        _c("grader_kind", "string", "judge or expert."),
+        _c("grader_family", "string", "The judge's model family (empty for experts)."),
+        _c("y", "number", "The grade on the 0-100 scale (a judge run's total, or an expert's rubric score)."),
     )),
     Table("ratings.csv", "Posterior of the latest snapshot (y = s_agent + s_human + noise).", (
         _c("snapshot_version", "integer", "Posterior version."),
@@ -424,8 +435,8 @@ def _agent_rows(study: Study) -> Iterator[dict[str, Any]]:
     agents = Agent.objects.filter(
         Q(studies=study) | Q(episodes__study=study) | Q(observations__study=study)
     ).distinct().order_by("name")
-    for agent in agents.values("name", "product", "model_version", "interface"):
-        yield {"agent": agent["name"], **{k: agent[k] for k in ("product", "model_version", "interface")}}
+    for agent in agents.values("name", "product", "model_version", "interface", "family"):
+        yield {"agent": agent["name"], **{k: agent[k] for k in ("product", "model_version", "interface", "family")}}
 
 
 def _task_rows(study: Study) -> Iterator[dict[str, Any]]:
@@ -621,6 +632,22 @@ def _observation_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str,
         }
 
 
+def _grade_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = rating_selectors.active_grades(study).exclude(participant__status__in=EXCLUDED_STATUSES).order_by(
+        "episode_id", "grader").values("episode_id", "participant_id", "agent__name", "agent_family", "grader",
+                                       "grader_kind", "grader_family", "y")
+    for row in _stream(rows):
+        grader = row["grader"]
+        if row["grader_kind"] == "expert":
+            grader = hasher("expert", grader.split(":", 1)[1])
+        yield {
+            "session_id": session_id(hasher, episode_id=row["episode_id"], external_id=""),
+            "participant_id": hasher("participant", row["participant_id"]), "agent": row["agent__name"],
+            "agent_family": row["agent_family"], "grader": grader, "grader_kind": row["grader_kind"],
+            "grader_family": row["grader_family"], "y": row["y"],
+        }
+
+
 def _rating_rows(snapshot: RatingSnapshot | None, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
     if snapshot is None:
         return
@@ -750,6 +777,7 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
     total += _transcripts(study).count() * (2 if include_pii else 1)
     total += _answers(study, include_pii).count() * 2
     total += _observations(study).count() * 2
+    total += rating_selectors.active_grades(study).count()
     if snapshot is not None:
         total += rating_selectors.snapshot_ratings_count(snapshot)
     return total
@@ -841,6 +869,7 @@ def build_export(
             header=_wide_header(study, include_pii),
         )
         writer.table(TABLE_BY_FILE["observations.csv"], _observation_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["grades.csv"], _grade_rows(study, hasher))
         writer.table(TABLE_BY_FILE["ratings.csv"], _rating_rows(snapshot, hasher))
         writer.table(TABLE_BY_FILE["stability.csv"], _stability_rows(stability))
         writer.table(TABLE_BY_FILE["stability_pairwise.csv"], _pairwise_rows(stability))

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from grading.conf import grading_settings
 from grading.llm import ProviderConfig
 from grading.rate_limits import LocalWindow, RateLimiter, RedisWindow
+from studies.model_families import judge_family
 
 PROVIDERS = ("openai", "anthropic")
 
@@ -22,6 +23,7 @@ class JudgeSpec:
     provider: str
     model: str
     vision: bool = True
+    family: str = ""
 
     @property
     def label(self) -> str:
@@ -34,7 +36,10 @@ def _spec(entry: Any, where: str) -> JudgeSpec:
     provider = str(entry["provider"]).strip().lower()
     if provider not in PROVIDERS:
         raise ImproperlyConfigured(f"{where}: unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}")
-    return JudgeSpec(provider=provider, model=str(entry["model"]).strip(), vision=bool(entry.get("vision", True)))
+    model = str(entry["model"]).strip()
+    # The family (for the judge-aware rating's self-preference term) is study data; blank takes the model's.
+    family = judge_family(provider=provider, model=model, family=str(entry.get("family") or ""))
+    return JudgeSpec(provider=provider, model=model, vision=bool(entry.get("vision", True)), family=family)
 
 
 def study_judges(study: Any | None) -> list[JudgeSpec]:

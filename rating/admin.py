@@ -16,6 +16,14 @@ class ObservationAdmin(ReadOnlyAdmin):
     search_fields = ("participant__pseudonym", "external_id")
 
 
+@admin.register(m.GradeObservation)
+class GradeObservationAdmin(ReadOnlyAdmin):
+    list_display = ("id", "study", "episode", "agent", "agent_family", "grader", "grader_kind", "grader_family", "y",
+                    "active", "retraction_reason")
+    list_filter = ("study", "grader_kind", "grader_family", "agent_family", "active")
+    search_fields = ("participant__pseudonym", "grader")
+
+
 class EntityRatingInline(admin.TabularInline):
     model = m.EntityRating
     extra = 0

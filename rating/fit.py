@@ -50,7 +50,9 @@ __all__ = [
     "heldout_coverage",
 ]
 
-RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task")
+# "judge_aware" needs every grade with its episode, grader and families: it is fitted by
+# rating.grader_fit.fit_graded, not by fit_model.
+RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task", "judge_aware")
 
 # The agent prior of the bipartite config equivalent to fixed agent effects: precision 1e-12, below any
 # data precision by many orders of magnitude, so the bipartite solve reproduces the fixed-effect fit.
@@ -1270,6 +1272,11 @@ def checked_spec(spec: Any) -> ModelSpec:
     """Return ``spec`` when it is a :class:`ModelSpec`; raise naming the parameter otherwise."""
     if not isinstance(spec, ModelSpec):
         raise ValueError(f"spec must be a ModelSpec, got {type(spec).__name__}")
+    if spec.kind == "judge_aware":
+        raise ValueError(
+            "spec: the judge_aware model is fitted to individual grades (episode, grader, families), not to one "
+            "score per episode; use rating.grader_fit.fit_graded"
+        )
     return spec
 
 

@@ -1,4 +1,5 @@
-"""The rating ledger (one observation per scored episode) and posterior snapshots."""
+"""The rating ledger (one observation per scored episode, and one grade row per grade of it) and posterior
+snapshots."""
 
 from __future__ import annotations
 
@@ -51,6 +52,51 @@ class Observation(models.Model):
 
     def __str__(self) -> str:
         return f"obs {self.pk}: y={self.y:.2f}"
+
+
+class GradeObservation(models.Model):
+    """One grade of an episode -- a judge run's total or an expert's rubric score -- as an observation of the
+    judge-aware model, with the grader's and the agent's model families as they were when it was recorded.
+
+    Grading and the expert workspace replace an episode's rows of their kind whenever its current grades change
+    (``rating.services.ledger.episode_grades_record``); an episode that must not count (skipped, gold copy,
+    participant withdrawn) keeps its rows inactive with the reason, as the observation ledger does.
+    """
+
+    class GraderKind(models.TextChoices):
+        JUDGE = "judge", "LLM judge"
+        EXPERT = "expert", "Expert"
+
+    study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="grade_observations")
+    episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="grade_observations")
+    agent = models.ForeignKey("studyapp.Agent", on_delete=models.PROTECT, related_name="grade_observations")
+    participant = models.ForeignKey(
+        "studyapp.Participant", on_delete=models.CASCADE, related_name="grade_observations"
+    )
+    task = models.ForeignKey(
+        "studyapp.TaskInstance", null=True, blank=True, on_delete=models.SET_NULL, related_name="grade_observations"
+    )
+    grader = models.CharField(max_length=120, help_text='"provider/model" for a judge, "expert:<id>" for an expert.')
+    grader_kind = models.CharField(max_length=8, choices=GraderKind.choices)
+    grader_family = models.CharField(max_length=32, blank=True, help_text="Empty for experts (no stake).")
+    agent_family = models.CharField(max_length=32, blank=True)
+    y = models.FloatField()
+    source_id = models.BigIntegerField(help_text="The judge run or expert grade the score comes from.")
+    active = models.BooleanField(default=True, db_index=True)
+    retraction_reason = models.CharField(max_length=255, blank=True)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["study", "episode", "grader"]
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "grader"], name="uniq_grade_per_grader"),
+            models.CheckConstraint(condition=models.Q(y__gte=0) & models.Q(y__lte=100), name="grade_on_score_scale"),
+        ]
+        indexes = [models.Index(fields=["study", "active"], name="grade_obs_study_active")]
+
+    def __str__(self) -> str:
+        return f"grade {self.grader} of episode {self.episode_id}: {self.y:.2f}"
 
 
 class RatingSnapshot(models.Model):

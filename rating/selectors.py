@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce
 from rating.arrays import first_appearance
 from rating.engine import RatingConfig
 from rating.fit import ModelSpec
-from rating.models import EntityRating, Observation, RatingSnapshot
+from rating.models import EntityRating, GradeObservation, Observation, RatingSnapshot
 from studies.models import Agent, Participant, Study
 
 
@@ -180,6 +180,78 @@ def observations_arrays(study: Study | int) -> ObservationArrays:
     )
 
 
+class GradeArrays(NamedTuple):
+    """A study's active grade ledger (the judge-aware model's observations) as arrays, one entry per grade."""
+
+    episode_ids: np.ndarray  # int64 Episode primary keys
+    agent_ids: np.ndarray  # int64 Agent primary keys
+    participant_ids: np.ndarray  # int64 Participant primary keys
+    y: np.ndarray  # float64 grades on the 0-100 scale
+    graders: np.ndarray  # object: "provider/model" or "expert:<id>"
+    grader_families: np.ndarray  # object: "" for experts
+    agent_families: np.ndarray  # object
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+    def digest(self, config: dict[str, Any]) -> str:
+        """A hash of these grades and the model settings: equal digests give the same posterior."""
+        h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+        for array in (self.episode_ids, self.agent_ids, self.participant_ids, self.y):
+            h.update(np.ascontiguousarray(array).tobytes())
+        for labels in (self.graders, self.grader_families, self.agent_families):
+            h.update("\x1f".join(labels.tolist()).encode())
+        return h.hexdigest()
+
+    def expert_graders(self) -> list[str]:
+        """Return the experts among the graders (they have no model family)."""
+        return sorted({str(g) for g, f in zip(self.graders.tolist(), self.grader_families.tolist(), strict=True)
+                       if not f})
+
+
+def grade_arrays(study: Study | int) -> GradeArrays:
+    """Return the study's active grades as numpy arrays, ordered by episode and grader."""
+    rows = list(
+        GradeObservation.objects.filter(study_id=_study_id(study), active=True).order_by("episode_id", "grader")
+        .values_list("episode_id", "agent_id", "participant_id", "y", "grader", "grader_family", "agent_family")
+    )
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 7
+    return GradeArrays(
+        episode_ids=np.asarray(columns[0], dtype=np.int64),
+        agent_ids=np.asarray(columns[1], dtype=np.int64),
+        participant_ids=np.asarray(columns[2], dtype=np.int64),
+        y=np.asarray(columns[3], dtype=np.float64),
+        graders=np.asarray(columns[4], dtype=object),
+        grader_families=np.asarray(columns[5], dtype=object),
+        agent_families=np.asarray(columns[6], dtype=object),
+    )
+
+
+def grade_ledger_fingerprint(study: Study | int) -> str | None:
+    """Return a stamp that changes whenever the study's active grades change (``None`` without grades)."""
+    rows = GradeObservation.objects.filter(study_id=_study_id(study))
+    stats = rows.aggregate(n=Count("pk", filter=Q(active=True)), at=Max("updated_at"), total=Count("pk"))
+    if not stats["n"]:
+        return None
+    return f"{stats['n']}.{stats['total']}.{int(stats['at'].timestamp() * 1000)}"
+
+
+def study_model_settings(study: Study) -> dict[str, Any]:
+    """Return the model settings a snapshot records and a refresh compares: the model spec, and for the
+    judge-aware model whose level it reports (the study's ``grade_reference``)."""
+    settings = study_model_spec(study).to_dict()
+    if settings["kind"] == "judge_aware":
+        settings["reference"] = str(study.grade_reference)
+    return settings
+
+
+def study_ledger(study: Study | int, spec: ModelSpec) -> ObservationArrays | GradeArrays:
+    """Return the ledger the study's model is fitted to: one row per grade for the judge-aware model, one row
+    per episode for the others."""
+    return grade_arrays(study) if spec.kind == "judge_aware" else observations_arrays(study)
+
+
 def agent_names(agent_ids: Any) -> dict[int, str]:
     """Return ``{agent pk: name}`` for the given primary keys."""
     ids = {int(a) for a in np.unique(np.asarray(agent_ids, dtype=np.int64))}
@@ -213,6 +285,11 @@ def latest_snapshot(study: Study | int) -> RatingSnapshot | None:
 def active_observations(study: Study | int) -> QuerySet[Observation]:
     """Return the study's active ledger rows (what the current posterior is fitted to)."""
     return Observation.objects.filter(study_id=_study_id(study), active=True)
+
+
+def active_grades(study: Study | int) -> QuerySet[GradeObservation]:
+    """Return the study's active grade rows (what the judge-aware model is fitted to)."""
+    return GradeObservation.objects.filter(study_id=_study_id(study), active=True)
 
 
 def snapshot_ratings_count(snapshot: RatingSnapshot) -> int:
@@ -304,32 +381,39 @@ def studies_needing_refresh() -> list[int]:
 
     A study is stale when it has no snapshot but has observations, when an observation changed after the
     snapshot's ledger read, when the number of active observations differs (rows deleted with their
-    episode leave no ``updated_at`` behind), or when its hyperparameters were edited.
+    episode leave no ``updated_at`` behind), or when its hyperparameters were edited. A judge-aware study's
+    ledger is its grade rows, so they are what is compared for it.
     """
     newest = RatingSnapshot.objects.filter(study=OuterRef("pk")).order_by("-version")
+    grades = GradeObservation.objects.filter(study=OuterRef("pk")).order_by().values("study")
     studies = Study.objects.annotate(
         snap_at=Subquery(newest.values("computed_at")[:1]),
         snap_n=Subquery(newest.values("n_observations")[:1]),
         snap_config=Subquery(newest.values("config")[:1]),
         ledger_changed_at=Max("observations__updated_at"),
         n_active=Count("observations", filter=Q(observations__active=True)),
+        grades_changed_at=Subquery(grades.annotate(at=Max("updated_at")).values("at")[:1]),
+        n_active_grades=Coalesce(Subquery(grades.filter(active=True).annotate(n=Count("pk")).values("n")[:1]), 0),
     ).order_by("pk")
     stale = []
     for study in studies:
+        judge_aware = study.rating_model == Study.RatingModel.JUDGE_AWARE
+        n_active = study.n_active_grades if judge_aware else study.n_active
+        changed_at = study.grades_changed_at if judge_aware else study.ledger_changed_at
         if study.snap_at is None:
-            if study.n_active:
+            if n_active:
                 stale.append(study.pk)
             continue
         config = study.snap_config
         if isinstance(config, str):  # some backends hand JSON back as text through a subquery
             config = json.loads(config)
         try:
-            wanted = study_model_spec(study).to_dict()
+            wanted = study_model_settings(study)
         except ValueError:
             wanted = None  # invalid settings: the refresh reports them
         if (
-            study.n_active != study.snap_n
-            or (study.ledger_changed_at is not None and study.ledger_changed_at >= study.snap_at)
+            n_active != study.snap_n
+            or (changed_at is not None and changed_at >= study.snap_at)
             or config != wanted
         ):
             stale.append(study.pk)

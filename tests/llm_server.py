@@ -400,8 +400,18 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every successful reply")
     parser.add_argument("--responder", help="module:function answering every request (default: echo JSON)")
+    parser.add_argument(
+        "--judge-bias", action="append", default=[], metavar="MODEL_PREFIX:MARKER:POINTS",
+        help="grade like a judge that adds POINTS to deliverables containing MARKER when its model name starts "
+             "with MODEL_PREFIX (repeatable; uses the study platform's judge prompt, tests/grading/responders.py)",
+    )
     args = parser.parse_args()
     responder = _load_responder(args.responder) if args.responder else echo_responder
+    if args.judge_bias:
+        _load_responder("tests.grading.responders:domain_responder")  # puts the project on the import path
+        from tests.grading.responders import JudgeBias, graded_responder
+
+        responder = graded_responder(biases=[JudgeBias.parse(text) for text in args.judge_bias])
     server = FakeLLMServer(args.host, args.port, latency=args.latency, default_responder=responder)
     print(
         f"fake LLM server on {server.url} (OpenAI base {server.openai_base_url}, "

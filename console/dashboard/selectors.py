@@ -39,7 +39,7 @@ from studies.roles import file_jobs_visible
 from studies.task_choice import task_available
 from surveys.selectors import answers_fingerprint
 
-ANALYSIS_KINDS = ("stability", "surveys", "collaboration")
+ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders")
 FILE_JOB_KINDS = ("export", "payouts")
 STALE_AFTER = dt.timedelta(hours=24)
 MONITOR_LIMIT = 50
@@ -388,6 +388,9 @@ def analysis_cache_key(
         # The model is part of the key: switching it makes the stored result stale even before a refresh.
         suffix = "" if cluster == "observation" else ":human"
         return f"stability:{study.pk}:v{snapshot.version}:r{bootstrap_rounds()}:{study.rating_model}{suffix}"
+    if kind == "graders":
+        grades = rating_selectors.grade_ledger_fingerprint(study)
+        return None if grades is None else f"graders:{study.pk}:{grades}:{study.grade_reference}:k{study.rating_k}"
     if kind == "surveys":
         fingerprint = answers_fingerprint(study)
         return None if fingerprint.startswith("0-") else f"surveys:{study.pk}:v{version}:{fingerprint}"

@@ -193,7 +193,7 @@ def _study_of(job: BackgroundJob) -> Study:
 
 
 def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
-    """Compute a stored analysis (stability, surveys or collaboration) for its job."""
+    """Compute a stored analysis (stability, surveys, collaboration or graders) for its job."""
 
     def work(job: BackgroundJob, progress: ProgressReporter) -> dict[str, Any]:
         study = _study_of(job)
@@ -209,6 +209,10 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
         progress(0, 1)
         if job.kind == "surveys":
             result = survey_statistics(study)
+        elif job.kind == "graders":
+            result = rating_analysis.study_grader_report(study)
+            if result is None:
+                raise JobRefused("No grade is recorded for this study yet.")
         elif job.kind == "collaboration":
             result = collaboration_analysis(study)
         else:

@@ -95,9 +95,11 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
     cluster = selectors.stability_cluster(request.GET.get("cluster"))
     data = selectors.leaderboard(study, request.GET.get("page"), cluster=cluster)
+    graders = _analysis_context(request, study, "graders", auto=True)
     return _render(
         request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
-        data=data, heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
+        data=data, graders=graders, graders_shown=graders.result or (graders.stale.result if graders.stale else None),
+        heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
     )
 
@@ -166,7 +168,8 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
         services.analysis_request(study=study, kind=kind, actor=request.user, cluster=cluster)
     except DashboardError as exc:
         messages.error(request, str(exc))
-    target = {"stability": "dashboard:leaderboard", "surveys": "dashboard:surveys"}.get(kind, "dashboard:collaboration")
+    target = {"stability": "dashboard:leaderboard", "graders": "dashboard:leaderboard",
+              "surveys": "dashboard:surveys"}.get(kind, "dashboard:collaboration")
     url = reverse(target, kwargs={"slug": study.slug})
     return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
 

@@ -25,7 +25,7 @@ from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, N
 from experts.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
 from grading.selectors import rubric_for_grading
-from rating.services.ledger import observation_record
+from rating.services.ledger import GradeInput, episode_grades_record, observation_record
 from studies.models import Episode
 from studies.services.audit import audit_record
 
@@ -145,6 +145,15 @@ def _problems(grade: ExpertGrade) -> dict[str, str]:
     return problems
 
 
+def _expert_grades(episode: Episode) -> list[GradeInput]:
+    """The submitted expert grades of the episode's latest attempt (gold checks never count), one per expert."""
+    grades = list(ExpertGrade.objects.filter(episode=episode, status=ExpertGrade.Status.SUBMITTED, score__isnull=False)
+                  .exclude(assignment__role=ExpertAssignment.Role.GOLD).order_by("-attempt", "-submitted_at"))
+    latest = grades[0].attempt if grades else None
+    return [GradeInput(grader=f"expert:{grade.expert_id}", family="", y=float(grade.score), source_id=grade.pk)
+            for grade in grades if grade.attempt == latest and grade.score is not None]
+
+
 def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float | None:
     """Recompute the episode's expert score from its submitted grades; audit and record its observation on change."""
     with transaction.atomic():
@@ -154,6 +163,9 @@ def episode_expert_score_refresh(*, episode_id: int, actor: Any = None) -> float
         new = combine_expert_scores(grades)
         if new is not None:
             new = round(new, 6)
+        if not episode.is_gold:
+            # Each expert's grade is an observation of the judge-aware rating (the latest attempt's grades).
+            episode_grades_record(episode_id=episode.pk, kind="expert", grades=_expert_grades(episode))
         if new == episode.expert_score:
             return new
         before = episode.expert_score

@@ -57,7 +57,9 @@ from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
 from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
 from rating import selectors as rating_selectors
+from rating.services.ledger import GradeInput, episode_grades_record
 from rating.task_names import RECORD_OBSERVATION
+from studies.model_families import judge_family
 from studies.models import Episode, Participant, SoloRun
 from studies.services.audit import audit_record
 from studies.task_sending import send_task_on_commit
@@ -210,6 +212,15 @@ def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[Ju
     return GradingOutcome("held", note=outcome.note, judge_runs=[r.pk for r in succeeded])
 
 
+def _judge_grades(subject: Subject, runs: list[JudgeRun]) -> list[GradeInput]:
+    """The current judges' totals as grades, each with the judge's model family from the study's judge list."""
+    families = {(spec.provider, spec.model): spec.family for spec in study_judges(subject.study)}
+    return [GradeInput(grader=f"{run.provider}/{run.model}", y=_total(run), source_id=run.pk,
+                       family=families.get((run.provider, run.model))
+                       or judge_family(provider=run.provider, model=run.model))
+            for run in runs]
+
+
 def _owe_observation_if_missing(episode: Episode) -> None:
     """A graded episode without its ledger row (a follow-up lost before the outbox existed) is owed one."""
     if rating_selectors.episode_has_observation(episode.pk) or GradingFollowUp.objects.filter(
@@ -254,6 +265,7 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         if obj.status == Status.GRADED and old_ids == new_ids and old_score == score:
             if isinstance(obj, Episode):
                 _owe_observation_if_missing(obj)
+                episode_grades_record(episode_id=obj.pk, kind="judge", grades=_judge_grades(subject, succeeded))
             return GradingOutcome("unchanged", note=obj.grading_note, score=score, judge_runs=sorted(new_ids))
         JudgeRun.objects.filter(**subject.run_filter, is_current=True).exclude(pk__in=new_ids).update(
             is_current=False)
@@ -275,6 +287,8 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
                    "flagged": bool(flags)},
             note=note[:2000])
         if isinstance(obj, Episode):
+            # Each judge's grade is also an observation of the judge-aware rating, committed with the score.
+            episode_grades_record(episode_id=obj.pk, kind="judge", grades=_judge_grades(subject, succeeded))
             # The outbox rows commit with the grade; the messages are only the fast path (see reconcile.py).
             GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.OBSERVATION)
             send_task_on_commit(RECORD_OBSERVATION, [obj.pk])

@@ -13,26 +13,37 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from rating.fit import FitResult, compare_models, fit_model, heldout_coverage
+from rating.fit import FitResult, ModelSpec, compare_models, fit_model, heldout_coverage, json_safe
+from rating.grader_fit import fit_graded
 from rating.selectors import (
+    GradeArrays,
     ObservationArrays,
     agent_names,
+    grade_arrays,
     observations_arrays,
     participant_pseudonyms,
+    study_ledger,
     study_model_spec,
 )
 from rating.stability import stability
 from studies.models import Study
 
 
-def study_fit(study: Study, arrays: ObservationArrays | None = None) -> FitResult:
+def study_fit(study: Study, arrays: ObservationArrays | GradeArrays | None = None) -> FitResult:
     """Return the study's rating model fitted to its active ledger (ids: Agent / Participant pks as text).
 
-    The one place that turns the ledger into :func:`rating.fit.fit_model` arguments, so the snapshot,
-    ``rating_report --json`` and the model checks see the same fit.
+    The one place that turns the ledger into :func:`rating.fit.fit_model` (or, for the judge-aware model,
+    :func:`rating.grader_fit.fit_graded`) arguments, so the snapshot, ``rating_report --json`` and the model
+    checks see the same fit.
     """
-    arrays = observations_arrays(study) if arrays is None else arrays
     spec = study_model_spec(study)
+    arrays = study_ledger(study, spec) if arrays is None else arrays
+    if isinstance(arrays, GradeArrays):
+        return fit_graded(
+            arrays.agent_ids, arrays.participant_ids, arrays.y, episode=arrays.episode_ids, grader=arrays.graders,
+            agent_family=arrays.agent_families, grader_family=arrays.grader_families, spec=spec,
+            reference=str(study.grade_reference),
+        )
     return fit_model(
         arrays.agent_ids,
         arrays.participant_ids,
@@ -154,3 +165,126 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
         except ValueError as exc:
             checks["comparison_note"] = f"Model comparison not computed: {exc}"
     return checks
+
+
+# --------------------------------------------------------------------------------------------------------
+# The graders: leniency, self-preference, and the leaderboard with and without the correction
+# --------------------------------------------------------------------------------------------------------
+
+GRADER_SIGNIFICANCE = 0.05
+
+
+def _agent_rows(fit: FitResult, names: dict[int, str]) -> dict[str, dict[str, Any]]:
+    sigma = fit.agent_sigma()
+    conservative = fit.conservative()
+    order = np.lexsort((fit.agent_ids.astype(str), -fit.agent_mu, -conservative))
+    rank = np.empty(order.shape[0], dtype=int)
+    rank[order] = np.arange(1, order.shape[0] + 1)
+    return {
+        str(a): {"mu": float(fit.agent_mu[i]), "sigma": float(sigma[i]), "conservative": float(conservative[i]),
+                 "rank": int(rank[i]), "name": names.get(int(a), f"agent {a}")}
+        for i, a in enumerate(fit.agent_ids.tolist())
+    }
+
+
+def _grader_verdict(report: dict[str, Any]) -> str:
+    """One plain sentence on what the graders do to the scores."""
+    if report["n_graders"] < 2:
+        return ("Only one grader has graded this study's episodes, so there is nothing to compare: leniency and "
+                "self-preference cannot be measured.")
+    terms = report["self_preference"]
+    measured = [t for t in terms if t["identifiable"]]
+    clear = [t for t in measured if t["p_value"] is not None and t["p_value"] < GRADER_SIGNIFICANCE]
+    if clear:
+        worst = max(clear, key=lambda t: abs(t["estimate"]))
+        direction = "higher" if worst["estimate"] > 0 else "lower"
+        sentence = (f"The {worst['grader']} judge scores {worst['family']} agents {abs(worst['estimate']):.1f} points "
+                    f"({worst['ci_low']:.1f} to {worst['ci_high']:.1f}) {direction} than the other graders do")
+        if len(clear) > 1:
+            sentence += f" (and {len(clear) - 1} more judge{'s' if len(clear) > 2 else ''} show a clear preference)"
+    elif measured:
+        largest = max(measured, key=lambda t: abs(t["estimate"]))
+        sentence = (f"No judge measurably favours its own family's agents (largest: {largest['grader']}, "
+                    f"{largest['estimate']:+.1f} points, {largest['ci_low']:.1f} to {largest['ci_high']:.1f})")
+    else:
+        sentence = "No judge grades an agent of its own family in a way these grades can separate from its leniency"
+    moved = [a for a in report["agents"] if a["rank_corrected"] != a["rank_uncorrected"]]
+    if moved:
+        sentence += "; corrected, the ranking changes (below)."
+    else:
+        sentence += "; the ranking is the same with and without the correction."
+    unknown = [t for t in terms if not t["identifiable"]]
+    if unknown:
+        sentence += (f" The self-preference of {', '.join(t['grader'] for t in unknown)} cannot be measured with "
+                     "these grades (details below).")
+    return sentence
+
+
+def study_grader_report(study: Study) -> dict[str, Any] | None:
+    """Return what the study's graders do to its scores: each grader's leniency, each judge's self-preference
+    for its own family's agents (with intervals and a test, or why it cannot be measured), and the agent
+    leaderboard with the correction (the judge-aware model) beside today's panel mean (the calibrated model on
+    each episode's mean judge grade). ``None`` without grades.
+
+    Fits both models on the active grade ledger, so it is a background job's work, never a page's.
+    """
+    ledger = grade_arrays(study)
+    if ledger.n == 0:
+        return None
+    spec = ModelSpec(kind="judge_aware", k=study.rating_k)
+    reference = str(study.grade_reference)
+    notes: list[str] = []
+    if reference == "experts" and not ledger.expert_graders():
+        notes.append("The study takes the experts as the reference, but no expert grade is in the ledger yet: the "
+                     "levels below are on the judge panel's average instead.")
+        reference = "panel"
+    try:
+        corrected = fit_graded(
+            ledger.agent_ids, ledger.participant_ids, ledger.y, episode=ledger.episode_ids, grader=ledger.graders,
+            agent_family=ledger.agent_families, grader_family=ledger.grader_families, spec=spec,
+            reference=reference,
+        )
+    except ValueError as exc:
+        # Too few grades, or a design that identifies no agent level yet: say so instead of failing the job.
+        return json_safe({
+            "verdict": f"The graders' effects cannot be estimated from these grades yet: {exc}.",
+            "reference": {}, "leniency": [], "self_preference": [], "agents": [], "hyper": {}, "notes": notes,
+            "n_grades": ledger.n, "n_episodes": int(np.unique(ledger.episode_ids).shape[0]),
+            "n_graders": int(np.unique(ledger.graders).shape[0]), "n_experts": len(ledger.expert_graders()),
+        })
+    # Today's number: each episode's mean over its judges (experts left out), through the calibrated model.
+    judges = ledger.grader_families != ""
+    episodes, first, inverse = np.unique(ledger.episode_ids[judges], return_index=True, return_inverse=True)
+    panel_mean = np.bincount(inverse, weights=ledger.y[judges]) / np.bincount(inverse)
+    uncorrected = fit_model(
+        ledger.agent_ids[judges][first], ledger.participant_ids[judges][first], panel_mean,
+        spec=ModelSpec(kind="calibrated", k=study.rating_k),
+    ) if episodes.shape[0] > 1 else None
+    names = agent_names(ledger.agent_ids)
+    with_rows = _agent_rows(corrected, names)
+    without_rows = _agent_rows(uncorrected, names) if uncorrected is not None else {}
+    agents = []
+    for agent_id, row in sorted(with_rows.items(), key=lambda item: item[1]["rank"]):
+        before = without_rows.get(agent_id, {})
+        agents.append({
+            "agent_id": agent_id, "name": row["name"],
+            "mu_corrected": row["mu"], "sigma_corrected": row["sigma"], "rank_corrected": row["rank"],
+            "mu_uncorrected": before.get("mu"), "sigma_uncorrected": before.get("sigma"),
+            "rank_uncorrected": before.get("rank"),
+        })
+    diagnostics = corrected.diagnostics
+    graders = diagnostics.get("graders", {})
+    report: dict[str, Any] = {
+        "reference": diagnostics.get("reference", {}),
+        "leniency": graders.get("leniency", []),
+        "self_preference": graders.get("self_preference", []),
+        "agents": agents,
+        "hyper": corrected.hyper,
+        "n_grades": ledger.n,
+        "n_episodes": int(np.unique(ledger.episode_ids).shape[0]),
+        "n_graders": int(np.unique(ledger.graders).shape[0]),
+        "n_experts": len(ledger.expert_graders()),
+        "notes": notes + list(diagnostics.get("notes", [])),
+    }
+    report["verdict"] = _grader_verdict(report)
+    return json_safe(report)

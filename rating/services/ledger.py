@@ -1,4 +1,5 @@
-"""Writes of the rating ledger: one observation per scored episode, retractions, re-recording a study.
+"""Writes of the rating ledger: one observation per scored episode, one grade row per grade of it (for the
+judge-aware model), retractions, re-recording a study.
 
 Why the stored rating is exact: the posterior depends only on the *set* of active observations (its
 information form is a sum over them, paper Eq. 16-17), and every refresh solves that whole set from
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from rating.exceptions import InvalidScore
-from rating.models import Observation
+from rating.models import GradeObservation, Observation
 from rating.services.refresh import posterior_schedule_refresh
 from studies.models import Episode, Participant, Study
 from studies.services.audit import audit_record
@@ -66,6 +69,22 @@ def episode_rating_score(*, episode: Episode, study: Study) -> tuple[float | Non
 
 def _exclusion_reason(episode: Episode, y: float | None) -> str:
     """Return why the episode must not count (empty when it counts)."""
+    reason = _episode_exclusion(episode, None)
+    if reason:
+        return reason
+    if y is None:
+        return "no score"
+    return ""
+
+
+def _episode_exclusion(episode: Episode, observation: Observation | None) -> str:
+    """Return why none of the episode's scores may count, whatever they are (empty when they may).
+
+    A participant retraction recorded on the observation is kept: a late regrade cannot bring it back.
+    """
+    if observation is not None and not observation.active and observation.retraction_reason.startswith(
+            PARTICIPANT_RETRACTION):
+        return observation.retraction_reason
     if episode.status == Episode.Status.SKIPPED:
         return "episode skipped"
     if episode.participant.status in EXCLUDED_PARTICIPANT_STATUSES:
@@ -73,8 +92,6 @@ def _exclusion_reason(episode: Episode, y: float | None) -> str:
     if episode.is_gold:
         # Planted known-answer copies check experts; counting them would count one session twice.
         return "gold QA episode"
-    if y is None:
-        return "no score"
     return ""
 
 
@@ -128,7 +145,7 @@ def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Obs
             and observation.retraction_reason.startswith(PARTICIPANT_RETRACTION)
         ):
             reason = observation.retraction_reason
-        ledger_changed = False
+        ledger_changed = _grades_follow_episode(episode, _episode_exclusion(episode, observation))
         if reason:
             if observation is not None and observation.active:
                 observation.active = False
@@ -173,6 +190,99 @@ def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Obs
     return observation
 
 
+# --------------------------------------------------------------------------------------------------------
+# Recording an episode's grades (the judge-aware model's observations)
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GradeInput:
+    """One current grade of an episode, as the grading app or the expert workspace hands it over."""
+
+    grader: str  # "provider/model" for a judge, "expert:<id>" for an expert
+    family: str  # the grader's model family; "" for an expert
+    y: float
+    source_id: int  # the judge run or expert grade
+
+
+def _grades_follow_episode(episode: Episode, reason: str) -> bool:
+    """Make the episode's grade rows count or not as the episode does; return whether any row changed."""
+    rows = GradeObservation.objects.filter(episode_id=episode.pk)
+    if any(row.retraction_reason.startswith(PARTICIPANT_RETRACTION) for row in rows if not row.active):
+        reason = reason or next(row.retraction_reason for row in rows if not row.active
+                                and row.retraction_reason.startswith(PARTICIPANT_RETRACTION))
+    if reason:
+        counting = rows.exclude(retraction_reason=SUPERSEDED).exclude(active=False, retraction_reason=reason[:255])
+        changed = counting.update(active=False, retraction_reason=reason[:255], updated_at=timezone.now())
+    else:
+        changed = rows.filter(active=False).exclude(retraction_reason=SUPERSEDED).update(
+            active=True, retraction_reason="", updated_at=timezone.now())
+    return bool(changed)
+
+
+SUPERSEDED = "no longer a current grade"
+
+
+def episode_grades_record(*, episode_id: int, kind: str, grades: Sequence[GradeInput]) -> bool:
+    """Make ``grades`` the episode's current grades of one kind (judge or expert); return whether the grade
+    ledger changed.
+
+    The grading pipeline calls it with the judge runs that make up the episode's current score, the expert
+    workspace with the submitted expert grades of the latest attempt, each inside the transaction that changed
+    them, so the grade rows commit with the grades. Rows of graders no longer current stay, inactive, for the
+    record. Episodes that must not count keep their rows inactive with the reason. A changed ledger of a
+    judge-aware study schedules a refresh.
+    """
+    if kind not in GradeObservation.GraderKind.values:
+        raise ValueError(f"kind must be one of {GradeObservation.GraderKind.values}, got {kind!r}")
+    wanted = {}
+    for grade in grades:
+        y = float(grade.y)
+        if not math.isfinite(y) or not 0.0 <= y <= 100.0:
+            raise InvalidScore(f"episode {episode_id}: grade {y!r} from {grade.grader} is not between 0 and 100")
+        if grade.grader in wanted:
+            raise ValueError(f"grades: {grade.grader} grades episode {episode_id} twice")
+        wanted[grade.grader] = grade
+    with transaction.atomic():
+        episode = (Episode.objects.select_for_update(of=("self",)).select_related("study", "participant", "agent")
+                   .filter(pk=episode_id).first())
+        if episode is None:
+            return False
+        observation = Observation.objects.filter(episode_id=episode.pk).first()
+        reason = _episode_exclusion(episode, observation)
+        changed = False
+        existing = {row.grader: row for row in GradeObservation.objects.filter(episode=episode, grader_kind=kind)}
+        for grader, row in existing.items():
+            if grader not in wanted and (row.active or row.retraction_reason != SUPERSEDED):
+                row.active, row.retraction_reason = False, SUPERSEDED
+                row.save(update_fields=["active", "retraction_reason", "updated_at"])
+                changed = True
+        for grader, grade in wanted.items():
+            values = {
+                "study_id": episode.study_id, "agent_id": episode.agent_id, "participant_id": episode.participant_id,
+                "task_id": episode.task_id, "grader_kind": kind, "grader_family": grade.family.strip().lower(),
+                "agent_family": episode.agent.family, "y": float(grade.y), "source_id": grade.source_id,
+            }
+            row = existing.get(grader)
+            if row is None:
+                GradeObservation.objects.create(episode=episode, grader=grader, active=False, **values)
+                changed = True
+            elif any(getattr(row, name) != value for name, value in values.items()) or (
+                    row.retraction_reason == SUPERSEDED):
+                for name, value in values.items():
+                    setattr(row, name, value)
+                kept = row.retraction_reason if row.retraction_reason.startswith(PARTICIPANT_RETRACTION) else ""
+                row.active, row.retraction_reason = False, kept
+                row.save()
+                changed = True
+        # New and refreshed rows start inactive; one rule then decides, for the episode, what counts.
+        changed = _grades_follow_episode(episode, reason) or changed
+        if changed and episode.study.rating_model == Study.RatingModel.JUDGE_AWARE:
+            study_id = episode.study_id
+            transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
+    return changed
+
+
 def observations_retract_participant(*, participant_id: int, reason: str) -> int:
     """Retract every observation of a participant (withdrawal); return how many were active.
 
@@ -200,10 +310,15 @@ def observations_retract_participant(*, participant_id: int, reason: str) -> int
         observations.exclude(active=False, retraction_reason=marker).update(
             active=False, retraction_reason=marker, updated_at=timezone.now()
         )
-        if count:
+        grades = GradeObservation.objects.filter(participant_id=participant_id)
+        grade_count = grades.filter(active=True).count()
+        grades.exclude(active=False, retraction_reason__in=(marker, SUPERSEDED)).update(
+            active=False, retraction_reason=marker, updated_at=timezone.now()
+        )
+        if count or grade_count:
             audit_record(
                 actor=None, action="observation.retract_participant", obj=participant,
-                study=participant.study, after={"retracted": count}, note=note,
+                study=participant.study, after={"retracted": count, "grades_retracted": grade_count}, note=note,
             )
             study_id = participant.study_id
             transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))

@@ -237,18 +237,19 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         cache.delete(refresh_key(study_id))
         read_at = timezone.now()
         t0 = time.perf_counter()
-        arrays = selectors.observations_arrays(study)
+        spec = selectors.study_model_spec(study)
+        settings = selectors.study_model_settings(study)
+        arrays = selectors.study_ledger(study, spec)
         t_read = time.perf_counter()
-        digest = arrays.digest(selectors.study_model_spec(study).to_dict())
+        digest = arrays.digest(settings)
         if only_if_changed:
             latest = selectors.latest_snapshot(study)
             if latest is not None and latest.ledger_digest == digest:
                 return latest
         if arrays.n == 0:  # an emptied ledger is an empty snapshot, not an error
-            spec = selectors.study_model_spec(study)
             version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
             snapshot = RatingSnapshot.objects.create(
-                study=study, version=version, n_observations=0, config=spec.to_dict(), fit={}, ledger_digest=digest,
+                study=study, version=version, n_observations=0, config=settings, fit={}, ledger_digest=digest,
                 connectivity=_connectivity_summary(
                     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
                 ),
@@ -270,7 +271,7 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         t_links = time.perf_counter()
         version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
         snapshot = RatingSnapshot.objects.create(
-            study=study, version=version, n_observations=arrays.n, config=fit.spec.to_dict(),
+            study=study, version=version, n_observations=arrays.n, config=settings,
             fit=fit.to_dict(), connectivity=links, ledger_digest=digest,
         )
         k = fit.spec.k

@@ -16,6 +16,7 @@ from rating.exceptions import SessionsImportError
 from rating.fit import ModelSpec
 from rating.models import Observation
 from rating.services.refresh import study_rating_model_set
+from studies.model_families import family_from_name
 from studies.models import Agent, Participant, ParticipantIdentity, Study, TaskInstance
 from studies.services.audit import audit_record
 
@@ -99,8 +100,14 @@ def sessions_model(sessions: Any) -> ModelSpec | None:
     header = sessions_header(sessions)
     if header is None or header.get("rating_model") is None:
         return None
+    model = header["rating_model"]
+    if isinstance(model, dict) and model.get("kind") == "judge_aware":
+        raise SessionsImportError([
+            "study_config record: the study was rated with the judge-aware model, which is fitted to every "
+            "grade of a session; a sessions file holds one score per session. Import it with --model calibrated "
+            "(the grades themselves are in the export's grades.csv)."])
     try:
-        return ModelSpec.from_dict(header["rating_model"])
+        return ModelSpec.from_dict(model)
     except (TypeError, ValueError) as exc:
         raise SessionsImportError([f"study_config record: rating_model is not valid: {exc}"])
 
@@ -282,7 +289,8 @@ def sessions_import(
         agents = {agent.name: agent for agent in Agent.objects.all()}
         taken_slugs = set(Agent.objects.values_list("slug", flat=True))
         for name in sorted({s.agent_name for s in counted} - agents.keys()):
-            agents[name] = Agent.objects.create(name=name, slug=_unique_agent_slug(name, taken_slugs), is_active=False)
+            agents[name] = Agent.objects.create(name=name, slug=_unique_agent_slug(name, taken_slugs), is_active=False,
+                                                family=family_from_name(name))
             result.agents_created += 1
         used_agents = [agents[name] for name in {s.agent_name for s in counted}]
         if used_agents:

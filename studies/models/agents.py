@@ -39,6 +39,12 @@ class Agent(models.Model):
     share_url_hosts = models.JSONField(
         default=list, blank=True, help_text="Hosts a shared-session link must point to, e.g. [\"manus.im\"]."
     )
+    family = models.CharField(
+        max_length=32, blank=True,
+        help_text="Model family the agent's work comes from (anthropic, openai, google, …); a judge of the same "
+                  "family may favour it. Left blank in the admin, it is filled in from the model version, product "
+                  "and name.",
+    )
     is_active = models.BooleanField(default=True, db_index=True)
     studies = models.ManyToManyField("studyapp.Study", related_name="agents", blank=True)
 

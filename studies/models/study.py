@@ -92,6 +92,11 @@ class Study(models.Model):
         PAPER = "paper", "Paper (fixed μ0, σ0, β)"
         CALIBRATED = "calibrated", "Calibrated (level and variances fitted)"
         CALIBRATED_TASK = "calibrated_task", "Calibrated + task difficulty"
+        JUDGE_AWARE = "judge_aware", "Judge-aware (every grade, grader leniency and self-preference removed)"
+
+    class GradeReference(models.TextChoices):
+        PANEL = "panel", "The LLM judge panel's average grader"
+        EXPERTS = "experts", "The experts' average grader"
 
     # Rating model. "paper" is paper §4 bit-for-bit: y = s_agent + s_human + ε, ε ~ N(0, β²), priors
     # N(μ0, σ0²) with the fields below; the calibrated models fit the level and variance components instead
@@ -108,6 +113,11 @@ class Study(models.Model):
     rating_sigma0 = models.FloatField(default=1.0, validators=[MinValueValidator(1e-9)])
     rating_beta = models.FloatField(default=1.0, validators=[MinValueValidator(1e-9)])
     rating_k = models.FloatField(default=3.0, validators=[MinValueValidator(0.0)])
+    grade_reference = models.CharField(
+        max_length=8, choices=GradeReference.choices, default=GradeReference.PANEL,
+        help_text="Judge-aware model: whose level the reported skills are on -- the judge panel's average "
+                  "grader, or the experts' (then at least one expert must grade episodes of every agent).",
+    )
     score_source = models.CharField(max_length=16, choices=ScoreSource.choices, default=ScoreSource.AUTO)
     blend_expert_weight = models.FloatField(
         default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
@@ -115,7 +125,8 @@ class Study(models.Model):
     )
     judges = models.JSONField(
         default=list, blank=True,
-        help_text='Judge list, e.g. [{"provider": "openai", "model": "gpt-4.1"}]; empty uses the defaults.',
+        help_text='Judge list, e.g. [{"provider": "openai", "model": "gpt-4.1", "family": "openai"}]; empty uses '
+                  'the defaults. "family" (for the judge-aware rating) defaults to the model name\'s family.',
     )
     disagreement_threshold = models.FloatField(
         null=True, blank=True, help_text="Judge spread (points) that flags an episode for expert review."

@@ -10,7 +10,7 @@ from django.utils import timezone
 from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, NoGradingRubric
 from experts.models import ExpertAssignment, ExpertGrade
 from experts.services.grading import VerdictInput, grade_open, grade_save_draft, grade_submit
-from rating.models import Observation
+from rating.models import GradeObservation, Observation
 from studies.models import AuditEvent, Episode
 from tests.factories import SectorFactory, StudyFactory, TaskFactory
 from tests.factories.experts import make_expert
@@ -121,6 +121,9 @@ def test_the_score_is_passed_over_evaluated_and_becomes_the_episode_expert_score
     episode.refresh_from_db()
     assert observation.active and observation.y == episode.score and observation.source == episode.score_source
     assert sent_tasks == [("rating.tasks.refresh_posterior", [episode.study_id])]
+    # The expert's grade is also a grade row of the judge-aware rating: an expert has no model family.
+    row = GradeObservation.objects.get(episode=episode, grader_kind="expert")
+    assert (row.grader, row.grader_family, row.y, row.active) == (f"expert:{expert.pk}", "", 75.0, True)
     event = AuditEvent.objects.get(action="episode.expert_score", object_id=str(episode.pk))
     assert (event.before, event.after) == ({"expert_score": None}, {"expert_score": 75.0})
 

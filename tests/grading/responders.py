@@ -7,8 +7,11 @@ prompt, so they always name the real keys and stay within each criterion's point
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from grading.schemas import FLUENCY_CODES, RUBRIC_CATEGORIES
@@ -94,6 +97,64 @@ def purpose_of(body: Body) -> str:
         if title in system:
             return purpose
     return "unknown"
+
+
+@dataclass(frozen=True)
+class JudgeBias:
+    """A judge model (chosen by a prefix of its name) that gives ``points`` more to every deliverable carrying
+    ``marker`` -- the way a judge may favour work produced with its own model family's agent."""
+
+    model_prefix: str
+    marker: str
+    points: float
+
+    @classmethod
+    def parse(cls, text: str) -> JudgeBias:
+        """Read ``MODEL_PREFIX:MARKER:POINTS`` (the standalone server's ``--judge-bias``)."""
+        prefix, marker, points = text.rsplit(":", 2) if text.count(":") >= 2 else ("", "", "")
+        if not prefix or not marker:
+            raise ValueError(f"judge bias must look like MODEL_PREFIX:MARKER:POINTS, got {text!r}")
+        return cls(prefix, marker, float(points))
+
+
+QUALITY = re.compile(r"quality:\s*([01](?:\.\d+)?)")
+
+
+def _unit(*parts: str) -> float:
+    """A number in [-1, 1] fixed by the parts (a judge's own, repeatable noise)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**63 - 1.0
+
+
+def graded_responder(*, biases: Sequence[JudgeBias] = (), noise_points: float = 1.0,
+                     leniency: dict[str, float] | None = None, fallback: float = 0.7) -> Callable[[Body], str]:
+    """Domain replies whose judge verdicts follow the deliverable, as real judges' would.
+
+    A judge scores each criterion at the deliverable's quality (a ``quality: 0.63`` line in it; ``fallback``
+    without one), plus its model's leniency (``leniency``: model prefix -> points), a small repeatable noise of
+    its own (up to ``noise_points``) and every matching :class:`JudgeBias`; points are spread over the criteria
+    in proportion to their weight and kept within each criterion's range. Other prompts get the domain replies.
+    """
+    lenient = leniency or {}
+
+    def reply(body: Body) -> str:
+        if purpose_of(body) != "judge":
+            return domain_responder(body)
+        model = str(body.get("model", ""))
+        _system, user = prompt_of(body)
+        found = QUALITY.search(user)
+        total = 100.0 * (float(found.group(1)) if found else fallback)
+        total += sum(points for prefix, points in lenient.items() if model.startswith(prefix))
+        # The noise is the judge's own for this deliverable: fixed by the model and the quality line, so a run
+        # grades alike whatever else (task titles, ids) the prompt happens to carry.
+        total += noise_points * _unit(model, found.group(0) if found else user)
+        total += sum(b.points for b in biases if model.startswith(b.model_prefix) and b.marker in user)
+        criteria = criteria_of(body)
+        weight = sum(c["points"] for c in criteria) or 1.0
+        fraction = min(1.0, max(0.0, total / weight))
+        return json.dumps(judge_dict(criteria, fraction))
+
+    return reply
 
 
 def domain_responder(body: Body) -> str:

@@ -15,7 +15,8 @@ from grading.selectors import episodes_held
 from grading.services import judging, pipeline
 from grading.services.pipeline import episode_grade, episode_grading_retry, judge_run_retry
 from grading.services.rubric_generation import rubric_approve, rubric_copy
-from studies.models import AuditEvent, Episode, Participant
+from rating.models import GradeObservation
+from studies.models import Agent, AuditEvent, Episode, Participant
 from tests.factories import StudyFactory, UserFactory
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import submitted_episode
@@ -48,6 +49,24 @@ def test_a_new_task_gets_a_rubric_then_two_judges_and_the_mean_score(llm_server,
     assert all(r.rubric == rubric for r in runs)
     assert ("rating.tasks.record_observation", [episode.pk]) in sent_tasks
     assert ("grading.tasks.code_log", [episode.pk]) in sent_tasks
+
+
+def test_each_judges_grade_of_a_graded_episode_reaches_the_grade_ledger_with_its_family(
+        llm_server, sent_tasks, django_capture_on_commit_callbacks):
+    study = StudyFactory(judges=[{"provider": "openai", "model": "gpt-4.1"},
+                                 {"provider": "anthropic", "model": "claude-sonnet-4-6", "family": "claude-lab"}])
+    episode = submitted_episode(study=study)
+    Agent.objects.filter(pk=episode.agent_id).update(family="google")
+    llm_server.enqueue("anthropic", judge_reply(0.7))
+    grade(episode, django_capture_on_commit_callbacks)
+    rows = {(g.grader, g.grader_kind, g.grader_family, g.agent_family, g.y, g.active)
+            for g in GradeObservation.objects.filter(episode=episode)}
+    # The family a study names for a judge wins; a judge without one gets its model name's family.
+    assert rows == {("openai/gpt-4.1", "judge", "openai", "google", 80.0, True),
+                    ("anthropic/claude-sonnet-4-6", "judge", "claude-lab", "google", 70.0, True)}
+    runs = {r.provider: r.pk for r in JudgeRun.objects.filter(episode=episode)}
+    assert set(GradeObservation.objects.filter(episode=episode).values_list("source_id", flat=True)) == set(
+        runs.values())
 
 
 def test_a_disagreement_above_the_threshold_flags_the_episode_for_expert_review(

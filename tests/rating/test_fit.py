@@ -83,7 +83,7 @@ def test_model_spec_round_trips_through_json_exactly() -> None:
     again = ModelSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec
     assert ModelSpec.from_dict({}) == ModelSpec()
-    assert RATING_MODELS == ("paper", "calibrated", "calibrated_task")
+    assert RATING_MODELS == ("paper", "calibrated", "calibrated_task", "judge_aware")
 
 
 @pytest.mark.parametrize(

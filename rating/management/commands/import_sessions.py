@@ -30,7 +30,8 @@ class Command(BaseCommand):
         parser.add_argument("--name", help="name of a study made by --create (default: the slug)")
         parser.add_argument("--no-refresh", action="store_true", help="leave the posterior to the next refresh")
         parser.add_argument(
-            "--model", choices=RATING_MODELS,
+            # The judge-aware model needs every grade of a session; a sessions file holds one score each.
+            "--model", choices=[kind for kind in RATING_MODELS if kind != "judge_aware"],
             help="rating model for the study; 'paper' is the paper's model with its defaults "
             "(mu0=0, sigma0=1, beta=1, k=3) and reproduces its published ratings",
         )
@@ -46,7 +47,8 @@ class Command(BaseCommand):
         model = ModelSpec(kind=options["model"]) if options["model"] else None
         try:
             sessions_import.sessions_parse(sessions)  # refuse a bad file before --create makes a study for it
-            sessions_import.sessions_model(sessions)
+            if model is None:  # the file's own model, checked before --create makes a study for it
+                sessions_import.sessions_model(sessions)
             study = self._study(options["study"], create=options["create"], name=options["name"])
             result = sessions_import.sessions_import(study_id=study.pk, sessions=sessions, model=model)
         except SessionsImportError as exc:
