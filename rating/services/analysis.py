@@ -272,7 +272,9 @@ def _grader_verdict(report: dict[str, Any]) -> str:
         sentence = (f"The {worst['grader']} judge scores {worst['family']} agents {abs(worst['estimate']):.1f} points "
                     f"({worst['ci_low']:.1f} to {worst['ci_high']:.1f}) {direction} than the other graders do")
         if len(clear) > 1:
-            sentence += f" (and {len(clear) - 1} more judge{'s' if len(clear) > 2 else ''} show a clear preference)"
+            more = len(clear) - 1
+            sentence += (f" (and {more} more judge{'s' if more > 1 else ''} with a clear preference for "
+                         f"{'their' if more > 1 else 'its'} own family)")
     elif measured:
         largest = max(measured, key=lambda t: abs(t["estimate"]))
         sentence = (f"No judge measurably favours its own family's agents (largest: {largest['grader']}, "
