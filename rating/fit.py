@@ -1272,9 +1272,9 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
     residuals = obs.y - fitted
     if ev.factor is not None:
         assert obs.task is not None
-        b_s_b, tbt, z = participant_forms(ev.factor)
-        leverage = obs.omega * observation_forms(ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z)
-        del tbt, z
+        b_s_b, tbt, z, e = participant_forms(ev.factor)
+        leverage = obs.omega * observation_forms(ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e)
+        del tbt, z, e
         var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
         core_var = ev.factor.inverse_diagonal()
     else:

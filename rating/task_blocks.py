@@ -64,9 +64,9 @@ class TaskBlocks:
     gram_agent: np.ndarray  # sum w per agent (the agent block of X'WX is diagonal)
     gram_task: np.ndarray  # sum w per task
     gram_cross: np.ndarray  # K_t x p: sum w over observations of (task, agent)
-    elim_aa: scipy.sparse.csr_matrix  # (p*p) x G
-    elim_ta: scipy.sparse.csr_matrix  # (K_t*p) x G
-    elim_tt: scipy.sparse.csr_matrix  # storage x G
+    elim_aa: PairSums  # into p x p
+    elim_ta: PairSums  # into K_t x p
+    elim_tt: PairSums  # into the task blocks' storage
     couplings_agent: scipy.sparse.csr_matrix  # H x p
     couplings_task: scipy.sparse.csr_matrix  # H x K_t
 
@@ -86,44 +86,53 @@ class TaskBlocks:
         return self.task_dest[i] == self.task_dest[j]
 
 
-def _row_pairs(
-    left: scipy.sparse.csr_matrix, right: scipy.sparse.csr_matrix
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Return ``(row, left column, right column, product)`` for every pair of entries in the same row."""
-    nl, nr = np.diff(left.indptr).astype(np.int64), np.diff(right.indptr).astype(np.int64)
-    reps = nl * nr
-    total = int(reps.sum())
-    row = np.repeat(np.arange(left.shape[0], dtype=np.int64), reps)
-    # Entry k of row h's pairs: left entry k // nr_h, right entry k % nr_h.
-    k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
-    nr_row = nr[row]
-    li = left.indptr[row] + k // np.maximum(nr_row, 1)
-    ri = right.indptr[row] + k % np.maximum(nr_row, 1)
-    return row, left.indices[li].astype(np.int64), right.indices[ri].astype(np.int64), left.data[li] * right.data[ri]
+@dataclass(frozen=True, eq=False)
+class PairSums:
+    r""":math:`\sum_{h \in g} L_{hi} R_{hj}` per weight group, kept as (destination, group, value) entries.
+
+    ``self @ c`` returns the storage vector :math:`\sum_g c_g \sum_{h \in g} L_{hi} R_{hj}` at each
+    pair's destination: one scatter-add over the entries.
+    """
+
+    dest: np.ndarray
+    group: np.ndarray
+    value: np.ndarray
+    size: int
+
+    @property
+    def nnz(self) -> int:
+        return int(self.value.shape[0])
+
+    def __matmul__(self, weights_g: np.ndarray) -> np.ndarray:
+        return np.bincount(self.dest, weights=self.value * weights_g[self.group], minlength=self.size)
 
 
-def _grouped_products(
-    left: scipy.sparse.csr_matrix, right: scipy.sparse.csr_matrix, group: np.ndarray, n_groups: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    r"""Return ``(group, i, j, value)``: :math:`\sum_{h \in g} L_{hi} R_{hj}` at every nonzero (compiled products).
+def _pair_sums(
+    left: scipy.sparse.csr_matrix,
+    right: scipy.sparse.csr_matrix,
+    group: np.ndarray,
+    n_groups: int,
+    row_base: np.ndarray,
+    col_offset: np.ndarray,
+    size: int,
+) -> PairSums:
+    """Return the grouped pair sums of ``left`` x ``right`` at destinations ``row_base[i] + col_offset[j]``.
 
-    Spreading the left factor's columns over the groups (column ``g * n + i``) turns the per-group sums into
-    one sparse product.
+    Spreading the left factor's columns over the groups (row ``g * n + i`` of the transpose) turns the
+    per-group sums into one compiled sparse product.
     """
     n_rows, n_left = left.shape
     coo = left.tocoo()
-    expand = scipy.sparse.csr_matrix(
-        (coo.data, (coo.row, group[coo.row].astype(np.int64) * n_left + coo.col)), shape=(n_rows, n_groups * n_left)
+    spread = scipy.sparse.csr_matrix(
+        (coo.data, (group[coo.row].astype(np.int64) * n_left + coo.col, coo.row)), shape=(n_groups * n_left, n_rows)
     )
-    product = (expand.T.tocsr() @ right).tocoo()
-    row = product.row.astype(np.int64)
-    return row // n_left, row % n_left, product.col.astype(np.int64), product.data
-
-
-def _operator(
-    dest: np.ndarray, group: np.ndarray, values: np.ndarray, size: int, n_groups: int
-) -> scipy.sparse.csr_matrix:
-    return scipy.sparse.csr_matrix((values, (dest, group)), shape=(size, n_groups))
+    del coo
+    product = spread @ right
+    counts = np.diff(product.indptr)
+    rows = np.arange(n_groups * n_left, dtype=np.int64)
+    dest = np.repeat(row_base[rows % n_left], counts) + col_offset[product.indices]
+    g = np.repeat((rows // n_left).astype(np.int32), counts)
+    return PairSums(dest=dest, group=g, value=product.data, size=size)
 
 
 def task_blocks(
@@ -179,14 +188,11 @@ def task_blocks(
     group = group.reshape(-1)
     n_groups = values.shape[0]
 
-    g, a1, a2, prod = _grouped_products(c_agent, c_agent, group, n_groups)
-    elim_aa = _operator(a1 * n_agents + a2, g, prod, n_agents * n_agents, n_groups)
-    g, t1, a2, prod = _grouped_products(c_task, c_agent, group, n_groups)
-    elim_ta = _operator(t1 * n_agents + a2, g, prod, n_t * n_agents, n_groups)
-    g, t1, t2, prod = _grouped_products(c_task, c_task, group, n_groups)
-    dest = task_dest[t1] + task_local[t1] * task_size[t1] + task_local[t2]
-    elim_tt = _operator(dest, g, prod, offset, n_groups)
-    del g, t1, t2, a1, a2, prod, dest
+    agents = np.arange(n_agents, dtype=np.int64)
+    elim_aa = _pair_sums(c_agent, c_agent, group, n_groups, agents * n_agents, agents, n_agents * n_agents)
+    tasks_idx = np.arange(n_t, dtype=np.int64)
+    elim_ta = _pair_sums(c_task, c_agent, group, n_groups, tasks_idx * n_agents, agents, n_t * n_agents)
+    elim_tt = _pair_sums(c_task, c_task, group, n_groups, task_dest + task_local * task_size, task_local, offset)
 
     has_task = task >= 0
     gram_cross = np.bincount(
@@ -286,17 +292,6 @@ class BlockFactor:
             out[first : first + count * k] = np.matmul(mat, part).reshape(count * k, -1)
         return out[b.position]
 
-    def task_row_forms(self) -> np.ndarray:
-        """Return :math:`b_{h,T}^\\top T^{-1} b_{h,T}` per participant (pairs of the row's task entries)."""
-        b = self.blocks
-        c = b.couplings_task
-        out = np.zeros(c.shape[0])
-        for start, stop in _row_chunks(c):
-            sub = c[start:stop]
-            row, t1, t2, prod = _row_pairs(sub, sub)
-            out[start:stop] = np.bincount(row, weights=prod * self.t_inv[b.dest(t1, t2)], minlength=stop - start)
-        return out
-
 
 def blas_threads(blocks: TaskBlocks) -> contextlib.AbstractContextManager[object]:
     """Return a context keeping BLAS on one thread when every block is small (enter it once per fit)."""
@@ -376,12 +371,33 @@ def factorise(blocks: TaskBlocks, inv_d_g: np.ndarray, task_prior: float, agent_
     return BlockFactor(blocks=b, t_inv=t_inv, w=w, m_inv=m_inv, m_chol=np.tril(m_chol), logdet=logdet)
 
 
-def participant_forms(factor: BlockFactor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return ``(b_s_b, tbt, z)``: :math:`b_h^\\top S^{-1} b_h`, its task-block part and :math:`V^\\top b_h`."""
+def participant_forms(factor: BlockFactor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return ``(b_s_b, tbt, z, e)`` per participant row.
+
+    ``b_s_b`` is :math:`b_h^\top S^{-1} b_h`, ``tbt`` its task-block part :math:`b_{hT}^\top T^{-1} b_{hT}`,
+    ``z`` the border part :math:`V^\top b_h` and ``e`` the vector :math:`T^{-1} b_{hT}` at the row's own
+    task entries (aligned with ``couplings_task.data``): one walk over each row's pairs of task entries.
+    """
     b = factor.blocks
-    z = b.couplings_agent.toarray() - np.asarray(b.couplings_task @ factor.w)
-    tbt = factor.task_row_forms()
-    return tbt + np.einsum("ij,ij->i", z @ factor.m_inv, z), tbt, z
+    c = b.couplings_task
+    z = b.couplings_agent.toarray() - np.asarray(c @ factor.w)
+    e = np.zeros(c.nnz)
+    for start, stop in _row_chunks(c):
+        lo = int(c.indptr[start])
+        sub = c[start:stop]
+        nl = np.diff(sub.indptr).astype(np.int64)
+        reps = nl * nl
+        row = np.repeat(np.arange(stop - start, dtype=np.int64), reps)
+        k = np.arange(int(reps.sum()), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+        n_row = nl[row]
+        first = sub.indptr[row] + k // np.maximum(n_row, 1)
+        second = sub.indptr[row] + k % np.maximum(n_row, 1)
+        ti, tj = sub.indices[first].astype(np.int64), sub.indices[second].astype(np.int64)
+        vals = sub.data[second] * factor.t_inv[b.dest(ti, tj)]
+        e[lo : lo + sub.nnz] = np.bincount(first, weights=vals, minlength=sub.nnz)
+    row_of = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
+    tbt = np.bincount(row_of, weights=c.data * e, minlength=c.shape[0])
+    return tbt + np.einsum("ij,ij->i", z @ factor.m_inv, z), tbt, z, e
 
 
 def observation_forms(
@@ -392,36 +408,30 @@ def observation_forms(
     task: np.ndarray,
     tbt: np.ndarray,
     z: np.ndarray,
+    e: np.ndarray,
 ) -> np.ndarray:
-    """Return :math:`x_o^\\top C^{-1} x_o` for every observation (agent ``agent``, task ``task`` or -1).
+    """Return :math:`x_o^\top C^{-1} x_o` for every observation (agent ``agent``, task ``task`` or -1).
 
-    With the participants eliminated it is :math:`1/d_h + v^\\top S^{-1} v`, :math:`v = x_c - b_h/d_h`; split
-    as :math:`v_T^\\top T^{-1} v_T + (V^\\top v)^\\top M^{-1} (V^\\top v)`.
+    With the participants eliminated it is :math:`1/d_h + v^\top S^{-1} v`, :math:`v = x_c - b_h/d_h`; split
+    as :math:`v_T^\top T^{-1} v_T + (V^\top v)^\top M^{-1} (V^\top v)`. ``tbt``, ``z``, ``e`` come from
+    :func:`participant_forms`.
     """
     b = factor.blocks
-    n = human.shape[0]
+    c = b.couplings_task
     dh = d[human]
     has = task >= 0
     t = np.where(has, task, 0)
-    # The task part: T^{-1}[t, t] - 2/d_h sum_j b_hj T^{-1}[t, j] + tbt_h / d_h^2.
+    # The task part: T^{-1}[t, t] - 2/d_h (T^{-1} b_h)[t] + tbt_h / d_h^2, with (T^{-1} b_h)[t] read at the
+    # row's entry for t (rows' indices are sorted: one search over the row keys).
     part = tbt[human] / dh**2
     part[has] += factor.t_inv[b.dest(t[has], t[has])]
-    c = b.couplings_task
-    indptr, indices, data = c.indptr, c.indices, c.data
-    sizes = np.where(has, np.diff(indptr)[human], 0).astype(np.int64)
-    cross = np.zeros(n)
-    chunk = max(1, _PAIR_CHUNK // max(int(sizes.max()) if n else 1, 1))
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        sz = sizes[start:stop]
-        obs_rep = np.repeat(np.arange(start, stop), sz)
-        offsets = np.arange(obs_rep.shape[0]) - np.repeat(np.cumsum(sz) - sz, sz)
-        entry = indptr[human[obs_rep]] + offsets
-        vals = data[entry] * factor.t_inv[b.dest(t[obs_rep], indices[entry].astype(np.int64))]
-        cross[start:stop] = np.bincount(obs_rep - start, weights=vals, minlength=stop - start)
-    part -= 2.0 * cross / dh
+    row_of = np.repeat(np.arange(c.shape[0], dtype=np.int64), np.diff(c.indptr))
+    keys = row_of * b.n_tasks + c.indices
+    where = np.searchsorted(keys, human[has].astype(np.int64) * b.n_tasks + t[has])
+    part[has] -= 2.0 * e[where] / dh[has]
     # The border part: y = e_agent - W[task] - z_h / d_h.
     out = 1.0 / dh + part
+    n = human.shape[0]
     chol_inv = scipy.linalg.cholesky(factor.m_inv, lower=True, check_finite=False) if b.n_agents else None
     step = max(1, (1 << 22) // max(b.n_agents, 1))
     for start in range(0, n, step):
