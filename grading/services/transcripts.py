@@ -17,7 +17,7 @@ from studies.models import Episode, EpisodeFile
 logger = logging.getLogger(__name__)
 
 # Bump when parsing or metrics change so stored transcripts are rebuilt on the next pass.
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 
 
 def _fingerprint(files: list[EpisodeFile]) -> str:
