@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -12,19 +11,14 @@ from grading.models import EpisodeTranscript
 from grading.transcripts import FileStatus, FileTranscript, Format, parse_log, transcript_metrics
 from grading.transcripts.metrics import METRIC_FIELDS
 from grading.transcripts.model import unreadable
+from grading.transcripts.version import PARSER_VERSION, files_fingerprint
 from studies.models import Episode, EpisodeFile
 
 logger = logging.getLogger(__name__)
 
-# Bump when parsing or metrics change so stored transcripts are rebuilt on the next pass.
-PARSER_VERSION = "2"
-
 
 def _fingerprint(files: list[EpisodeFile]) -> str:
-    digest = hashlib.sha256(PARSER_VERSION.encode())
-    for f in files:
-        digest.update(f"{f.name}\0{f.sha256}\0".encode())
-    return digest.hexdigest()
+    return files_fingerprint((f.name, f.sha256) for f in files)
 
 
 def _parse_stored(f: EpisodeFile) -> FileTranscript:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from journey.forms import NOTES_MAX_LENGTH, LogForm, SetupFailedForm, SetupForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
+from grading.selectors import episode_log_format_warnings
 from pairing.services import episode_assign
 from studies.conf import upload_limits
 from studies.exceptions import InvalidShareUrl, NoAgentAvailable, NoTaskAvailable, StudyError
@@ -80,6 +81,9 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
     editable = episode.status in EDITABLE_STATUSES and participant.status != Participant.Status.WITHDRAWN
     now = timezone.now()
     checklist = submission_checklist(episode, files) if editable else []
+    warnings = episode_log_format_warnings(episode, files) if editable else {}
+    for f in files:
+        f.format_warning = warnings.get(f.pk, "")
     context = {
         "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
