@@ -10,9 +10,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from grading.selectors import episode_log_format_warnings
 from journey.forms import NOTES_MAX_LENGTH, LogForm, SetupFailedForm, SetupForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
-from grading.selectors import episode_log_format_warnings
 from pairing.services import episode_assign
 from studies.conf import upload_limits
 from studies.exceptions import InvalidShareUrl, NoAgentAvailable, NoTaskAvailable, StudyError
