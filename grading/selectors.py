@@ -190,8 +190,8 @@ def log_format_warning(*, expected: str | None, found: Format, agent_name: str) 
     if expected not in _CLI_FORMATS:
         return ""
     if found is Format.TERMINAL:
-        return (f"This is plain text, not the {wanted} {agent_name} saves. Its session file shows the whole "
-                "collaboration; please add it if you can. You can still submit as it is.")
+        return (f"This is plain text, not the {wanted} {agent_name} saves. That file shows the whole "
+                "collaboration, so please add it if you can; you can still submit as it is.")
     return (f"We could not recognise this file as a {wanted}. Please check that it is the session file "
             f"{agent_name} saved for this task; you can still submit as it is.")
 

@@ -68,7 +68,8 @@ def episode_transcript_build(*, episode_id: int, force: bool = False) -> Episode
     files = list(episode.files.filter(kind=EpisodeFile.Kind.LOG).order_by("name"))
     fingerprint = _fingerprint(files)
     existing = EpisodeTranscript.objects.filter(episode=episode).first()
-    if existing is not None and not force and existing.files_fingerprint == fingerprint:
+    if existing is not None and not force and existing.files_fingerprint == fingerprint \
+            and existing.parser_version == PARSER_VERSION:
         return existing
     values = _values([_parse_stored(f) for f in files], fingerprint)
     try:
