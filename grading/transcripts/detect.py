@@ -95,7 +95,8 @@ def _document_format(head: bytes, complete: bool) -> Format:
         return Format.UNKNOWN
     # A longer document: its first keys say which layout it is (a checkpoint opens with a role and its parts).
     text = head[:HEAD_BYTES].decode("utf-8", "replace")
-    if '"sessionId"' in text and '"messages"' in text or '"role"' in text and '"parts"' in text:
+    if '"projectHash"' in text or '"sessionId"' in text and '"messages"' in text \
+            or '"role"' in text and '"parts"' in text:
         return Format.GEMINI
     if '"items"' in text:
         return Format.CODEX

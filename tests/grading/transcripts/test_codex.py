@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grading.transcripts import FileStatus, Format, Role
 
 
@@ -77,3 +79,19 @@ def test_a_mirror_event_is_matched_whether_it_comes_before_or_after_its_response
         assert result.user_prompts == 2, lines
         # The response item is the turn (its text as written); the event only mirrors it.
         assert [t.text for t in result.turns] == ["Sum  column B", "Now column C"]
+
+
+def test_a_rollout_of_events_only_reads_prompts_replies_and_tool_calls_from_the_events(parse_sample):
+    result = parse_sample("codex_events_only.jsonl")
+    assert (result.format, result.status) == (Format.CODEX, FileStatus.PARSED)
+    assert (result.user_prompts, result.agent_turns) == (2, 2)
+    # exec, MCP and patch: each begin event is the call and its end event the result.
+    assert (result.tool_calls, result.tool_results) == (3, 3)
+    calls = [t.text for t in result.turns if t.role is Role.TOOL_CALL]
+    assert calls[0].startswith("exec_command ") and calls[1].startswith("pdf.extract_tables ")
+    assert result.agent_questions == 1 and result.duration_seconds == pytest.approx(150.1)
+
+
+def test_tool_events_beside_call_items_are_mirrors_not_second_calls(parse_sample):
+    result = parse_sample("codex_rollout.jsonl")
+    assert result.tool_calls == 3 and result.skipped["event exec_command_begin"] == 1
