@@ -263,9 +263,11 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
         return redirect(back)
     files = episode_files(episode)
     uploaded = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
+    warnings = episode_log_format_warnings(episode, files)
     return render(request, "worker/submit_confirm.html", {
         "episode": episode, "participant": episode.participant, "study": episode.participant.study,
         "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),
         "missing_expected": [n for n in episode.task.expected_deliverables or [] if n not in uploaded],
+        "log_warnings": [(f.name, warnings[f.pk]) for f in files if f.pk in warnings],
         "late": bool(episode.deadline_at and timezone.now() > episode.deadline_at), "back": back,
     })

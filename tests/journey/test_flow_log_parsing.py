@@ -68,6 +68,9 @@ def test_a_log_upload_is_parsed_by_the_worker_and_a_wrong_agents_log_is_flagged_
             f"{episode.agent.name}, which writes a Gemini CLI saved chat (.json)") in page
     assert "you can still submit" in page
 
+    review = client.get(reverse("worker:episode-submit", args=[episode.pk])).content.decode()
+    assert "<code>session.jsonl</code>: This looks like a Claude Code session file" in review
+    assert 'id="final-submit"' in review  # a warning, not a problem that blocks the submission
     submitted = client.post(reverse("worker:episode-submit", args=[episode.pk]))
     assert submitted.status_code == 302
     episode.refresh_from_db()
