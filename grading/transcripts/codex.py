@@ -106,15 +106,16 @@ def _item(item: dict[str, Any], at: Any, b: TranscriptBuilder) -> None:
         b.unknown(kind)
 
 
-def _key(role: str, text: str) -> tuple[str, str]:
-    return role, " ".join(text.split())
+def _key(role: str, text: str) -> tuple[str, int]:
+    """Return the key a dialogue event and its response item share (a hash: memory stays small)."""
+    return role, hash(" ".join(text.split()))
 
 
 @dataclass
 class Mirrors:
     """What a rollout's response items hold, so the events that merely mirror them are not counted twice."""
 
-    texts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    texts: Counter[tuple[str, int]] = field(default_factory=Counter)
     has_calls: bool = False
 
 
