@@ -84,3 +84,46 @@ def test_a_log_upload_is_parsed_by_the_worker_and_a_wrong_agents_log_is_flagged_
     metrics = html[html.index('id="transcript-metrics"'):]
     prompts = metrics[metrics.index("Worker prompts"):].split("</tr>")[0]
     assert '<td class="num">1</td><td class="num">4.00</td><td class="num">4.00</td><td class="num">0</td>' in prompts
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_whose_parse_message_is_lost_is_parsed_by_the_beat_sweep(
+        client, monkeypatch, shared_media, no_llm_key, tmp_path, celery_worker_process):  # noqa: F811
+    # celery_worker_process: purges stale messages, so only the sweep can start this parse.
+    from kombu.exceptions import OperationalError
+
+    from tests.conftest import WorkerProcess, worker_environment
+
+    world = make_world(with_files=True)
+    participant = make_participant(world)
+    client.force_login(participant.user)
+    client.post(reverse("worker:task-start", args=["pilot", 1]))
+    episode = m.Episode.objects.get(participant=participant, position=1)
+    shared_media.append(episode.pk)
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to the broker. Connection refused.")
+
+    monkeypatch.setattr("studyapp.celery.app.send_task", broker_down)
+    reply = client.post(reverse("worker:episode-upload", args=[episode.pk]),
+                        {"kind": "log", "file": upload("rollout.jsonl",
+                                                       (SAMPLES / "codex_reduced_rollout.jsonl").read_bytes())},
+                        HTTP_ACCEPT="application/json")
+    assert reply.status_code == 200 and reply.json()["ok"]  # the upload is kept; only the message was lost
+    monkeypatch.undo()
+    assert not EpisodeTranscript.objects.filter(episode=episode).exists()
+
+    # The worker as `make run` starts it: with the embedded beat that runs the reconciliation sweep.
+    worker = WorkerProcess("default,grading,rating", worker_environment({
+        **NO_LLM, "GRADING_SWEEP_SECONDS": "1", "GRADING_REQUEUE_AFTER_SECONDS": "1"}),
+        args=("-B", "-s", str(tmp_path / "beat-schedule")))
+    try:
+        wait_for(lambda: EpisodeTranscript.objects.filter(episode=episode).exists(), timeout=90,
+                 message="the sweep to parse the log whose message was lost")
+    except BaseException:
+        print(worker.output()[-5000:])
+        raise
+    finally:
+        log = worker.stop()
+    assert EpisodeTranscript.objects.get(episode=episode).user_prompts == 3
+    assert "grading.tasks.parse_log" in log
