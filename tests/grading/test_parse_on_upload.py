@@ -136,3 +136,18 @@ def test_the_warning_is_read_from_the_file_before_the_parse_and_from_the_transcr
     assert episode_log_format_warnings(episode, files) == {}
     m.EpisodeFile.objects.filter(pk=by_name["end.png"]).delete()  # the stored parse no longer matches the files
     assert list(episode_log_format_warnings(episode, list(episode.files.all()))) == [by_name["session.jsonl"]]
+
+
+def test_the_transcript_admin_lists_an_upload_at_once_and_says_when_it_is_not_the_agents_log(client):
+    from django.urls import reverse
+
+    from tests.factories import UserFactory
+
+    matching = _open_episode(LogFormat.CODEX, **{"rollout.jsonl": CODEX})
+    wrong = _open_episode(LogFormat.GEMINI, **{"session.jsonl": CLAUDE})
+    for episode in (matching, wrong):
+        tasks.parse_log.apply(args=[episode.pk])
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    html = client.get(reverse("admin:grading_episodetranscript_changelist")).content.decode()
+    assert "2 episode transcripts" in html
+    assert "not for 1 file(s): session.jsonl" in html and html.count(">yes<") == 1
