@@ -70,6 +70,12 @@ def episode_transcript_build(*, episode_id: int, force: bool = False) -> Episode
     existing = EpisodeTranscript.objects.filter(episode=episode).first()
     if existing is not None and not force and existing.files_fingerprint == fingerprint \
             and existing.parser_version == PARSER_VERSION:
+        newest = max((f.uploaded_at for f in files), default=None)
+        if newest is not None and newest > existing.parsed_at:
+            # The web server's clock ran ahead of this worker's: mark these files read, or the sweep
+            # (a file uploaded after the parse) would send this episode again every minute.
+            EpisodeTranscript.objects.filter(pk=existing.pk).update(parsed_at=newest)
+            existing.parsed_at = newest
         return existing
     values = _values([_parse_stored(f) for f in files], fingerprint)
     try:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from grading import tasks
 from grading.models import EpisodeTranscript
-from grading.selectors import episode_log_format_warnings, log_format_warning
+from grading.selectors import episode_log_format_warnings, episodes_owing_transcript, log_format_warning
 from grading.services.reconcile import grading_reconcile
 from grading.services.transcripts import episode_transcript_build
 from grading.task_names import PARSE_LOG
@@ -82,6 +82,18 @@ def test_the_sweep_sends_a_parse_the_upload_message_lost_and_nothing_once_it_is_
     tasks.parse_log.apply(args=[episode.pk])
     sent_tasks.clear()
     assert grading_reconcile().parses_sent == 0 and sent_tasks == []
+
+
+def test_a_web_clock_ahead_of_the_workers_does_not_make_the_sweep_send_the_same_parse_forever(sent_tasks):
+    episode = submitted_episode(logs={"session.jsonl": CLAUDE})
+    row = episode_transcript_build(episode_id=episode.pk)
+    ahead = row.parsed_at + timedelta(seconds=30)  # the upload's time, stamped by a clock running ahead
+    m.EpisodeFile.objects.filter(episode=episode).update(uploaded_at=ahead)
+    settled = ahead + timedelta(minutes=5)
+    assert episodes_owing_transcript(settled_before=settled, recent_since=settled, limit=10) == [episode.pk]
+    tasks.parse_log.apply(args=[episode.pk])
+    assert episodes_owing_transcript(settled_before=settled, recent_since=settled, limit=10) == []
+    assert EpisodeTranscript.objects.get(episode=episode).parsed_at == ahead
 
 
 def test_the_sweep_reparses_an_older_parser_version_and_a_file_added_or_removed_since(sent_tasks):
