@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from grading import task_names
 from grading.conf import grading_settings
 from grading.exceptions import GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
-from grading.services import fluency, pipeline, rubric_generation, solo_runs
+from grading.services import fluency, pipeline, rubric_generation, solo_runs, transcripts
 from studies.models import Episode, SoloRun, TaskInstance
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,18 @@ def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     except RetryLater as exc:
         raise self.retry(exc=exc, countdown=_countdown(self.request.retries, exc.countdown), max_retries=limit + 1)
     return {"status": coding.status, "coding": coding.pk, "behaviours": coding.behaviour_count}
+
+
+@shared_task(name=task_names.PARSE_LOG, soft_time_limit=5 * 60, time_limit=6 * 60, **_COMMON)
+def parse_log(self: Any, episode_id: int) -> dict[str, Any]:
+    """Parse one episode's collaboration-log files into its transcript (deterministic: no LLM, no retries).
+
+    Idempotent: unchanged files are not parsed again, so a duplicate or re-sent message costs one query.
+    """
+    if not Episode.objects.filter(pk=episode_id).exists():
+        return {"status": "missing"}
+    row = transcripts.episode_transcript_build(episode_id=episode_id)
+    return {"status": row.status, "transcript": row.pk, "prompts": row.user_prompts}
 
 
 @shared_task(name=task_names.RECONCILE, acks_late=True, soft_time_limit=240, time_limit=300)

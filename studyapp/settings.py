@@ -305,6 +305,8 @@ else:
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "grading.tasks.*": {"queue": "grading"},
+    # Parsing an uploaded log takes a second and needs no LLM: it never waits behind a judge call.
+    grading_task_names.PARSE_LOG: {"queue": "default"},
     # The expert routing sweep ran as grading.tasks.route_expert_reviews and stays on the grading queue.
     experts_task_names.ROUTE_EXPERT_REVIEWS: {"queue": "grading"},
     "rating.tasks.*": {"queue": "rating"},

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from console.dashboard import pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
-from console.dashboard.transcripts import transcript_page
+from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import PAYOUT_FORMATS
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
@@ -123,7 +123,7 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/collaboration.html", study, "collaboration", f"{study.name}: collaboration",
         state=state, result=shown, view=pages.collaboration_page(shown),
-        transcripts_view=transcript_page(shown),
+        transcripts_view=transcript_page(shown, transcript_overview(study)),
     )
 
 

@@ -9,7 +9,8 @@ worker or a broker outage left behind:
   claim whose worker died once its lease lapsed;
 - open follow-up rows a grade wrote in its own transaction: the rating observation is recorded here directly
   (the same idempotent service the message calls), the log coding is re-sent until it exists;
-- a withdrawn participant's still-active observations are retracted (a lost retraction message).
+- a withdrawn participant's still-active observations are retracted (a lost retraction message);
+- an episode whose stored transcript does not match its log files is parsed again (a lost parse message).
 
 Rating refreshes need no row of their own: the rating sweep refreshes every study whose ledger is newer than
 its latest snapshot. Expert routing is derived from the rows by its own sweep.
@@ -27,8 +28,13 @@ from django.utils import timezone
 
 from grading.conf import grading_settings
 from grading.models import GradingFollowUp
-from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
-from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
+from grading.selectors import (
+    current_fluency_coding,
+    episodes_owing_transcript,
+    episodes_pending_grading,
+    solo_runs_pending_grading,
+)
+from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, PARSE_LOG
 from rating import selectors as rating_selectors
 from rating.services.ledger import observation_record, observations_retract_participant
 from studies.models import Episode
@@ -48,6 +54,7 @@ class ReconcileReport:
     codings_sent: int = 0
     follow_ups_closed: int = 0
     retractions: int = 0
+    parses_sent: int = 0
     send_errors: int = 0
 
 
@@ -120,12 +127,23 @@ def _retract_withdrawn(report: ReconcileReport) -> None:
             participant_id=participant_id, reason="participant withdrew (completed by the reconciliation sweep)")
 
 
+def _resend_parses(report: ReconcileReport) -> None:
+    """Send a parse for every episode whose transcript does not match its log files (idempotent if doubled)."""
+    now = timezone.now()
+    settled = now - timedelta(seconds=float(grading_settings()["REQUEUE_AFTER_SECONDS"]))
+    for pk in episodes_owing_transcript(settled_before=settled, recent_since=now - timedelta(days=1), limit=BATCH):
+        if not _send(PARSE_LOG, [pk], report):
+            return
+        report.parses_sent += 1
+
+
 def grading_reconcile() -> ReconcileReport:
     """Run one reconciliation sweep and report what it did."""
     report = ReconcileReport()
     _finish_follow_ups(report)
     _retract_withdrawn(report)
     _resend_grading(report)
+    _resend_parses(report)
     if any(v for k, v in vars(report).items()):
         logger.info("reconcile: %s", report)
     return report
