@@ -290,6 +290,12 @@ if BROKER_URL_SETTING or REDIS_URL:
     CELERY_BROKER_CONNECTION_TIMEOUT = 2
     CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
                                         "interval_max": 0.5}
+    # No request reads a task result (senders pass ignore_result); the few callers that do (tests, benches)
+    # must not hang either: the Redis result backend connects with a short timeout and retries once.
+    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1
+    CELERY_REDIS_SOCKET_TIMEOUT = 5
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"max_retries": 1, "interval_start": 0,
+                                                                "interval_step": 0.5, "interval_max": 0.5}}
 else:
     for _sub in ("queue", "processed", "results", "control"):
         (CELERY_QUEUE_DIR / _sub).mkdir(parents=True, exist_ok=True)

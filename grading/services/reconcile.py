@@ -53,7 +53,7 @@ class ReconcileReport:
 
 def _send(name: str, args: list, report: ReconcileReport) -> bool:
     try:
-        current_app.send_task(name, args=args)
+        current_app.send_task(name, args=args, ignore_result=True)  # nobody reads it; never wait on a backend
     except Exception:
         report.send_errors += 1
         logger.warning("reconcile: could not send %s%s", name, tuple(args), exc_info=True)
