@@ -287,6 +287,9 @@ if BROKER_URL_SETTING or REDIS_URL:
                                        "socket_timeout": 5, "max_retries": 1}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
+    elif CELERY_BROKER_URL.startswith("redis://"):
+        # kombu's Redis transport with a restore path that survives a broker restart (see the module).
+        CELERY_BROKER_TRANSPORT = "studyapp.redis_transport:Transport"
     CELERY_BROKER_CONNECTION_TIMEOUT = 2
     CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
                                         "interval_max": 0.5}

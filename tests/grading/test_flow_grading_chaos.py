@@ -59,6 +59,7 @@ def chaos(settings, tmp_path):
     settings.STORAGES = storage
     settings.MEDIA_ROOT = location
     workers: list[WorkerProcess] = []
+    supervised: list[SupervisedWorker] = []
     episodes: list[int] = []
     env = worker_environment(worker_chaos_env(broker.url, server.openai_base_url, server.anthropic_base_url))
     # Beat runs apart from the workers, as in the compose stack, so killing a worker leaves the sweep running.
@@ -76,6 +77,12 @@ def chaos(settings, tmp_path):
             workers.append(worker)
             return worker
 
+        def supervised_worker(self, pool: str = "prefork", concurrency: int = 1) -> SupervisedWorker:
+            """A worker run the documented way (`python -m studyapp.supervise -- celery … worker`)."""
+            worker = SupervisedWorker(env, tmp_path / f"supervised-{len(supervised)}.log", pool, concurrency)
+            supervised.append(worker)
+            return worker
+
         def episode(self, study, *, submit: bool = True) -> Episode:
             episode = submitted_episode(study=study, status=Episode.Status.IN_PROGRESS, prior_experience="few",
                                         ready_at=timezone.now(), files={"summary.txt": REPORT},
@@ -91,13 +98,16 @@ def chaos(settings, tmp_path):
         def logs(self) -> str:
             beat_log.flush()
             beat_text = (tmp_path / "beat.log").read_text(errors="replace")[-2000:]
-            return "\n".join([*(w.output()[-4000:] for w in workers), beat_text])
+            return "\n".join([*(w.output()[-4000:] for w in workers), *(w.output()[-6000:] for w in supervised),
+                              beat_text])
 
     yield Chaos()
     # Disposable processes this test started: killed outright (a graceful stop only costs time here).
     _kill(beat.pid)
     beat.wait()
     beat_log.close()
+    for supervisor in supervised:
+        supervisor.kill()
     for worker in workers:
         if worker.proc.poll() is None:
             for pid in child_pids(worker.proc.pid):
@@ -109,6 +119,41 @@ def chaos(settings, tmp_path):
     _repoint(app, saved)
     for pk in episodes:
         shutil.rmtree(location / "episodes" / str(pk), ignore_errors=True)
+
+
+class SupervisedWorker:
+    """`studyapp.supervise` running a Celery worker, as `make run` starts it; the test never restarts it."""
+
+    def __init__(self, env: dict[str, str], log_path, pool: str, concurrency: int) -> None:
+        self.log_path = log_path
+        self.log = open(log_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "studyapp.supervise", "--", sys.executable, "-m", "celery", "-A", "studyapp",
+             "worker", "-Q", "default,grading,rating", "-P", pool, "-c", str(concurrency), "--without-heartbeat",
+             "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def main_pid(self) -> int:
+        """The pid of the Celery main process the supervisor is running now."""
+        wait_for(lambda: child_pids(self.proc.pid), timeout=30, message="the supervised worker to start")
+        return child_pids(self.proc.pid)[0]
+
+    def starts(self) -> int:
+        return self.output().count("supervise: started")
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        worker = child_pids(self.proc.pid)
+        _kill(self.proc.pid)
+        self.proc.wait()
+        for pid in worker:
+            for child in child_pids(pid):
+                _kill(child)
+            _kill(pid)
+        self.log.close()
 
 
 def _repoint(app, url: str) -> None:
@@ -184,20 +229,21 @@ def test_a_killed_pool_child_is_recovered_by_the_redelivered_message(chaos):
     print(f"RECOVERY pool child killed mid-call: {recovery:.1f} s to graded, observed and coded")
 
 
-def test_a_killed_worker_main_process_is_recovered_by_the_sweep_on_a_new_worker(chaos):
+def test_a_killed_worker_main_process_is_restarted_by_its_supervisor_and_recovered_by_the_sweep(chaos):
     chaos.script.judge_delay = 3.0
     study = _study()
     episode = chaos.episode(study)
-    worker = chaos.worker()
+    worker = chaos.supervised_worker()
     _judges_in_flight(chaos, 2)
     lost = chaos.script.in_flight()
+    main = worker.main_pid()
     killed_at = time.monotonic()
-    _kill(worker.proc.pid)
-    worker.proc.wait()
+    for pid in [*child_pids(main), main]:
+        _kill(pid)
     chaos.script.judge_delay = 0.5
-    chaos.worker()  # the supervisor's restart
     recovery = _wait_settled(chaos, [episode.pk], killed_at)
     _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
+    assert worker.starts() == 2, "the supervisor, not the test, started the worker again"
     print(f"RECOVERY worker main process killed mid-call: {recovery:.1f} s to graded, observed and coded")
 
 
@@ -205,7 +251,7 @@ def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
     chaos.script.judge_delay = 3.0
     study = _study()
     first = chaos.episode(study)
-    worker = chaos.worker()
+    chaos.supervised_worker()
     _judges_in_flight(chaos, 2)
     chaos.broker.stop()
     stopped_at = time.monotonic()
@@ -224,13 +270,30 @@ def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
              message="the grade to commit during the outage")
     time.sleep(1.0)
     chaos.broker.start()  # an empty broker: every message queued before the outage is gone
-    if worker.proc.poll() is not None:
-        chaos.worker()  # the supervisor's restart, if the outage took the worker down
     chaos.script.judge_delay = 0.5
     recovery = _wait_settled(chaos, [first.pk, second.pk], stopped_at, timeout=RECOVERY_BOUND + 15)
     _assert_exactly_once([first.pk, second.pk], lost_replies=0, script=chaos.script)
     print(f"RECOVERY broker outage mid-grade and at submit: {recovery:.1f} s from the broker stopping to both "
           f"graded, observed and coded (the submit answered in {submit_seconds:.2f} s)")
+
+
+def test_a_broker_restart_with_a_message_unacknowledged_keeps_the_worker_and_loses_nothing(chaos):
+    chaos.script.judge_delay = 3.0
+    study = _study()
+    episode = chaos.episode(study)
+    worker = chaos.supervised_worker()
+    _judges_in_flight(chaos, 2)  # the grading message is delivered and not yet acknowledged
+    restarted_at = time.monotonic()
+    chaos.broker.stop()
+    chaos.broker.start()  # back at once, empty
+    chaos.script.judge_delay = 0.5
+    recovery = _wait_settled(chaos, [episode.pk], restarted_at)
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    # The transport's restore path no longer takes the worker down: the supervisor never had to restart it.
+    assert worker.starts() == 1, worker.output()[-3000:]
+    assert "Unrecoverable error" not in worker.output()
+    print(f"RECOVERY broker restarted with a message unacknowledged: {recovery:.1f} s to graded, observed and "
+          "coded")
 
 
 def test_one_grading_message_delivered_three_times_grades_once(chaos):
