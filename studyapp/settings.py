@@ -341,6 +341,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "grading-reconcile-sweep": {
         "task": grading_task_names.RECONCILE,
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
+        # A sweep queued while no worker ran is dropped once the next is due: a backlog never runs back to back.
+        "options": {"expires": float(os.environ.get("GRADING_SWEEP_SECONDS", "60"))},
     },
     "expert-routing-sweep": {
         "task": experts_task_names.ROUTE_EXPERT_REVIEWS,
