@@ -32,7 +32,7 @@ from tests.conftest import ROOT, WorkerProcess, requires_postgres, requires_redi
 from tests.factories import StudyFactory
 from tests.factories.files import REPORT
 from tests.factories.scenarios import submitted_episode
-from tests.grading.chaos import OwnRedis, ProviderScript, child_pids, worker_chaos_env
+from tests.grading.chaos import PRODUCTION_TIMING, OwnRedis, ProviderScript, child_pids, worker_chaos_env
 from tests.grading.test_fluency import TRANSCRIPT
 from tests.llm_server import FakeLLMServer
 
@@ -40,7 +40,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres, requir
 
 JUDGES = [{"provider": "openai", "model": "gpt-4.1"}, {"provider": "anthropic", "model": "claude-sonnet-4-6"}]
 # Lease 4 s + sweep every 2 s + re-send after 3 s quiet + a worker start: a crash is recovered well within this.
-RECOVERY_BOUND = 45.0
+# With the production defaults (the bench) the target is three minutes.
+RECOVERY_BOUND = 180.0 if PRODUCTION_TIMING else 45.0
+# A provider failing for good is given up after every task attempt (with the client's own retries) failed.
+GIVE_UP_BOUND = 900.0 if PRODUCTION_TIMING else RECOVERY_BOUND
 
 
 @pytest.fixture
@@ -207,6 +210,24 @@ def _assert_exactly_once(pks: list[int], *, lost_replies: int, script: ProviderS
     assert usage == script.paid() - lost_replies, (usage, script.paid(), lost_replies)
 
 
+def grading_settings_of_the_worker() -> dict[str, int]:
+    """The retry counts the chaos worker runs with (its environment, else the defaults)."""
+    from grading.conf import DEFAULTS
+
+    env = worker_chaos_env("", "", "")
+    return {"TASK_RETRIES": int(env.get("GRADING_TASK_RETRIES", DEFAULTS["TASK_RETRIES"])),
+            "MAX_RETRIES": int(env.get("GRADING_MAX_RETRIES", DEFAULTS["MAX_RETRIES"]))}
+
+
+def _report(fault: str, seconds: float, pks: list[int], script: ProviderScript, extra: str = "") -> None:
+    """One line per fault for bench/grading_recovery.py: recovery time, paid calls per episode, load."""
+    codings = LLMUsage.objects.filter(purpose="fluency", study__episodes__pk__in=pks).distinct().count()
+    judges = script.paid()  # judge replies the provider produced, including any a killed worker never recorded
+    print(f"RECOVERY {fault}: {seconds:.1f} s to graded, observed and coded; paid calls per episode: "
+          f"{(judges + codings) / len(pks):g} ({judges / len(pks):g} judge, {codings / len(pks):g} coding)"
+          f"{extra}; load {os.getloadavg()[0]:.1f}")
+
+
 def _judges_in_flight(chaos, count: int) -> None:
     wait_for(lambda: chaos.script.in_flight() >= count, timeout=60, message=f"{count} judge calls in flight")
 
@@ -226,7 +247,7 @@ def test_a_killed_pool_child_is_recovered_by_the_redelivered_message(chaos):
     chaos.script.judge_delay = 0.5
     recovery = _wait_settled(chaos, [episode.pk], killed_at)
     _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
-    print(f"RECOVERY pool child killed mid-call: {recovery:.1f} s to graded, observed and coded")
+    _report("pool child killed mid-call", recovery, [episode.pk], chaos.script)
 
 
 def test_a_killed_worker_main_process_is_restarted_by_its_supervisor_and_recovered_by_the_sweep(chaos):
@@ -244,7 +265,7 @@ def test_a_killed_worker_main_process_is_restarted_by_its_supervisor_and_recover
     recovery = _wait_settled(chaos, [episode.pk], killed_at)
     _assert_exactly_once([episode.pk], lost_replies=lost, script=chaos.script)
     assert worker.starts() == 2, "the supervisor, not the test, started the worker again"
-    print(f"RECOVERY worker main process killed mid-call: {recovery:.1f} s to graded, observed and coded")
+    _report("worker main process killed mid-call", recovery, [episode.pk], chaos.script)
 
 
 def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
@@ -273,8 +294,8 @@ def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
     chaos.script.judge_delay = 0.5
     recovery = _wait_settled(chaos, [first.pk, second.pk], stopped_at, timeout=RECOVERY_BOUND + 15)
     _assert_exactly_once([first.pk, second.pk], lost_replies=0, script=chaos.script)
-    print(f"RECOVERY broker outage mid-grade and at submit: {recovery:.1f} s from the broker stopping to both "
-          f"graded, observed and coded (the submit answered in {submit_seconds:.2f} s)")
+    _report("broker down mid-grade and at submit", recovery, [first.pk, second.pk], chaos.script,
+            f"; submit during the outage answered in {submit_seconds:.2f} s")
 
 
 def test_a_broker_restart_with_a_message_unacknowledged_keeps_the_worker_and_loses_nothing(chaos):
@@ -292,8 +313,7 @@ def test_a_broker_restart_with_a_message_unacknowledged_keeps_the_worker_and_los
     # The transport's restore path no longer takes the worker down: the supervisor never had to restart it.
     assert worker.starts() == 1, worker.output()[-3000:]
     assert "Unrecoverable error" not in worker.output()
-    print(f"RECOVERY broker restarted with a message unacknowledged: {recovery:.1f} s to graded, observed and "
-          "coded")
+    _report("broker restarted with a message unacknowledged", recovery, [episode.pk], chaos.script)
 
 
 def test_one_grading_message_delivered_three_times_grades_once(chaos):
@@ -308,7 +328,7 @@ def test_one_grading_message_delivered_three_times_grades_once(chaos):
     time.sleep(2.0)  # let the duplicates finish
     _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
     assert sorted(JudgeRun.objects.filter(episode=episode).values_list("attempts", flat=True)) == [1, 1]
-    print(f"RECOVERY one message delivered three times: {recovery:.1f} s to graded once, observed and coded")
+    _report("one grading message delivered three times", recovery, [episode.pk], chaos.script)
 
 
 
@@ -317,15 +337,17 @@ def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charg
     study = _study()
     episode = chaos.episode(study)
     chaos.worker()
+    submitted_at = time.monotonic()
 
     def held() -> bool:
         return Episode.objects.filter(pk=episode.pk, grading_note__startswith="Held out of the rating").exists()
 
     try:
-        wait_for(held, timeout=RECOVERY_BOUND, message="the episode to be held for its missing judge")
+        wait_for(held, timeout=GIVE_UP_BOUND, message="the episode to be held for its missing judge")
     except BaseException:
         print(chaos.logs())
         raise
+    held_after = time.monotonic() - submitted_at
     episode.refresh_from_db()
     assert episode.status == Episode.Status.SUBMITTED and episode.needs_expert_review
     assert episode.auto_score is None and not Observation.objects.filter(episode_id=episode.pk).exists()
@@ -335,6 +357,12 @@ def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charg
     assert JudgeRun.objects.get(episode=episode, provider="openai").status == JudgeRun.Status.SUCCEEDED
     # One openai reply was paid; the 500s cost nothing. Exactly that is recorded.
     assert LLMUsage.objects.filter(study=study, purpose="judge").count() == chaos.script.paid() == 1
+    # One retry loop only: the task's own attempts, each with the client's own retries. The sweep left the
+    # episode alone while a task retry was scheduled (it is "grading" with a queued run and no call in flight).
+    conf = grading_settings_of_the_worker()
+    assert failed.attempts == conf["TASK_RETRIES"] + 1
+    failed_calls = chaos.script.judge_requests["anthropic"]
+    assert failed_calls == failed.attempts * (conf["MAX_RETRIES"] + 1)
 
     # The provider recovers; staff retry the run and the full panel's score enters the rating once.
     chaos.script.failing = set()
@@ -345,5 +373,6 @@ def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charg
     assert judge_run_retry(run=failed, actor=UserFactory(is_staff=True))
     recovery = _wait_settled(chaos, [episode.pk], began)
     _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
-    print(f"RECOVERY provider failing for good, then staff retry: {recovery:.1f} s from the retry to graded, "
-          "observed and coded")
+    _report("provider failing for good, then staff retry", recovery, [episode.pk], chaos.script,
+            f"; held with its reason {held_after:.0f} s after submit, after {failed.attempts} task attempts and "
+            f"{failed_calls} failed calls")
