@@ -50,12 +50,15 @@ def studies_over_budget() -> list[tuple[Study, Decimal]]:
 
 
 def _live_lease(subject: str) -> Exists:
-    return Exists(JudgeRun.objects.filter(**{subject: OuterRef("pk")}, status=JudgeRun.Status.RUNNING,
+    """A judge call in flight (RUNNING under a live lease) or a task retry scheduled for a QUEUED run."""
+    return Exists(JudgeRun.objects.filter(**{subject: OuterRef("pk")},
+                                          status__in=[JudgeRun.Status.RUNNING, JudgeRun.Status.QUEUED],
                                           lease_expires_at__gte=timezone.now()))
 
 
 def episodes_pending_grading(*, quiet_for: float = 0.0, waiting_quiet_for: float = 0.0) -> QuerySet[Episode]:
-    """Episodes grading owes work: submitted (incl. waiting) or grading with no judge call under a live lease.
+    """Episodes grading owes work: submitted (incl. waiting) or grading, with no judge call under a live lease and
+    no task retry scheduled (a QUEUED run held until the retry is due).
 
     `quiet_for` skips episodes touched in the last so many seconds (a message for them is probably on its way);
     waiting ones (a note says why: no key, budget) use the longer `waiting_quiet_for`.

@@ -8,10 +8,13 @@ re-exported here.
 
 from studies.task_names import GRADE_EPISODE, PARSE_LOG
 
-__all__ = ["GRADE_EPISODE", "PARSE_LOG", "GRADE_SOLO_RUN", "GENERATE_RUBRIC", "CODE_LOG", "RECONCILE", "GRADE_PENDING"]
+__all__ = ["GRADE_EPISODE", "PARSE_LOG", "GRADE_SOLO_RUN", "GENERATE_RUBRIC", "CODE_LOG", "RECORD_OBSERVATION",
+           "RECONCILE", "GRADE_PENDING"]
 
 GRADE_SOLO_RUN = "grading.tasks.grade_solo_run"
 GENERATE_RUBRIC = "grading.tasks.generate_rubric"
 CODE_LOG = "grading.tasks.code_log"
+# Records a grade's rating observation and closes the follow-up row the grade wrote for it.
+RECORD_OBSERVATION = "grading.tasks.record_observation"
 RECONCILE = "grading.tasks.reconcile"
 GRADE_PENDING = "grading.tasks.grade_pending"

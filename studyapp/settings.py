@@ -287,9 +287,18 @@ if BROKER_URL_SETTING or REDIS_URL:
                                        "socket_timeout": 5, "max_retries": 1}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
+    elif CELERY_BROKER_URL.startswith("redis://"):
+        # kombu's Redis transport with a restore path that survives a broker restart (see the module).
+        CELERY_BROKER_TRANSPORT = "studyapp.redis_transport:Transport"
     CELERY_BROKER_CONNECTION_TIMEOUT = 2
     CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
                                         "interval_max": 0.5}
+    # No request reads a task result (senders pass ignore_result); the few callers that do (tests, benches)
+    # must not hang either: the Redis result backend connects with a short timeout and retries once.
+    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1
+    CELERY_REDIS_SOCKET_TIMEOUT = 5
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"max_retries": 1, "interval_start": 0,
+                                                                "interval_step": 0.5, "interval_max": 0.5}}
 else:
     for _sub in ("queue", "processed", "results", "control"):
         (CELERY_QUEUE_DIR / _sub).mkdir(parents=True, exist_ok=True)
@@ -334,6 +343,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "grading-reconcile-sweep": {
         "task": grading_task_names.RECONCILE,
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
+        # A sweep queued while no worker ran is dropped once the next is due: a backlog never runs back to back.
+        "options": {"expires": float(os.environ.get("GRADING_SWEEP_SECONDS", "60"))},
     },
     "expert-routing-sweep": {
         "task": experts_task_names.ROUTE_EXPERT_REVIEWS,

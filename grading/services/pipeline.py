@@ -55,10 +55,9 @@ from grading.services.judging import (
 )
 from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
-from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
+from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, RECORD_OBSERVATION
 from rating import selectors as rating_selectors
 from rating.services.ledger import GradeInput, episode_grades_record
-from rating.task_names import RECORD_OBSERVATION
 from studies.model_families import judge_family
 from studies.models import Episode, Participant, SoloRun
 from studies.services.audit import audit_record

@@ -4,11 +4,12 @@ Messages are the fast path; this is the guarantee. Run every minute by beat (`gr
 is cheap (indexed queries over open work only) and idempotent, and it finishes what a lost message, a dead
 worker or a broker outage left behind:
 
-- submissions owed a grading pass (submitted, or grading with no judge call under a live lease) are sent to
-  grading again — this re-sends a submission whose message never reached the broker, and takes over a
-  claim whose worker died once its lease lapsed;
-- open follow-up rows a grade wrote in its own transaction: the rating observation is recorded here directly
-  (the same idempotent service the message calls), the log coding is re-sent until it exists;
+- submissions owed a grading pass (submitted, or grading with no judge call under a live lease and no task
+  retry scheduled) are sent to grading again — this re-sends a submission whose message never reached the
+  broker, and takes over a claim whose worker died once its lease lapsed;
+- open follow-up rows a grade wrote in its own transaction (the message path closes them when it does the
+  work): the rating observation is recorded here directly (the same idempotent service the message calls),
+  the log coding is re-sent with backoff from its last send, never while a coding of it holds its lease;
 - a withdrawn participant's still-active observations are retracted (a lost retraction message);
 - an episode whose stored transcript does not match its log files is parsed again (a lost parse message).
 
@@ -60,7 +61,7 @@ class ReconcileReport:
 
 def _send(name: str, args: list, report: ReconcileReport) -> bool:
     try:
-        current_app.send_task(name, args=args)
+        current_app.send_task(name, args=args, ignore_result=True)  # nobody reads it; never wait on a backend
     except Exception:
         report.send_errors += 1
         logger.warning("reconcile: could not send %s%s", name, tuple(args), exc_info=True)
@@ -86,16 +87,24 @@ def _resend_grading(report: ReconcileReport) -> None:
 
 
 def _close(follow_up: GradingFollowUp, note: str = "") -> None:
-    GradingFollowUp.objects.filter(pk=follow_up.pk).update(done_at=timezone.now(), note=note[:2000])
+    GradingFollowUp.objects.filter(pk=follow_up.pk).update(done_at=timezone.now(), lease_expires_at=None,
+                                                           note=note[:2000])
 
 
 def _finish_follow_ups(report: ReconcileReport) -> None:
+    """Do or re-send the work of open follow-up rows.
+
+    An observation (idempotent, no paid call) is recorded at once, whatever the row's age. A log coding is
+    re-sent only when its last send (the grade's own message at creation, then each re-send) has had its
+    backoff, `grace · 2^attempts`, and no coding of it is in flight under a lease: a backlog of sweeps after an
+    outage sends it once, not once per sweep. It is given up only after the last send's backoff ran out too.
+    """
     conf = grading_settings()
     grace = float(conf["FOLLOW_UP_GRACE_SECONDS"])
     limit = int(conf["FOLLOW_UP_MAX_ATTEMPTS"])
     now = timezone.now()
-    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True, created_at__lte=now - timedelta(seconds=grace))
-                 .select_related("episode").order_by("created_at")[:BATCH])
+    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True).select_related("episode")
+                 .order_by("created_at")[:BATCH])
     for row in open_rows:
         if row.kind == GradingFollowUp.Kind.OBSERVATION:
             try:
@@ -111,13 +120,19 @@ def _finish_follow_ups(report: ReconcileReport) -> None:
         if current_fluency_coding(row.episode) is not None:
             _close(row)
             report.follow_ups_closed += 1
-        elif row.attempts >= limit:
+            continue
+        if row.lease_expires_at is not None and row.lease_expires_at >= now:
+            continue  # a coding is in flight; it closes the row when it is stored
+        due = (row.last_sent_at or row.created_at) + timedelta(seconds=grace * 2 ** row.attempts)
+        if now < due:
+            continue
+        if row.attempts >= limit:
             _close(row, f"gave up after {limit} sends; run `manage.py code_logs` once the coder works")
             report.follow_ups_closed += 1
-        elif now >= row.created_at + timedelta(seconds=grace * 2 ** row.attempts):
+        else:
             if not _send(CODE_LOG, [row.episode_id], report):
                 return
-            GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1)
+            GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, last_sent_at=now)
             report.codings_sent += 1
 
 
