@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from grading.models import FluencyCoding, JudgeRun, LLMUsage, Rubric
+from grading.models import FluencyCoding, JudgeGate, JudgeRun, LLMUsage, Rubric
 from studies.models import Episode, Participant, SoloRun, Study, TaskInstance
 
 
@@ -135,3 +135,8 @@ def episodes_with_outdated_scores(study: Study | None = None) -> list[int]:
         if expected and current.get(episode.pk, set()) != expected:
             outdated.append(episode.pk)
     return outdated
+
+
+def judge_gates(study: Study) -> dict[tuple[str, str], JudgeGate]:
+    """The study's stored gate verdicts by (judge "provider/model", rubric category)."""
+    return {(g.judge, g.category): g for g in JudgeGate.objects.filter(study=study)}
