@@ -4,8 +4,8 @@ Routing rules:
 
 - An episode is routable once it is graded, or earlier when grading flagged it for expert review
   (``needs_expert_review``, which includes episodes the enforced expert gate holds; those go first), then
-  the calibration sample (``in_calibration_sample``, drawn at random when judges scored it), then the rest. Gold copies, skipped episodes and episodes of withdrawn
-  participants are never routed.
+  the calibration sample (``in_calibration_sample``, drawn at random when judges scored it), then the rest.
+  Gold copies, skipped episodes and episodes of withdrawn participants are never routed.
 - The primary grader is the active expert working in the task's sector with the fewest open assignments
   (ties: fewest assignments ever, then the longest-standing profile). An expert never grades their own work.
 - A second, independent grader is added with probability ``study.double_grading_share``. The draw is
