@@ -214,17 +214,23 @@ def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[Ju
     return GradingOutcome("held", note=outcome.note, judge_runs=[r.pk for r in succeeded])
 
 
-def _gate_hold(subject: Subject, obj: Episode, gate: GatedScore) -> GradingOutcome:
+def _gate_hold(subject: Subject, obj: Episode, gate: GatedScore, runs: list[JudgeRun]) -> GradingOutcome:
     """Some rubric category has no judge that passes the enforced expert gate: no automated score.
 
     A previous automated score stops counting (its ledger row follows), the episode goes to experts first,
-    and the waiting sweep combines it again, so a judge that passes later releases it.
+    and the waiting sweep combines it again, so a judge that passes later releases it. The runs are the
+    current panel's grades all the same (the gate compares exactly these with the experts), so they are marked
+    current.
     """
     blocked = "; ".join(f"{category} ({why})" for category, why in gate.blocked.items())
     note = (f"{HELD_PREFIX}: no judge passes the expert gate for {blocked}. Sent to experts; a judge that passes "
             "the gate later, or the expert grade under the blended or expert score source, releases it.")
     with transaction.atomic():
         had_score = obj.auto_score is not None
+        new_ids = {r.pk for r in runs}
+        JudgeRun.objects.filter(**subject.run_filter, is_current=True).exclude(pk__in=new_ids).update(
+            is_current=False)
+        JudgeRun.objects.filter(pk__in=new_ids).update(is_current=True)
         Episode.objects.filter(pk=obj.pk).update(auto_score=None, needs_expert_review=True, status=Status.SUBMITTED,
                                                  grading_note=note[:4000], updated_at=timezone.now())
         subject.obj.auto_score, subject.obj.status, subject.obj.grading_note = None, Status.SUBMITTED, note[:4000]
@@ -275,7 +281,7 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
             return _hold(subject, obj, succeeded, failed)
         gate = gated_score(study=subject.study, runs=succeeded) if isinstance(obj, Episode) else None
         if gate is not None and gate.blocked:
-            return _gate_hold(subject, obj, gate)
+            return _gate_hold(subject, obj, gate, succeeded)
         totals = [_total(r) for r in succeeded]
         score = round(fmean(totals), 4) if gate is None or gate.score is None else gate.score
         if gate is not None and gate.left_out:
