@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from experts import metrics
 from experts.conf import experts_settings
@@ -515,3 +515,24 @@ def study_gate(study: Study) -> dict[str, Any]:
         "held": Episode.objects.filter(study=study, grading_note__contains="expert gate",
                                        status=Episode.Status.SUBMITTED).count(),
     }
+
+
+def studies_with_stale_gate() -> QuerySet[Study]:
+    """Studies using the gate with an expert grade of a sampled episode newer than their last evaluation."""
+    newest_grade = (ExpertGrade.objects.filter(episode__study=OuterRef("pk"), episode__in_calibration_sample=True,
+                                               status=ExpertGrade.Status.SUBMITTED)
+                    .exclude(assignment__role=ExpertAssignment.Role.GOLD)
+                    .order_by("-submitted_at").values("submitted_at")[:1])
+    last_run = JudgeGate.objects.filter(study=OuterRef("pk")).order_by("-computed_at").values("computed_at")[:1]
+    return (Study.objects.exclude(gate_mode=Study.GateMode.OFF)
+            .annotate(newest_grade=Subquery(newest_grade), last_run=Subquery(last_run))
+            .filter(newest_grade__isnull=False)
+            .filter(Q(last_run__isnull=True) | Q(newest_grade__gt=F("last_run"))).order_by("pk"))
+
+
+def graded_episodes_with_current_runs(study: Study) -> QuerySet[Episode]:
+    """The study's automatically graded episodes with their current judge runs (for the gate's score check)."""
+    return (Episode.objects.filter(study=study, status=Episode.Status.GRADED, is_gold=False, auto_score__isnull=False)
+            .prefetch_related(Prefetch("judge_runs", queryset=JudgeRun.objects.filter(
+                is_current=True, status=JudgeRun.Status.SUCCEEDED).order_by("provider", "model"),
+                to_attr="current_runs")).order_by("pk"))

@@ -2,3 +2,4 @@
 
 ROUTE_EXPERT_REVIEWS = "experts.tasks.route_expert_reviews"
 EVALUATE_EXPERT_GATE = "experts.tasks.evaluate_expert_gate"
+RECONCILE_EXPERT_GATES = "experts.tasks.reconcile_expert_gates"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from experts.services.gate import study_gate_evaluate
+from experts.services.gate import gates_reconcile, study_gate_evaluate
 from experts.services.routing import episodes_route_pending
-from experts.task_names import EVALUATE_EXPERT_GATE, ROUTE_EXPERT_REVIEWS
+from experts.task_names import EVALUATE_EXPERT_GATE, RECONCILE_EXPERT_GATES, ROUTE_EXPERT_REVIEWS
 
 
 # Formerly grading.tasks.route_expert_reviews; a message under that name lost at deploy is harmless: the
@@ -24,3 +24,9 @@ def evaluate_expert_gate(study_id: int) -> dict[str, int]:
     """Recompute a study's expert gate (after an expert grade of a calibration episode, or on request)."""
     rows = study_gate_evaluate(study_id=study_id)
     return {"passing": sum(r.passes for r in rows), "failing": sum(not r.passes for r in rows)}
+
+
+@shared_task(name=RECONCILE_EXPERT_GATES, acks_late=True)
+def reconcile_expert_gates() -> dict[str, int]:
+    """Periodic: gate evaluations and re-grades that a lost message left undone."""
+    return gates_reconcile()

@@ -19,11 +19,17 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from experts.selectors import CoGradedItem, calibration_co_graded_items
+from experts.selectors import (
+    CoGradedItem,
+    calibration_co_graded_items,
+    graded_episodes_with_current_runs,
+    studies_with_stale_gate,
+)
 from experts.task_names import EVALUATE_EXPERT_GATE
 from grading.models import Criterion, JudgeGate, JudgeRun
 from grading.providers import study_judges
 from grading.selectors import HELD_MARK
+from grading.services.gated_score import gated_score
 from rating.expert_gate import GateRule, gate_evaluate
 from studies.models import Episode, Study
 from studies.services.audit import audit_record
@@ -117,3 +123,25 @@ def episode_gate_follow_up(*, episode: Episode) -> None:
     if episode.in_calibration_sample and not episode.is_gold and JudgeRun.objects.filter(
             episode=episode, is_current=True).exists():
         send_task_on_commit(EVALUATE_EXPERT_GATE, [episode.study_id])
+
+
+def gates_reconcile() -> dict[str, int]:
+    """Finish what a lost message left undone: evaluations after expert grades, re-grades after a verdict.
+
+    A study whose newest calibration expert grade is newer than its last evaluation is evaluated again. Under
+    ``enforce``, a graded episode whose automated score is not the one its current judge runs give under the
+    stored verdicts (or that no judge can score any more) is sent back to grading.
+    """
+    evaluated = regraded = 0
+    for study in studies_with_stale_gate():
+        study_gate_evaluate(study_id=study.pk)
+        evaluated += 1
+    for study in Study.objects.filter(gate_mode=Study.GateMode.ENFORCE).order_by("pk"):
+        for episode in graded_episodes_with_current_runs(study):
+            runs = episode.current_runs  # type: ignore[attr-defined]
+            gate = gated_score(study=study, runs=runs) if runs else None
+            if gate is not None and (gate.score is None or abs(gate.score - float(episode.auto_score)) > 1e-6):
+                with transaction.atomic():
+                    send_task_on_commit(GRADE_EPISODE, [episode.pk])
+                regraded += 1
+    return {"evaluated": evaluated, "regraded": regraded}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from experts import selectors as sel
 from experts.exceptions import ExpertError
@@ -47,7 +48,7 @@ def co_graded(study, task, rubric, agent, *, verdicts: list[str], judges: dict[t
         run.category_totals, run.total = totals, sum(totals.values())
         run.save(update_fields=["category_totals", "total"])
     if expert_grade:
-        grade = ExpertGradeFactory(assignment__episode=episode, rubric=rubric)
+        grade = ExpertGradeFactory(assignment__episode=episode, rubric=rubric, submitted_at=timezone.now())
         for criterion, verdict in zip(criteria, verdicts, strict=True):
             ExpertCriterionGrade.objects.create(grade=grade, criterion=criterion, verdict=verdict)
     return episode
@@ -189,8 +190,6 @@ def test_an_expert_grade_of_a_sampled_episode_queues_the_gate(design, sent_tasks
 
 
 def _gate(study, judge, category, passes):
-    from django.utils import timezone
-
     JudgeGate.objects.create(study=study, judge=judge, category=category, passes=passes, computed_at=timezone.now())
 
 
@@ -279,3 +278,42 @@ def test_enforcing_the_gate_needs_a_score_source_that_counts_expert_grades():
         study_set_score_source(study=study, source=Study.ScoreSource.AUTO, actor=None)
     study.refresh_from_db()
     assert study.score_source == Study.ScoreSource.BLENDED
+
+
+# -------------------------------------------------------------------------------------- the sweep
+
+
+def test_the_sweep_evaluates_a_gate_whose_message_was_lost_and_only_once(design):
+    from experts.services.gate import gates_reconcile
+
+    study, task, rubric, agents = design
+    _populate(study, task, rubric, agents, n=10)  # expert grades submitted, no evaluation ran
+    assert gates_reconcile()["evaluated"] == 1
+    assert JudgeGate.objects.filter(study=study).count() == 8
+    assert gates_reconcile()["evaluated"] == 0
+    study.gate_mode = Study.GateMode.OFF
+    study.save()
+    JudgeGate.objects.filter(study=study).delete()
+    assert gates_reconcile()["evaluated"] == 0
+
+
+def test_the_sweep_regrades_enforced_scores_that_disagree_with_the_stored_verdicts(
+        design, sent_tasks, django_capture_on_commit_callbacks):
+    from experts.services.gate import gates_reconcile
+
+    study, task, rubric, agents = design
+    study.gate_mode, study.score_source = Study.GateMode.ENFORCE, Study.ScoreSource.BLENDED
+    study.save()
+    episode = co_graded(study, task, rubric, agents[0], verdicts=["pass"] * 5,
+                        judges={FAIR: [0.5] * 5, LENIENT: [1.0] * 5}, expert_grade=False)
+    consistent = co_graded(study, task, rubric, agents[0], verdicts=["pass"] * 5,
+                           judges={FAIR: [0.5] * 5, LENIENT: [0.5] * 5}, expert_grade=False)
+    for category in ("correctness", "completeness", "requirements", "technical"):
+        _gate(study, "openai/gpt-4.1", category, True)
+        _gate(study, "anthropic/claude-sonnet-4-6", category, category != "technical")
+    # The first episode's stored score is the plain panel mean (75), the lost re-grade's input.
+    type(episode).objects.filter(pk=episode.pk).update(auto_score=75.0)
+    type(consistent).objects.filter(pk=consistent.pk).update(auto_score=50.0)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert gates_reconcile()["regraded"] == 1
+    assert sent_tasks == [("grading.tasks.grade_episode", [episode.pk])]
