@@ -30,7 +30,7 @@ from grading.models import Criterion, JudgeGate, JudgeRun
 from grading.providers import study_judges
 from grading.selectors import HELD_MARK
 from grading.services.gated_score import gated_score
-from rating.expert_gate import GateRule, gate_evaluate
+from rating.expert_gate import GateResult, GateRule, gate_evaluate
 from studies.models import Episode, Study
 from studies.services.audit import audit_record
 from studies.task_names import GRADE_EPISODE
@@ -50,7 +50,7 @@ def _families_drawn(study: Study) -> set[str]:
 
 
 def _evaluate(items: list[CoGradedItem], *, rule: GateRule, width: float, families: set[str],
-              seed: int) -> Any:
+              seed: int) -> GateResult:
     covered = {i.agent_family for i in items}
     return gate_evaluate(
         np.array([i.judge_share for i in items]), np.array([i.expert_share for i in items]),
@@ -140,7 +140,8 @@ def gates_reconcile() -> dict[str, int]:
         for episode in graded_episodes_with_current_runs(study):
             runs = episode.current_runs  # type: ignore[attr-defined]
             gate = gated_score(study=study, runs=runs) if runs else None
-            if gate is not None and (gate.score is None or abs(gate.score - float(episode.auto_score)) > 1e-6):
+            if gate is not None and episode.auto_score is not None and (
+                    gate.score is None or abs(gate.score - episode.auto_score) > 1e-6):
                 with transaction.atomic():
                     send_task_on_commit(GRADE_EPISODE, [episode.pk])
                 regraded += 1

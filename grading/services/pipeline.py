@@ -233,7 +233,8 @@ def _gate_hold(subject: Subject, obj: Episode, gate: GatedScore, runs: list[Judg
         JudgeRun.objects.filter(pk__in=new_ids).update(is_current=True)
         Episode.objects.filter(pk=obj.pk).update(auto_score=None, needs_expert_review=True, status=Status.SUBMITTED,
                                                  grading_note=note[:4000], updated_at=timezone.now())
-        subject.obj.auto_score, subject.obj.status, subject.obj.grading_note = None, Status.SUBMITTED, note[:4000]
+        for name, value in (("auto_score", None), ("status", Status.SUBMITTED), ("grading_note", note[:4000])):
+            setattr(subject.obj, name, value)
         # The judges did score it, so it belongs to the population the calibration sample is drawn from.
         episode_calibration_draw(episode=obj)
         if had_score:
@@ -280,7 +281,7 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         if failed and subject.study.partial_panel == subject.study.PartialPanel.HOLD:
             return _hold(subject, obj, succeeded, failed)
         gate = gated_score(study=subject.study, runs=succeeded) if isinstance(obj, Episode) else None
-        if gate is not None and gate.blocked:
+        if gate is not None and gate.blocked and isinstance(obj, Episode):
             return _gate_hold(subject, obj, gate, succeeded)
         totals = [_total(r) for r in succeeded]
         score = round(fmean(totals), 4) if gate is None or gate.score is None else gate.score
