@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
@@ -11,6 +13,7 @@ from experts import selectors as sel
 from experts.exceptions import ExpertError
 from experts.models import ExpertCriterionGrade
 from experts.services.gate import study_gate_evaluate
+from experts.services.routing import routable_episodes
 from experts.services.score_source import study_set_score_source
 from experts.task_names import EVALUATE_EXPERT_GATE
 from grading.models import CriterionScore, JudgeGate, JudgeRun
@@ -317,3 +320,14 @@ def test_the_sweep_regrades_enforced_scores_that_disagree_with_the_stored_verdic
     with django_capture_on_commit_callbacks(execute=True):
         assert gates_reconcile()["regraded"] == 1
     assert sent_tasks == [("grading.tasks.grade_episode", [episode.pk])]
+
+
+def test_routing_takes_flagged_episodes_then_the_calibration_sample_then_the_rest(design):
+    study, task, _, agents = design
+    early = timezone.now() - timedelta(days=2)
+    rest = make_episode(study=study, task=task, agent=agents[0], submitted_at=early)
+    sampled = make_episode(study=study, task=task, agent=agents[0], in_calibration_sample=True,
+                           calibration_probability=0.1, submitted_at=timezone.now())
+    flagged = make_episode(study=study, task=task, agent=agents[0], needs_expert_review=True,
+                           submitted_at=timezone.now())
+    assert list(routable_episodes(study)) == [flagged, sampled, rest]
