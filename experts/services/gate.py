@@ -119,7 +119,9 @@ def study_gate_evaluate_request(*, study: Study, actor: Any) -> None:
 
 
 def episode_gate_follow_up(*, episode: Episode) -> None:
-    """After an expert grade of a calibration episode, queue the study's gate evaluation."""
+    """After an expert grade of a calibration episode, queue the study's gate evaluation (unless it is off)."""
+    if episode.study.gate_mode == Study.GateMode.OFF:
+        return
     if episode.in_calibration_sample and not episode.is_gold and JudgeRun.objects.filter(
             episode=episode, is_current=True).exists():
         send_task_on_commit(EVALUATE_EXPERT_GATE, [episode.study_id])

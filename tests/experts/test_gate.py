@@ -187,6 +187,12 @@ def test_an_expert_grade_of_a_sampled_episode_queues_the_gate(design, sent_tasks
     with django_capture_on_commit_callbacks(execute=True):
         episode_gate_follow_up(episode=sampled)
     assert sent_tasks == [(EVALUATE_EXPERT_GATE, [study.pk])]
+    sent_tasks.clear()
+    Study.objects.filter(pk=study.pk).update(gate_mode=Study.GateMode.OFF)
+    sampled.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        episode_gate_follow_up(episode=sampled)
+    assert sent_tasks == []
 
 
 # ---------------------------------------------------------------------------------------- gated scores
