@@ -401,3 +401,11 @@ class SoloRunAdmin(admin.ModelAdmin):
 class SoloRunFileAdmin(ReadOnlyAdmin):
     list_display = ("name", "run", "size")
     exclude = ("file",)
+
+
+@admin.register(m.JudgeGate)
+class JudgeGateAdmin(ReadOnlyAdmin):
+    """Written only by the gate evaluation; the study dashboard's Expert gate tab explains each verdict."""
+
+    list_display = ("study", "judge", "category", "passes", "n_episodes", "agreement", "bias", "computed_at")
+    list_filter = ("study", "passes", "category")

@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage, Rubric
+from grading.models import EpisodeTranscript, FluencyCoding, JudgeGate, JudgeRun, LLMUsage, Rubric
 from grading.transcripts.detect import detect_log_format
 from grading.transcripts.model import Format
 from grading.transcripts.version import PARSER_VERSION, files_fingerprint
@@ -226,3 +226,8 @@ def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) 
         if note := log_format_warning(expected=source.format, found=found, agent_name=episode.agent.name):
             warnings[f.pk] = note
     return warnings
+
+
+def judge_gates(study: Study) -> dict[tuple[str, str], JudgeGate]:
+    """The study's stored gate verdicts by (judge "provider/model", rubric category)."""
+    return {(g.judge, g.category): g for g in JudgeGate.objects.filter(study=study)}

@@ -350,6 +350,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": experts_task_names.ROUTE_EXPERT_REVIEWS,
         "schedule": 10 * 60.0,
     },
+    # Expert gates whose evaluation or re-grades a lost message left undone (experts/services/gate.py).
+    "expert-gate-sweep": {
+        "task": experts_task_names.RECONCILE_EXPERT_GATES,
+        "schedule": 10 * 60.0,
+    },
     # Open tasks whose worker went silent for the study's limit are released for others.
     "abandoned-episodes-sweep": {
         "task": studies_task_names.EXPIRE_ABANDONED_EPISODES,

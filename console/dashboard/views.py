@@ -19,6 +19,8 @@ from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import PAYOUT_FORMATS
+from experts import selectors as expert_selectors
+from experts.services.gate import study_gate_evaluate_request
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
@@ -31,6 +33,7 @@ from studies.services import staff_actions
 TABS = (
     ("overview", "Overview"),
     ("leaderboard", "Leaderboard"),
+    ("gate", "Expert gate"),
     ("surveys", "Surveys"),
     ("collaboration", "Collaboration"),
     ("exports", "Exports & payouts"),
@@ -102,6 +105,22 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
         heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
     )
+
+
+@require_GET
+def gate(request: HttpRequest, slug: str) -> HttpResponse:
+    """Which judges' rubric-category scores pass the expert gate, which fail and why, and the calibration sample."""
+    study = selectors.study_get(slug)
+    return _render(request, "dashboard/gate.html", study, "gate", f"{study.name}: expert gate",
+                   data=expert_selectors.study_gate(study))
+
+
+@require_POST
+def gate_evaluate(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    study_gate_evaluate_request(study=study, actor=request.user)
+    messages.success(request, "The gate is being evaluated from the calibration sample; reload in a moment.")
+    return redirect("dashboard:gate", slug=study.slug)
 
 
 @require_GET
