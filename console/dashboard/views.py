@@ -18,7 +18,7 @@ from console.dashboard import pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.transcripts import transcript_page
-from console.payouts import PAYOUT_FORMATS
+from console.payouts import payout_formats_for
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
@@ -154,7 +154,7 @@ def exports(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/exports.html", study, "exports", f"{study.name}: exports and payouts",
         jobs=selectors.file_jobs(study, user=request.user), may_pii=may_pii, export_form=ExportForm(),
-        payout_form=PayoutForm(), payout_formats=PAYOUT_FORMATS,
+        payout_form=PayoutForm(), payout_formats=payout_formats_for(may_export_ids=may_pii),
     )
 
 
