@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console.dashboard import pages, power, selectors, services
+from console.dashboard import counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.transcripts import transcript_page
@@ -44,6 +44,8 @@ def _render(
         **admin.site.each_context(request),
         "title": title,
         "study": study,
+        # Every count that two pages show comes from here, so the pages agree.
+        "counts": counts.study_counts(study) if study is not None else None,
         "tab": tab,
         "tabs": TABS,
         **extra,
