@@ -138,6 +138,11 @@ def leaderboard_words(study: Study, data: dict[str, Any], design: dict[str, Any]
                              "model_label": dict(Study.RatingModel.choices).get(kind or "", kind or "")}
     if snapshot is None:
         return words
+    labels = dict(Study.RatingModel.choices)
+    words["comparison"] = [
+        {**row, "label": labels.get(row.get("model", ""), row.get("model", ""))}
+        for row in (data.get("model_checks") or {}).get("comparison") or []
+    ]
     counts_rated = data["humans"].paginator.count if data.get("humans") is not None else None
     words["verdicts"] = {
         "agents": verdicts.agents_verdict(data["agents"], data.get("stability"), k),
