@@ -181,11 +181,19 @@ def transcript_page(result: dict[str, Any] | None, overview: dict[str, Any] | No
         return {"overview": overview} if overview is not None else {}
     correlations = data["correlations"]
     curves = data["effort_curves"]
+    clear = [row for row in correlations if row.get("ci_low") is not None and row.get("ci_high") is not None
+             and (row["ci_low"] > 0 or row["ci_high"] < 0)]
+    verdict = (
+        "Process metrics that go with the episode score (95 % interval excludes zero): "
+        + ", ".join(f"{row['label']} ({'higher' if row['rho'] > 0 else 'lower'} scores)" for row in clear[:4]) + "."
+        if clear else "No process metric goes clearly with the episode score: every 95 % interval includes zero."
+    )
     return {
         **data,
         "overview": overview,
+        "verdict": verdict,
         "correlation_chart": charts.forest_plot(
-            "transcript-rho", "Spearman ρ of each process metric with the session score (95 % CI)",
+            "transcript-rho", "Spearman ρ of each process metric with the episode score (95 % CI)",
             [charts.ForestRow(row["label"], row["rho"], row["ci_low"], row["ci_high"], row["p_value"])
              for row in correlations],
         ) if data["n_with_transcript"] else None,
@@ -193,7 +201,7 @@ def transcript_page(result: dict[str, Any] | None, overview: dict[str, Any] | No
             "effort-scaling", "Collaborative effort scaling: mean score by worker prompts, per agent",
             data["effort_bins"],
             [charts.CurveSeries(curve["agent"], [p["mean_score"] for p in curve["points"]]) for curve in curves],
-            x_label="worker prompts in the session", y_label="mean score",
+            x_label="worker prompts in the episode", y_label="mean score",
         ) if curves else None,
         "effort_rows": [
             {"agent": curve["agent"], "n": curve["n"], "points": curve["points"], **curve["correlation"]}

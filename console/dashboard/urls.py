@@ -14,6 +14,8 @@ def _staff(view):
 
 urlpatterns = [
     path("", _staff(views.index), name="index"),
+    # Two segments, so no study slug can shadow it.
+    path("help/glossary/", _staff(views.glossary), name="glossary"),
     path("<slug:slug>/", _staff(views.overview), name="overview"),
     path("<slug:slug>/leaderboard/", _staff(views.leaderboard), name="leaderboard"),
     path("<slug:slug>/gate/", _staff(views.gate), name="gate"),

@@ -14,11 +14,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console.dashboard import pages, power, selectors, services
+from console.dashboard import counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
+from console.dashboard.glossary import GLOSSARY
 from console.dashboard.transcripts import transcript_overview, transcript_page
-from console.payouts import PAYOUT_FORMATS
+from console.payouts import payout_formats_for
 from experts import selectors as expert_selectors
 from experts.services.gate import study_gate_evaluate_request
 from grading.exceptions import RetryRefused
@@ -43,6 +44,9 @@ TABS = (
 def _render(
     request: HttpRequest, template: str, study: Study | None, tab: str, title: str, **extra: Any
 ) -> HttpResponse:
+    if study is not None and "counts" not in extra:
+        # Every count that two pages show comes from here, so the pages agree.
+        extra["counts"] = counts.study_counts(study)
     context = {
         **admin.site.each_context(request),
         "title": title,
@@ -73,12 +77,20 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def glossary(request: HttpRequest) -> HttpResponse:
+    return _render(request, "dashboard/glossary.html", None, "", "Glossary of the dashboard's terms",
+                   terms=list(GLOSSARY.values()))
+
+
+@require_GET
 def overview(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
     data = selectors.overview(study)
+    study_counts = counts.study_counts(study)
     return _render(
         request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",
-        data=data, funnel_chart=pages.funnel_chart(data["funnel"]),
+        data=data, funnel_chart=pages.funnel_chart(data["funnel"]), counts=study_counts,
+        verdicts=pages.overview_verdicts(data, study_counts),
         invite_url=request.build_absolute_uri(reverse("worker:join", args=[study.invite_code])),
         demo_accounts=_demo_accounts(study),
     )
@@ -99,11 +111,13 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     cluster = selectors.stability_cluster(request.GET.get("cluster"))
     data = selectors.leaderboard(study, request.GET.get("page"), cluster=cluster)
     graders = _analysis_context(request, study, "graders", auto=True)
+    design = power.power_context(study)
     return _render(
         request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
         data=data, graders=graders, graders_shown=graders.result or (graders.stale.result if graders.stale else None),
-        heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
+        heatmap=pages.heatmap_chart(data.get("pairwise")), power=design,
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
+        **pages.leaderboard_words(study, data, design),
     )
 
 
@@ -173,7 +187,7 @@ def exports(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/exports.html", study, "exports", f"{study.name}: exports and payouts",
         jobs=selectors.file_jobs(study, user=request.user), may_pii=may_pii, export_form=ExportForm(),
-        payout_form=PayoutForm(), payout_formats=PAYOUT_FORMATS,
+        payout_form=PayoutForm(), payout_formats=payout_formats_for(may_export_ids=may_pii),
     )
 
 

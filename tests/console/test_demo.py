@@ -51,6 +51,12 @@ def test_make_run_prints_the_link_and_accounts_on_every_start_not_only_the_first
     call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
     out = capsys.readouterr().out
     assert "demo not loaded" in out and f"/join/{study.invite_code}/" in out
+    # What `make run` prints again below the worker's banner: the same lines, nothing loaded or changed.
+    tasks = TaskInstance.objects.count()
+    call_command("demo", "--access", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    assert f"http://127.0.0.1:8123/join/{study.invite_code}/" in out and "demo-staff" in out
+    assert "Demo study" not in out and TaskInstance.objects.count() == tasks
 
 
 def test_every_occupation_of_the_demo_reaches_a_full_session_through_the_real_matcher():
