@@ -89,6 +89,18 @@ class JourneyState:
         return self._paid_count
 
     @property
+    def pay_summary(self) -> str:
+        """Pay for submitted tasks as the ledger has it: recorded is not yet paid out, and the wording says so."""
+        lines = Payment.objects.filter(participant=self.participant, kind=Payment.Kind.TASK)
+        recorded, paid = self.paid_count, lines.filter(paid_at__isnull=False).count()
+        tasks = f"{recorded} task{'s' if recorded != 1 else ''}"
+        if paid == recorded:
+            return f"paid for {tasks}"
+        if paid == 0:
+            return f"pay recorded for {tasks}, not paid out yet"
+        return f"pay recorded for {tasks}: {paid} paid out, {recorded - paid} pending"
+
+    @property
     def tasks_summary(self) -> str:
         """The one wording of task progress every worker page uses, e.g. "2 submitted, 1 skipped of 5"."""
         text = f"{self.submitted_count} submitted"

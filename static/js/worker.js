@@ -60,8 +60,12 @@
   if (invalid) {
     var details = invalid.closest("details");
     if (details) { details.open = true; }
-    invalid.scrollIntoView({ block: "center" });
-    invalid.focus({ preventScroll: true });
+    // After the load event: focus given while the page is still loading does not always stay.
+    var land = function () {
+      invalid.scrollIntoView({ block: "center" });
+      invalid.focus({ preventScroll: true });
+    };
+    if (document.readyState === "complete") { land(); } else { window.addEventListener("load", land); }
   }
 
   var resume = document.getElementById("resume-link");
