@@ -21,8 +21,14 @@ from studies import models as m
 from surveys.models import Question
 from surveys.services import instrument_install_default
 from tests.e2e.steps import answer_choice, answer_likert, finish_pre_survey, open_task
-from tests.factories import AgentFactory, ConsentVersionFactory, OccupationFactory, SectorFactory, StudyFactory
-from tests.factories import TaskFactory
+from tests.factories import (
+    AgentFactory,
+    ConsentVersionFactory,
+    OccupationFactory,
+    SectorFactory,
+    StudyFactory,
+    TaskFactory,
+)
 from tests.factories.files import XLSX
 from tests.factories.tasks import TaskFileFactory
 
