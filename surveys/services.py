@@ -154,7 +154,8 @@ def response_submit(*, participant: Participant, phase: str, raw: dict[str, Any]
         problems.update(errors)
         if problems:
             raise SurveyIncomplete(
-                f"{len(problems)} answer(s) missing or needing a correction; everything else is saved.",
+                (f"{len(problems)} answer is missing or needs a correction" if len(problems) == 1 else
+                 f"{len(problems)} answers are missing or need a correction") + "; everything else is saved.",
                 errors=problems,
             )
         response.submitted_at = timezone.now()
