@@ -112,7 +112,7 @@ TABLES: tuple[Table, ...] = (
         _c("occupation_soc", "string", "O*NET-SOC code of the stated occupation."),
         _c("occupation_title", "string", "O*NET occupation title."),
         _c("sector", "string", "O*NET sector of the occupation."),
-        _c("years_experience", "integer", "Years of experience in the occupation, as stated."),
+        _c("years_experience", "number", "Years of experience in the occupation, as stated (whole or half years)."),
         _c("consent_version", "integer", "Version of the consent text accepted."),
         _c("consented_at", "datetime", "When consent was given (UTC, ISO 8601)."),
         _c("completed_at", "datetime", "When the participant finished the study, if they did."),
@@ -155,7 +155,8 @@ TABLES: tuple[Table, ...] = (
         _c("started_at", "datetime", "When work started."),
         _c("submitted_at", "datetime", "When the deliverables were submitted."),
         _c("timed_out", "boolean", "Submitted after the time limit."),
-        _c("skip_reason", "string", "Why the task was skipped: setup_failed, staff or timed_out."),
+        _c("skip_reason", "string", "Why the task was skipped: setup_failed, outside_expertise, staff, timed_out or "
+           "abandoned."),
         _c("score", "number", "Final 0-100 score y used by the rating."),
         _c("score_source", "string", "auto, expert or blended."),
         _c("auto_score", "number", "Mean of the current judge totals (0-100)."),

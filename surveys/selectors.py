@@ -210,7 +210,7 @@ def survey_items(*, participant: Participant, instrument: Instrument, phase: str
         if overrides is not None and question.code in overrides:
             value = overrides[question.code]
         if not value and question.code == "D3" and participant.years_experience is not None:
-            value = str(participant.years_experience)
+            value = f"{participant.years_experience:g}"
         items.append(SurveyItem(
             question=question, text=question_text(question, phase, prefix=instrument.post_prefix,
                                                   occupation=occupation),

@@ -79,6 +79,10 @@ def answer_code(question: Question, raw: Any) -> tuple[str, float | None]:
         low, high = float(options.get("min", 0)), float(options.get("max", 1e9))
         if not math.isfinite(number) or not low <= number <= high:
             raise SurveyAnswerInvalid(f"Enter a number between {low:g} and {high:g}.")
+        step = float(options.get("step") or 0)
+        if step > 0 and not math.isclose((number - low) / step, round((number - low) / step), abs_tol=1e-9):
+            raise SurveyAnswerInvalid("Enter whole or half years, for example 4 or 2.5." if step == 0.5 else
+                                      f"Enter a multiple of {step:g}.")
         return f"{number:g}", number
     if len(value) > MAX_TEXT:
         raise SurveyAnswerInvalid(f"Please keep the answer under {MAX_TEXT} characters.")
@@ -150,7 +154,8 @@ def response_submit(*, participant: Participant, phase: str, raw: dict[str, Any]
         problems.update(errors)
         if problems:
             raise SurveyIncomplete(
-                f"{len(problems)} answer(s) missing or needing a correction; everything else is saved.",
+                (f"{len(problems)} answer is missing or needs a correction" if len(problems) == 1 else
+                 f"{len(problems)} answers are missing or need a correction") + "; everything else is saved.",
                 errors=problems,
             )
         response.submitted_at = timezone.now()

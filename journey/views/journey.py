@@ -79,7 +79,7 @@ def _throttled(view):
         seconds = max(1, math.ceil(throttle.wait() or 1))
         response = render(request, "worker/join_problem.html", {
             "study": None, "error": "Too many requests from your network to invitation links. "
-                                    f"Please wait {math.ceil(seconds / 60)} minute(s) and open the link again.",
+                                    f"Please wait {_minutes(seconds)} and open the link again.",
         }, status=429)
         response["Retry-After"] = str(seconds)
         return response
@@ -247,6 +247,11 @@ def consent(request: HttpRequest, study_slug: str) -> HttpResponse:
 def declined(request: HttpRequest, study_slug: str) -> HttpResponse:
     participant = load_participant(request, study_slug)
     return render(request, "worker/declined.html", {"participant": participant, "study": participant.study})
+
+
+def _minutes(seconds: float) -> str:
+    n = math.ceil(seconds / 60)
+    return f"{n} minute" if n == 1 else f"{n} minutes"
 
 
 # --- Profile -------------------------------------------------------------------------------------------------

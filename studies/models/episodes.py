@@ -26,6 +26,7 @@ class Episode(models.Model):
 
     class SkipReason(models.TextChoices):
         SETUP_FAILED = "setup_failed", "Agent setup failed"
+        OUTSIDE_EXPERTISE = "outside_expertise", "Outside the worker's expertise"
         STAFF = "staff", "Skipped by staff"
         TIMED_OUT = "timed_out", "Time limit passed without a submission"
         ABANDONED = "abandoned", "Abandoned: no activity within the study's limit"
@@ -55,7 +56,7 @@ class Episode(models.Model):
     deadline_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     timed_out = models.BooleanField(default=False, help_text="Submitted after the deadline; kept and flagged.")
-    skip_reason = models.CharField(max_length=16, choices=SkipReason.choices, blank=True)
+    skip_reason = models.CharField(max_length=20, choices=SkipReason.choices, blank=True)
     skip_description = models.TextField(blank=True)
     share_url = models.URLField(blank=True, max_length=500, help_text="Shared-session link to the agent log.")
     notes = models.TextField(blank=True, help_text="Anything the worker wants the study team to know.")

@@ -72,6 +72,11 @@ class Study(models.Model):
         help_text="Ethics board and approval reference shown on the consent page, e.g. “University X IRB, "
                   "protocol 2026-117”.",
     )
+    pay_outside_expertise_skips = models.BooleanField(
+        default=False,
+        help_text="Pay the task rate when a worker skips a task as outside their expertise (a task from a related "
+                  "sector, or one they cannot judge). Off: such a skip is recorded but not paid.",
+    )
     contact_name = models.CharField(max_length=200, blank=True, help_text="Research-team contact shown to workers.")
     contact_email = models.EmailField(blank=True, help_text="Shown on every worker page and on setup failures.")
 

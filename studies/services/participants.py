@@ -118,7 +118,7 @@ def _join_existing(*, study: Study, user: Any, claim: PlatformClaim) -> Particip
 
 
 def participant_profile_update(*, participant: Participant, occupation: Occupation,
-                               years_experience: int) -> Participant:
+                               years_experience: float) -> Participant:
     """Save occupation and experience; frozen once tasks are matched to them (after the pre-survey)."""
     editable = (Participant.Status.INVITED, Participant.Status.CONSENTED, Participant.Status.PRE_SURVEY)
     with transaction.atomic():
