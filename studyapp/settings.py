@@ -112,6 +112,10 @@ MIDDLEWARE = [
     # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+# Load benches read each answer's server CPU and query count from a Server-Timing header (off by default).
+SERVER_TIMING = _env_bool("SERVER_TIMING")
+if SERVER_TIMING:
+    MIDDLEWARE.insert(0, "studyapp.server_timing.ServerTimingMiddleware")
 
 ROOT_URLCONF = "studyapp.urls"
 WSGI_APPLICATION = "studyapp.wsgi.application"
