@@ -209,6 +209,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Requests to invitation links (/join/…) per client address; each may create an account.
 JOIN_THROTTLE_RATE = os.environ.get("JOIN_THROTTLE_RATE", "30/min")
+# A signed personal invitation is the recruit's credential (password optional); it expires this many days
+# after it was issued.
+PERSONAL_LINK_MAX_AGE_DAYS = int(os.environ.get("PERSONAL_LINK_MAX_AGE_DAYS", "90"))
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
