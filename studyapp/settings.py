@@ -184,6 +184,10 @@ else:
         }
     }
 
+# The staff overview's and leaderboard's figures are recomputed at most this often (console/dashboard/cached.py);
+# 0 computes them on every page (the tests, which change data between two pages).
+DASHBOARD_CACHE_SECONDS = int(os.environ.get("DASHBOARD_CACHE_SECONDS", "0" if TESTING else "10"))
+
 # --- Auth ----------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
