@@ -74,3 +74,9 @@ def test_a_new_snapshot_shows_on_the_next_leaderboard(populated):
     first = cached.leaderboard(study)["snapshot"]
     newer = RatingSnapshotFactory(study=study, version=(first.version if first else 0) + 1)
     assert cached.leaderboard(study)["snapshot"].pk == newer.pk
+
+
+@pytest.mark.parametrize("page", ["overview", "leaderboard"])
+def test_computing_the_figures_stays_within_a_small_query_bound(staff_client, populated, page):
+    queries, _ = _queries(staff_client, reverse(f"dashboard:{page}", args=[populated.study.slug]))
+    assert queries <= 25
