@@ -101,6 +101,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before sessions and the database: a request that queued too long is answered "busy" at no cost.
+    "studyapp.overload.OverloadMiddleware",
     "studies.null_characters.NullCharacterMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -112,6 +114,9 @@ MIDDLEWARE = [
     # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+# A request the proxy stamped (X-Request-Start) more than this many seconds ago is answered 503 "busy,
+# retrying" at once instead of being served late (studyapp/overload.py); 0 never sheds.
+OVERLOAD_QUEUE_SECONDS = float(os.environ.get("OVERLOAD_QUEUE_SECONDS", "10"))
 # Load benches read each answer's server CPU and query count from a Server-Timing header (off by default).
 SERVER_TIMING = _env_bool("SERVER_TIMING")
 if SERVER_TIMING:
@@ -226,7 +231,7 @@ USE_TZ = True
 
 # --- Static and private files -------------------------------------------------------------------------
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"
