@@ -101,6 +101,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before sessions and the database: a request that queued too long is answered "busy" at no cost.
+    "studyapp.overload.OverloadMiddleware",
     "studies.null_characters.NullCharacterMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -112,6 +114,13 @@ MIDDLEWARE = [
     # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+# A request the proxy stamped (X-Request-Start) more than this many seconds ago is answered 503 "busy,
+# retrying" at once instead of being served late (studyapp/overload.py); 0 never sheds.
+OVERLOAD_QUEUE_SECONDS = float(os.environ.get("OVERLOAD_QUEUE_SECONDS", "10"))
+# Load benches read each answer's server CPU and query count from a Server-Timing header (off by default).
+SERVER_TIMING = _env_bool("SERVER_TIMING")
+if SERVER_TIMING:
+    MIDDLEWARE.insert(0, "studyapp.server_timing.ServerTimingMiddleware")
 
 ROOT_URLCONF = "studyapp.urls"
 WSGI_APPLICATION = "studyapp.wsgi.application"
@@ -180,6 +189,10 @@ else:
         }
     }
 
+# The staff overview's and leaderboard's figures are recomputed at most this often (console/dashboard/cached.py);
+# 0 computes them on every page (the tests, which change data between two pages).
+DASHBOARD_CACHE_SECONDS = int(os.environ.get("DASHBOARD_CACHE_SECONDS", "0" if TESTING else "10"))
+
 # --- Auth ----------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -205,6 +218,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Requests to invitation links (/join/…) per client address; each may create an account.
 JOIN_THROTTLE_RATE = os.environ.get("JOIN_THROTTLE_RATE", "30/min")
+# A signed personal invitation is the recruit's credential (password optional); it expires this many days
+# after it was issued.
+PERSONAL_LINK_MAX_AGE_DAYS = int(os.environ.get("PERSONAL_LINK_MAX_AGE_DAYS", "90"))
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -215,7 +231,7 @@ USE_TZ = True
 
 # --- Static and private files -------------------------------------------------------------------------
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"

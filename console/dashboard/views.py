@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console.dashboard import counts, pages, power, selectors, services
+from console.dashboard import cached, counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
@@ -85,8 +85,8 @@ def glossary(request: HttpRequest) -> HttpResponse:
 @require_GET
 def overview(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
-    data = selectors.overview(study)
-    study_counts = counts.study_counts(study)
+    data = cached.overview(study)
+    study_counts = data["counts"]
     return _render(
         request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",
         data=data, funnel_chart=pages.funnel_chart(data["funnel"]), counts=study_counts,
@@ -109,7 +109,7 @@ def _demo_accounts(study: Study) -> dict[str, Any] | None:
 def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
     cluster = selectors.stability_cluster(request.GET.get("cluster"))
-    data = selectors.leaderboard(study, request.GET.get("page"), cluster=cluster)
+    data = cached.leaderboard(study, request.GET.get("page"), cluster=cluster)
     graders = _analysis_context(request, study, "graders", auto=True)
     design = power.power_context(study)
     return _render(
@@ -269,6 +269,7 @@ def staff_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
         messages.success(request, _run_action(action, form.cleaned_data, request.user))
     except (staff_actions.StaffActionError, RetryRefused) as exc:
         messages.error(request, str(exc))
+    cached.overview_forget(study)
     return redirect(reverse("dashboard:overview", kwargs={"slug": study.slug}) + anchor)
 
 
