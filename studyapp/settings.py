@@ -437,6 +437,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The statuses a worker sees of their own episode (grading states read "submitted").
+    "ENUM_NAME_OVERRIDES": {"EpisodeStatusEnum": "studies.models.Episode.Status",
+                            "WorkerEpisodeStatusEnum": "studies.models.Episode.WORKER_STATUSES"},
 }
 
 # --- Security ---------------------------------------------------------------------------------------------
