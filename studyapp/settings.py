@@ -445,6 +445,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # Forms and uploads are parsed by parsers that refuse NUL characters (console/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "console.api.parsers.NulRefusingFormParser",
+        "console.api.parsers.NulRefusingMultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -465,6 +471,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The statuses a worker sees of their own episode (grading states read "submitted").
+    "ENUM_NAME_OVERRIDES": {"EpisodeStatusEnum": "studies.models.Episode.Status",
+                            "WorkerEpisodeStatusEnum": "studies.models.Episode.WORKER_STATUSES"},
 }
 
 # --- Security ---------------------------------------------------------------------------------------------
