@@ -503,8 +503,9 @@ def calibration_sample_by_family(study: Study) -> list[dict[str, Any]]:
 
 def study_gate(study: Study) -> dict[str, Any]:
     """The gate page: stored verdicts per (category, judge), the settings, and the calibration sample."""
-    gates = list(JudgeGate.objects.filter(study=study).order_by("category", "judge"))
     labels = dict(Criterion.Category.choices)
+    order = {code: i for i, code in enumerate(labels)}  # the rubric's own category order
+    gates = sorted(JudgeGate.objects.filter(study=study), key=lambda g: (order.get(g.category, 99), g.judge))
     widths = [g.more_for_bias_width for g in gates if g.more_for_bias_width is not None]
     return {
         "gates": [{"gate": g, "category_label": labels.get(g.category, g.category)} for g in gates],
