@@ -11,6 +11,10 @@ from typing import Any
 
 
 def _pct(value: float) -> str:
+    if 0.99 < value < 1.0:
+        return "more than 99 %"  # never round a near-certainty up to "100 %"
+    if 0.0 < value < 0.01:
+        return "less than 1 %"
     return f"{100 * value:.0f} %"
 
 
@@ -94,8 +98,8 @@ def design_verdict(power: dict[str, Any]) -> str:
     """Return what the stopping-rule estimate says, and why the designs agree when they do."""
     repeat_limit, n_agents, tasks_per_session = power["repeat_limit"], power["n_agents"], power["tasks_per_session"]
     all_meet = repeat_limit <= 1 and n_agents and tasks_per_session >= n_agents
-    why = (f" With {tasks_per_session} tasks per worker, {n_agents} agents and a repeat limit of 1, every worker "
-           "meets every agent, so the three designs assign the same pairs and their rows are equal."
+    why = (f" At a repeat limit of 1 with {tasks_per_session} tasks and {n_agents} agents, every worker meets every "
+           "agent, so the three designs assign the same pairs and their rows are equal (details below)."
            ) if all_meet else ""
     estimate = power.get("estimate")
     if not estimate or not estimate["rows"]:

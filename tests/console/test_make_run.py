@@ -2,7 +2,8 @@
 
 The run recipe is executed for real by make and bash; only the programs it starts are stand-ins (a worker
 that prints a 60-line banner and its ready line, a web server that stops after a moment), so the test
-checks the recipe's own plumbing: the order of the output and that Ctrl-C-free shutdown still stops the worker.
+checks the recipe's own plumbing: the order of the output, and that the worker is still stopped when the web
+server ends.
 """
 
 from __future__ import annotations
@@ -55,4 +56,5 @@ def test_make_run_prints_the_accounts_after_the_worker_banner(tmp_path):
     accounts = next(i for i, line in enumerate(lines) if line.startswith("Demo accounts"))
     assert accounts > last_banner, lines
     assert any(line.startswith("Worker invitation link: http://127.0.0.1:8765") for line in lines), lines
-    assert "worker: warm shutdown" in lines and lines[-1] == "Stopped.", lines
+    # The worker stops warmly when the web server ends (its last line may pass awk after make's own "Stopped.").
+    assert "worker: warm shutdown" in lines and "Stopped." in lines, lines

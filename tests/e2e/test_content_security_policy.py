@@ -52,7 +52,8 @@ def test_staff_pages_dashboard_admin_and_api_docs_run_without_csp_violations(pag
     slug = populated.study.slug
     violations: list[str] = []
     for path in (f"/admin/dashboard/{slug}/", f"/admin/dashboard/{slug}/leaderboard/",
-                 f"/admin/dashboard/{slug}/exports/", "/admin/", "/admin/studyapp/episode/",
+                 f"/admin/dashboard/{slug}/exports/", "/admin/dashboard/help/glossary/", "/admin/",
+                 "/admin/studyapp/episode/",
                  f"/admin/studyapp/study/{populated.study.pk}/change/", "/expert/staff/experts/",
                  "/expert/staff/routing/", "/api/docs/"):
         violations += _visit(page, path)

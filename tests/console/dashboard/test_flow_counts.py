@@ -69,6 +69,11 @@ def test_every_page_shows_each_shared_count_with_the_same_number(staff_client, s
         assert values == {getattr(expected, name)}, f"{name} differs between pages: {dict(pages)}"
     for name in SHARED:
         assert len(seen[name]) >= 2, f"{name} is shown on {sorted(seen[name])} only"
+    # The survey statistics count their respondents from the answers themselves: the same people.
+    result = BackgroundJob.objects.filter(study=study, kind="surveys", status="done").latest("created_at").result
+    assert (result["n_respondents_pre"], result["n_respondents_post"], result["n_respondents_both"]) == (
+        expected.answered_pre, expected.answered_post, expected.answered_both)
+    assert result["n_with_skill"] == expected.rated_participants
 
 
 @pytest.mark.django_db
