@@ -36,6 +36,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.sparse
 from scipy.stats import chi2, norm
+from threadpoolctl import threadpool_limits
 
 from rating.arrays import finite_array, first_appearance, id_array, id_words, weight_array
 from rating.engine import RatingConfig, prob_greater_matrix, solve_bipartite
@@ -44,7 +45,6 @@ from rating.task_blocks import (
     BlockFactor,
     SingularSystem,
     TaskBlocks,
-    blas_threads,
     factorise,
     observation_forms,
     participant_forms,
@@ -1247,10 +1247,11 @@ def _obs_quadratic(
 
 def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
     tasks = spec.kind == "calibrated_task"
-    st = _structure(obs, tasks=tasks, random_agents=random_agents)
-    if st.blocks is None:
-        return _fit_structure(obs, spec, st)
-    with blas_threads(st.blocks):
+    # One BLAS thread: on a shared machine threaded factorisations of a few thousand columns measured up to
+    # ten times slower than one thread (the task model at 2 000 tasks: 84-102 s against 8-11 s at load
+    # 13-18; the two-factor model at 2 x 10^6 observations 2.0-2.3 s against 1.3-1.6 s at load 12).
+    with threadpool_limits(limits=1, user_api="blas"):
+        st = _structure(obs, tasks=tasks, random_agents=random_agents)
         return _fit_structure(obs, spec, st)
 
 

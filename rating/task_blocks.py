@@ -27,20 +27,15 @@ Pure numpy/scipy: no Django, no settings, no I/O.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 import scipy.sparse.csgraph
-from threadpoolctl import threadpool_limits
 
 # Blocks at least this large are factorised one by one with LAPACK; smaller ones batched by size.
 _LOOP_BLOCK = 48
-# Below this block size BLAS runs on one thread: small factorisations only lose to thread hand-offs,
-# badly so on a loaded machine.
-_THREADED_BLOCK = 2048
 # Pairs gathered at once (bounds the temporaries of the per-participant pair walks).
 _PAIR_CHUNK = 1 << 21
 
@@ -291,13 +286,6 @@ class BlockFactor:
             part = r[first : first + count * k].reshape(count, k, -1)
             out[first : first + count * k] = np.matmul(mat, part).reshape(count * k, -1)
         return out[b.position]
-
-
-def blas_threads(blocks: TaskBlocks) -> contextlib.AbstractContextManager[object]:
-    """Return a context keeping BLAS on one thread when every block is small (enter it once per fit)."""
-    if blocks.largest < _THREADED_BLOCK:
-        return threadpool_limits(limits=1, user_api="blas")
-    return contextlib.nullcontext()
 
 
 def _row_chunks(c: scipy.sparse.csr_matrix) -> list[tuple[int, int]]:

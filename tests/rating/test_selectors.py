@@ -41,6 +41,13 @@ def test_observations_arrays_hold_only_the_active_ledger_in_id_order():
     assert agent_ids.dtype == np.int64 and y.dtype == np.float64
 
 
+def test_a_row_without_its_task_uuid_reads_the_uuid_of_its_task():
+    study, _, _, _ = _recorded_study(seed=12)
+    expected = [str(o.task.uuid) for o in Observation.objects.filter(study=study, active=True).order_by("pk")]
+    Observation.objects.filter(study=study).update(task_uuid=None)
+    assert selectors.observations_arrays(study).task_ids.tolist() == expected
+
+
 def test_imported_task_uuids_count_as_tasks_and_a_missing_one_disables_task_groups():
     study = StudyFactory()
     task_uuid = uuid.uuid4()
