@@ -28,12 +28,13 @@ class QoS(kombu_redis.QoS):
         try:
             super().restore_unacked(client)
         except Exception as exc:  # never let a failed restore take the worker down
+            delivered: Any = self._delivered  # a dict of delivery tag → message once the channel consumed
             logger.warning("could not return %d unacknowledged message(s) to the broker (%s: %s); their work is "
-                           "recovered by its lease and the reconciliation sweep", len(self._delivered),
+                           "recovered by its lease and the reconciliation sweep", len(delivered),
                            type(exc).__name__, exc)
             # Forget them here as a successful restore does (the broker's unacknowledged set still has them if
             # it survived); kombu asserts the set is empty once restored.
-            self._delivered.clear()
+            delivered.clear()
 
 
     def ack(self, delivery_tag: Any) -> None:

@@ -54,7 +54,7 @@ def _world():
 def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monkeypatch):
     sent = []
     monkeypatch.setattr("studyapp.celery.app.send_task",
-                        lambda name, args: sent.append((name, args)))
+                        lambda name, args, **kw: sent.append((name, args)))
     study = _world()
     files = {}
     for name, content in (("summary.xlsx", XLSX), ("notes.pdf", PDF), ("chart.png", PNG), ("session.txt", b"log"),

@@ -320,7 +320,9 @@ def test_one_grading_message_delivered_three_times_grades_once(chaos):
     chaos.script.judge_delay = 1.0
     study = _study()
     episode = chaos.episode(study, submit=False)
-    chaos.worker(pool="prefork", concurrency=3)
+    worker = chaos.worker(pool="prefork", concurrency=3)
+    # Timed from a running worker: the three deliveries, not the worker's start-up, are what is measured.
+    wait_for(lambda: " ready." in worker.output(), timeout=120, message="the worker to be ready")
     began = time.monotonic()
     for _ in range(3):
         current_app.send_task("grading.tasks.grade_episode", args=[episode.pk])

@@ -164,7 +164,7 @@ def test_a_new_version_requires_reconsent_only_when_staff_ask_for_it():
 def test_declining_a_required_new_version_withdraws_the_participant(monkeypatch, django_capture_on_commit_callbacks):
     sent = []
     monkeypatch.setattr("studyapp.celery.app.send_task",
-                        lambda name, args: sent.append((name, args)))
+                        lambda name, args, **kw: sent.append((name, args)))
     world = make_world()
     participant = make_participant(world)
     v2 = ConsentVersionFactory(study=world.study, version=2, requires_reconsent=True)
@@ -179,7 +179,7 @@ def test_withdrawal_cancels_open_work_keeps_submitted_work_and_enqueues_the_retr
         monkeypatch, django_capture_on_commit_callbacks):
     sent = []
     monkeypatch.setattr("studyapp.celery.app.send_task",
-                        lambda name, args: sent.append((name, args)))
+                        lambda name, args, **kw: sent.append((name, args)))
     world = make_world(with_files=False)
     participant = make_participant(world)
     done = episode_assign(participant=participant, position=1)

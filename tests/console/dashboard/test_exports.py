@@ -248,7 +248,7 @@ def test_the_exports_page_creates_jobs_and_hides_the_pii_option_without_permissi
     staff_client, populated, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     url = reverse("dashboard:exports", args=[populated.study.slug])
     assert 'name="include_pii"' not in staff_client.get(url).content.decode()
     response = staff_client.post(url, {"what": "export", "include_pii": "on"}, follow=True)

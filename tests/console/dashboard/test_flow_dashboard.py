@@ -113,7 +113,7 @@ def test_survey_and_collaboration_pages_start_their_analysis_and_then_show_it(
     staff_client, populated, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     for page in ("surveys", "collaboration"):
         url = reverse(f"dashboard:{page}", args=[populated.study.slug])
         with django_capture_on_commit_callbacks(execute=True):
@@ -160,7 +160,7 @@ def test_an_older_result_stays_visible_while_new_data_is_analysed(staff_client, 
     from tests.factories import ParticipantFactory
     from tests.factories.surveys import add_survey
 
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: None)
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: None)
     job = services.analysis_request(study=populated.study, kind="surveys", actor=None)
     services.analysis_job_run(job_id=job.pk)
     add_survey(ParticipantFactory(study=populated.study, status="complete"), np.random.default_rng(0))

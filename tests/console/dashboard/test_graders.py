@@ -30,7 +30,7 @@ def test_the_leaderboard_starts_the_grader_analysis_and_then_shows_its_verdict(
     staff_client, populated, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     _grade_twice(populated, bonus=6.0)
     url = reverse("dashboard:leaderboard", args=[populated.study.slug])
     with django_capture_on_commit_callbacks(execute=True):

@@ -147,7 +147,7 @@ def test_a_stability_job_is_cached_per_posterior_version(populated, settings, dj
                                                          monkeypatch):
     settings.RATING = {**settings.RATING, "BOOTSTRAP_ROUNDS": 100}
     sent = []
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     with django_capture_on_commit_callbacks(execute=True):
         job = services.analysis_request(study=populated.study, kind="stability", actor=None)
     assert job.cache_key == f"stability:{populated.study.pk}:v{populated.snapshot.version}:r100:calibrated"

@@ -105,7 +105,7 @@ def test_reassigning_pairs_the_task_with_another_study_agent_and_resets_setup(op
 def test_marking_withdrawn_goes_through_the_withdrawal_service(open_episode, staff_user,
                                                                django_capture_on_commit_callbacks, monkeypatch):
     sent = []
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     with django_capture_on_commit_callbacks(execute=True):
         staff_actions.participant_mark_withdrawn(participant=open_episode.participant, actor=staff_user,
                                                  reason="asked by email")
@@ -121,7 +121,7 @@ def test_marking_withdrawn_goes_through_the_withdrawal_service(open_episode, sta
 def test_retrying_a_failed_grading_requeues_it_after_commit(open_episode, staff_user,
                                                             django_capture_on_commit_callbacks, monkeypatch):
     sent = []
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     Episode.objects.filter(pk=open_episode.pk).update(status=Episode.Status.FAILED, grading_note="judge timeout")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         episode = episode_grading_retry(episode=open_episode, actor=staff_user)

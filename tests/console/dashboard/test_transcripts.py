@@ -109,7 +109,7 @@ def test_curve_chart_escapes_agent_names_and_skips_missing_points():
 def test_the_collaboration_page_shows_the_process_metrics_and_effort_curves(
     staff_client, with_transcripts, django_capture_on_commit_callbacks, monkeypatch
 ):
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: None)
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: None)
     url = reverse("dashboard:collaboration", args=[with_transcripts.study.slug])
     with django_capture_on_commit_callbacks(execute=True):
         staff_client.get(url)
