@@ -367,7 +367,7 @@ class _Writer:
         columns = header or table.header(self.include_pii)
         self.headers[table.file] = columns
         count = 0
-        with self.archive.open(self._entry(table.file), "w", force_zip64=True) as raw:
+        with self.archive.open(self.entry(table.file), "w", force_zip64=True) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
             writer = csv_writer(text)
             writer.writerow(columns)
@@ -380,9 +380,9 @@ class _Writer:
         self.counts[table.file] = count
 
     def text(self, name: str, content: str) -> None:
-        self.archive.writestr(self._entry(name), content)
+        self.archive.writestr(self.entry(name), content)
 
-    def _entry(self, name: str) -> zipfile.ZipInfo:
+    def entry(self, name: str) -> zipfile.ZipInfo:
         """Every member carries the export's own time, so the same data exported "at" the same time is the same
         bytes (a restored backup is checked that way: scripts/backup_restore_check.sh)."""
         entry = zipfile.ZipInfo(name, date_time=self.date_time)
@@ -561,7 +561,7 @@ def _transcript_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, 
 def _write_transcripts(writer: _Writer, study: Study, hasher: Pseudonymizer) -> None:
     """Write the normalised turns, one episode per line (identifying: the worker's own words)."""
     count = 0
-    with writer.archive.open("transcripts.jsonl", "w", force_zip64=True) as raw:
+    with writer.archive.open(writer.entry("transcripts.jsonl"), "w", force_zip64=True) as raw:
         rows = _transcripts(study).values("episode_id", "episode__agent__name", "files")
         for row in _stream(rows):
             files = [{key: f.get(key) for key in ("name", "format", "status", "note", "heuristic", "truncated",
@@ -761,7 +761,7 @@ def _stream_values(queryset: QuerySet) -> Iterator[tuple[Any, ...]]:
 
 def _write_sessions(writer: _Writer, study: Study, hasher: Pseudonymizer) -> int:
     count = 0
-    with writer.archive.open("sessions.json", "w", force_zip64=True) as raw:
+    with writer.archive.open(writer.entry("sessions.json"), "w", force_zip64=True) as raw:
         raw.write(b"[")
         for index, session in enumerate(sessions(study, hasher)):
             raw.write((b",\n" if index else b"\n") + json.dumps(session, ensure_ascii=False).encode())
