@@ -116,7 +116,8 @@ def _grading_state() -> Iterator[GaugeMetricFamily]:
     ):
         family = GaugeMetricFamily(name, help_text, labels=[field])
         counts = dict(queryset.order_by().values_list(field).annotate(n=Count("pk")))
-        for value in model._meta.get_field(field).choices or []:
+        model_field = model._meta.get_field(field)
+        for value in getattr(model_field, "choices", None) or []:
             family.add_metric([value[0]], counts.get(value[0], 0))
         yield family
 
