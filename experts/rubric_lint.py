@@ -137,11 +137,11 @@ def lint_rubric(criteria: Iterable[Mapping[str, Any]]) -> list[LintHint]:
         hints.extend(lint_criterion(description, label, index=index))
     count = len(used)
     if count < MIN_CRITERIA:
-        hints.append(LintHint("too_few", ERROR, f"{count} criteria: a rubric needs between {MIN_CRITERIA} and "
-                              f"{MAX_CRITERIA}. Add {MIN_CRITERIA - count} more before submitting."))
+        hints.append(LintHint("too_few", ERROR, f"{criteria_count(count)}: a rubric needs between {MIN_CRITERIA} "
+                              f"and {MAX_CRITERIA}. Add {MIN_CRITERIA - count} more before submitting."))
     elif count > MAX_CRITERIA:
-        hints.append(LintHint("too_many", ERROR, f"{count} criteria: a rubric needs between {MIN_CRITERIA} and "
-                              f"{MAX_CRITERIA}. Merge or remove {count - MAX_CRITERIA}."))
+        hints.append(LintHint("too_many", ERROR, f"{criteria_count(count)}: a rubric needs between {MIN_CRITERIA} "
+                              f"and {MAX_CRITERIA}. Merge or remove {count - MAX_CRITERIA}."))
     if used and not any(label == "critical" for _, _, label in used):
         hints.append(LintHint("no_critical", WARNING, "No criterion is labelled critical. Which checks must pass "
                               "for the work to be acceptable at all?"))
@@ -153,6 +153,11 @@ def lint_rubric(criteria: Iterable[Mapping[str, Any]]) -> list[LintHint]:
         elif key:
             seen[key] = index
     return hints
+
+
+def criteria_count(n: int) -> str:
+    """Return "1 criterion" or "n criteria"."""
+    return f"{n} criterion" if n == 1 else f"{n} criteria"
 
 
 def blocking(hints: Iterable[LintHint]) -> list[LintHint]:

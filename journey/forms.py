@@ -18,6 +18,23 @@ class SignupForm(UserCreationForm):
         model = get_user_model()
         fields = ("username", "email")
 
+    def __init__(self, *args, password_optional: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.password_optional = password_optional
+        if password_optional:
+            # A signed personal link is the credential (the link signs the worker back in), so the launch's
+            # critical path pays no password hash; a password only adds a way in from another device.
+            for name in ("password1", "password2"):
+                self.fields[name].required = False
+            self.fields["password1"].help_text = ("Optional. Your personal link signs you back in; a password lets "
+                                                  "you sign in without it, e.g. on another device.")
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.password_optional and bool(cleaned.get("password1")) != bool(cleaned.get("password2")):
+            self.add_error("password2", "Enter the same password twice, or leave both fields empty.")
+        return cleaned
+
 
 class ConsentForm(forms.Form):
     decision = forms.ChoiceField(choices=[("accept", "I agree"), ("decline", "I do not agree")])
@@ -31,10 +48,18 @@ class ProfileForm(forms.Form):
             "invalid_choice": "That occupation is not in the list; please search again and pick one.",
         },
     )
-    years_experience = forms.IntegerField(
-        min_value=0, max_value=70, label="Years of experience in this occupation",
-        error_messages={"required": "Please enter your years of experience (0 if you are just starting)."},
+    # Whole or half years from 0 to 70: the rule the pre-survey's experience question (D3) states and checks.
+    years_experience = forms.FloatField(
+        min_value=0, max_value=70, step_size=0.5, label="Years of experience in this occupation",
+        error_messages={"required": "Please enter your years of experience (0 if you are just starting).",
+                        "invalid": "Enter whole or half years, for example 4 or 2.5.",
+                        "step_size": "Enter whole or half years, for example 4 or 2.5.",
+                        "min_value": "Enter a number of years from 0 to 70.",
+                        "max_value": "Enter a number of years from 0 to 70."},
     )
+
+    def clean_years_experience(self) -> float:
+        return float(self.cleaned_data["years_experience"])
 
     def __init__(self, *args, occupations=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -64,6 +89,26 @@ class SetupFailedForm(forms.Form):
                                       "%(show_value)d); attach screenshots for the rest."},
     )
     # Skipping cannot be undone, so it is confirmed explicitly (works without script, unlike a dialog).
+    confirm = forms.BooleanField(error_messages={
+        "required": "Please tick the box to confirm that this task should be skipped.",
+    })
+
+    def clean(self) -> dict:
+        # Every missing part is named on the first try, screenshots included (they arrive as files).
+        cleaned = super().clean()
+        if not self.files.getlist("screenshots"):
+            self.add_error(None, "Please attach at least one screenshot of the setup problem.")
+        return cleaned
+
+
+class OutsideExpertiseForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000, min_length=10,
+        error_messages={"required": "Please say why this task is outside your expertise.",
+                        "min_length": "Please say in a sentence why this task is outside your expertise.",
+                        "max_length": "Please keep the reason under %(limit_value)d characters (yours has "
+                                      "%(show_value)d)."},
+    )
     confirm = forms.BooleanField(error_messages={
         "required": "Please tick the box to confirm that this task should be skipped.",
     })

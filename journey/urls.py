@@ -30,6 +30,8 @@ urlpatterns = [
     path("study/<slug:study_slug>/ping/", journey.heartbeat, name="heartbeat"),
     path("episodes/<int:episode_id>/setup/", task_page.setup, name="episode-setup"),
     path("episodes/<int:episode_id>/setup-failed/", task_page.setup_failed, name="episode-setup-failed"),
+    path("episodes/<int:episode_id>/outside-expertise/", task_page.skip_outside_expertise,
+         name="episode-outside-expertise"),
     path("episodes/<int:episode_id>/log/", task_page.log, name="episode-log"),
     path("episodes/<int:episode_id>/submit/", task_page.submit, name="episode-submit"),
     path("episodes/<int:episode_id>/files/", uploads.upload, name="episode-upload"),

@@ -21,6 +21,7 @@ from studies.models import (
     Occupation,
     Participant,
     Payment,
+    Sector,
     Study,
     TaskFile,
 )
@@ -86,6 +87,18 @@ class JourneyState:
         if not hasattr(self, "_paid_count"):
             self._paid_count = Payment.objects.filter(participant=self.participant, kind=Payment.Kind.TASK).count()
         return self._paid_count
+
+    @property
+    def pay_summary(self) -> str:
+        """Pay for submitted tasks as the ledger has it: recorded is not yet paid out, and the wording says so."""
+        lines = Payment.objects.filter(participant=self.participant, kind=Payment.Kind.TASK)
+        recorded, paid = self.paid_count, lines.filter(paid_at__isnull=False).count()
+        tasks = f"{recorded} task{'s' if recorded != 1 else ''}"
+        if paid == recorded:
+            return f"paid for {tasks}"
+        if paid == 0:
+            return f"pay recorded for {tasks}, not paid out yet"
+        return f"pay recorded for {tasks}: {paid} paid out, {recorded - paid} pending"
 
     @property
     def tasks_summary(self) -> str:
@@ -298,3 +311,27 @@ def participant_payments(participant: Participant) -> tuple[list[Payment], Any]:
     rows = Payment.objects.filter(participant=participant).order_by("created_at")
     return list(rows), rows.aggregate(total=Sum("amount"))["total"]
 
+
+
+@dataclass(frozen=True)
+class TaskMatch:
+    """How a task relates to the worker's occupation: the task page says so instead of implying "your field"."""
+
+    kind: str  # "occupation": listed for their occupation; "sector": their sector; "related": a fallback sector
+    worker_sector: str
+    task_sector: str
+
+
+def task_match(episode: Episode) -> TaskMatch:
+    """Return whether the episode's task is from the worker's own occupation, sector, or a related sector."""
+    participant, task = episode.participant, episode.task
+    occupation = (Occupation.objects.select_related("sector").filter(pk=participant.occupation_id).first()
+                  if participant.occupation_id else None)
+    worker_sector = occupation.sector if occupation is not None else None
+    task_sector = Sector.objects.filter(pk=task.sector_id).first() if task.sector_id else None
+    names = (worker_sector.name if worker_sector else "", task_sector.name if task_sector else "")
+    if occupation is not None and task.occupations.filter(pk=occupation.pk).exists():
+        return TaskMatch("occupation", *names)
+    if worker_sector is not None and task_sector is not None and worker_sector.pk == task_sector.pk:
+        return TaskMatch("sector", *names)
+    return TaskMatch("related", *names)

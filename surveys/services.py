@@ -79,6 +79,10 @@ def answer_code(question: Question, raw: Any) -> tuple[str, float | None]:
         low, high = float(options.get("min", 0)), float(options.get("max", 1e9))
         if not math.isfinite(number) or not low <= number <= high:
             raise SurveyAnswerInvalid(f"Enter a number between {low:g} and {high:g}.")
+        step = float(options.get("step") or 0)
+        if step > 0 and not math.isclose((number - low) / step, round((number - low) / step), abs_tol=1e-9):
+            raise SurveyAnswerInvalid("Enter whole or half years, for example 4 or 2.5." if step == 0.5 else
+                                      f"Enter a multiple of {step:g}.")
         return f"{number:g}", number
     if len(value) > MAX_TEXT:
         raise SurveyAnswerInvalid(f"Please keep the answer under {MAX_TEXT} characters.")
@@ -116,22 +120,32 @@ def answers_save(*, participant: Participant, phase: str, raw: dict[str, Any]) -
     response = _editable_response(participant=participant, phase=phase)
     questions = {q.code: q for q in questions_for(response.instrument, phase)}
     errors: dict[str, str] = {}
+    cleared: list[int] = []
+    coded_answers: dict[int, tuple[str, float | None]] = {}
+    for code, value in raw.items():
+        question = questions.get(code)
+        if question is None:
+            errors[code] = "This question is not part of the survey."
+            continue
+        if value is None or str(value).strip() == "":
+            cleared.append(question.pk)
+            continue
+        try:
+            coded_answers[question.pk] = answer_code(question, value)
+        except SurveyAnswerInvalid as exc:
+            errors[code] = exc.message
+    # One read, one delete and one upsert whatever the number of answers: a submit re-sends every answer the
+    # page autosaved already, and those unchanged ones are not written again.
+    existing = dict(Answer.objects.filter(response=response, question_id__in=[*cleared, *coded_answers])
+                    .values_list("question_id", "value"))
+    changed = [Answer(response=response, question_id=question_id, value=coded, numeric=numeric)
+               for question_id, (coded, numeric) in coded_answers.items() if existing.get(question_id) != coded]
     with transaction.atomic():
-        for code, value in raw.items():
-            question = questions.get(code)
-            if question is None:
-                errors[code] = "This question is not part of the survey."
-                continue
-            if value is None or str(value).strip() == "":
-                Answer.objects.filter(response=response, question=question).delete()
-                continue
-            try:
-                coded, numeric = answer_code(question, value)
-            except SurveyAnswerInvalid as exc:
-                errors[code] = exc.message
-                continue
-            Answer.objects.update_or_create(response=response, question=question,
-                                            defaults={"value": coded, "numeric": numeric})
+        if any(question_id in existing for question_id in cleared):
+            Answer.objects.filter(response=response, question_id__in=cleared).delete()
+        if changed:
+            Answer.objects.bulk_create(changed, update_conflicts=True, unique_fields=["response", "question"],
+                                       update_fields=["value", "numeric", "updated_at"])
     return errors
 
 
@@ -150,7 +164,8 @@ def response_submit(*, participant: Participant, phase: str, raw: dict[str, Any]
         problems.update(errors)
         if problems:
             raise SurveyIncomplete(
-                f"{len(problems)} answer(s) missing or needing a correction; everything else is saved.",
+                (f"{len(problems)} answer is missing or needs a correction" if len(problems) == 1 else
+                 f"{len(problems)} answers are missing or need a correction") + "; everything else is saved.",
                 errors=problems,
             )
         response.submitted_at = timezone.now()

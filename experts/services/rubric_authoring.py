@@ -25,7 +25,7 @@ from django.db.models import Max, ProtectedError
 
 from experts.exceptions import RubricIncomplete, RubricNotEditable, RubricReviewError, StaleRubricEdit
 from experts.models import ExpertProfile
-from experts.rubric_lint import blocking, lint_rubric
+from experts.rubric_lint import blocking, criteria_count, lint_rubric
 from grading.exceptions import RubricInvalid
 from grading.models import Criterion, Rubric
 from grading.schemas import CATEGORY_POINTS, POINT_TOLERANCE, RUBRIC_CATEGORIES
@@ -127,6 +127,12 @@ def _criterion_problems(rows: Sequence[CriterionInput]) -> list[tuple[int | None
     problems: list[tuple[int | None, str]] = [
         (hint.index, hint.message)
         for hint in blocking(lint_rubric({"description": r.description, "label": r.label} for r in rows))]
+    return problems + category_point_problems(rows)
+
+
+def category_point_problems(rows: Sequence[CriterionInput]) -> list[tuple[int | None, str]]:
+    """Return the category and points rules submission enforces (the editor's live hints show the same)."""
+    problems: list[tuple[int | None, str]] = []
     by_category: dict[str, list[int]] = defaultdict(list)
     for index, row in enumerate(rows):
         if row.category not in CATEGORY_POINTS:
@@ -146,7 +152,7 @@ def _criterion_problems(rows: Sequence[CriterionInput]) -> list[tuple[int | None
         blanks = [i for i in indices if rows[i].points is None]
         if blanks and required - given <= POINT_TOLERANCE:
             problems.append((None, f"“{name}”: the points you gave already add up to {given:g} of {required:g}, "
-                                   f"leaving nothing for the {len(blanks)} criteria without points."))
+                                   f"leaving nothing for the {criteria_count(len(blanks))} without points."))
         elif not blanks and abs(given - required) > POINT_TOLERANCE:
             problems.append((None, f"“{name}”: points add up to {given:g} but must add up to {required:g} (or "
                                    "leave some blank to share the rest equally)."))

@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
@@ -21,6 +21,7 @@ from experts.forms import InviteAcceptForm
 from experts.models import ExpertProfile
 from experts.services.invites import expert_invite_accept, expert_invite_read
 from experts.services.routing import routable_episodes
+from experts.views.access import not_for_this_account
 from studies.roles import EXPERT, STAFF, has_role
 
 
@@ -30,7 +31,7 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.get_full_path())
     is_expert, is_staff = has_role(request.user, EXPERT), has_role(request.user, STAFF)
     if not (is_expert or is_staff):
-        raise Http404
+        return not_for_this_account(request, "Your account is not an expert account.")
     profile = ExpertProfile.objects.filter(user=request.user).prefetch_related("sectors").first()
     context: dict[str, Any] = {"profile": profile, "is_expert": is_expert, "is_staff": is_staff,
                                "paused": profile is not None and not profile.is_active}

@@ -21,8 +21,14 @@ from experts.forms import (
     formset_inputs,
 )
 from experts.models import ExpertProfile
-from experts.rubric_lint import MAX_CRITERIA, MIN_CRITERIA, lint_rubric
-from experts.services.rubric_authoring import CriterionInput, draft_rows, rubric_draft_save, rubric_draft_start
+from experts.rubric_lint import MAX_CRITERIA, MIN_CRITERIA, criteria_count, lint_rubric
+from experts.services.rubric_authoring import (
+    CriterionInput,
+    category_point_problems,
+    draft_rows,
+    rubric_draft_save,
+    rubric_draft_start,
+)
 from experts.views.access import expert_page
 from grading.models import Rubric
 from grading.schemas import RUBRIC_CATEGORIES
@@ -150,7 +156,7 @@ def rubric_edit(request: HttpRequest, profile: ExpertProfile, rubric_id: int) ->
         messages.success(request, f"Version {saved.version} was submitted for approval. The study team will "
                                   "review it.")
         return redirect("expert:rubric_detail", rubric_id=saved.pk)
-    messages.success(request, f"Draft saved ({len(formset_inputs(formset))} rows).")
+    messages.success(request, f"Draft saved ({criteria_count(saved.criteria.count())}).")
     return redirect(reverse("expert:rubric_edit", kwargs={"rubric_id": saved.pk}))
 
 
@@ -163,11 +169,35 @@ def rubric_lint(request: HttpRequest, profile: ExpertProfile) -> JsonResponse:
         rows = data["criteria"]
         if not isinstance(rows, list) or len(rows) > 60:
             raise ValueError
-        criteria = [{"description": str(r.get("description", ""))[:2000], "label": str(r.get("label", ""))[:16]}
+        criteria = [{"description": str(r.get("description", ""))[:2000], "label": str(r.get("label", ""))[:16],
+                     "category": str(r.get("category", ""))[:32], "points": str(r.get("points", "") or "")[:20]}
                     for r in rows]
     except (ValueError, KeyError, TypeError, AttributeError):
         return JsonResponse({"error": "Send {\"criteria\": [{\"description\": ..., \"label\": ...}]}."}, status=400)
-    return JsonResponse({"hints": [hint.to_json() for hint in lint_rubric(criteria)]})
+    hints = [hint.to_json() for hint in lint_rubric(criteria)]
+    if any(row["category"] for row in criteria):
+        hints += _category_point_hints(criteria)
+    return JsonResponse({"hints": hints})
+
+
+def _category_point_hints(criteria: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The category and points rules submission enforces, as live hints on the rows the expert sees."""
+    used = [(index, row) for index, row in enumerate(criteria) if row["description"].strip() or row["label"]]
+    inputs, hints = [], []
+    for index, row in used:
+        raw = row["points"].strip().replace(",", ".")
+        try:
+            points = float(raw) if raw else None
+        except ValueError:
+            hints.append({"code": "points", "severity": "error", "index": index,
+                          "message": "Points must be a number (or blank to share the category's points)."})
+            points = None
+        inputs.append(CriterionInput(description=row["description"], label=row["label"], category=row["category"],
+                                     points=points))
+    for position, message in category_point_problems(inputs):
+        hints.append({"code": "points", "severity": "error", "message": message,
+                      "index": None if position is None else used[position][0]})
+    return hints
 
 
 @expert_page

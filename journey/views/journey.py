@@ -27,6 +27,7 @@ from studies.invitations import (
     claim_from_personal_token,
     claim_from_query,
     participant_id_from_resume_token,
+    personal_link_signs_in,
     resume_path,
 )
 from studies.markdown import render_markdown
@@ -79,7 +80,7 @@ def _throttled(view):
         seconds = max(1, math.ceil(throttle.wait() or 1))
         response = render(request, "worker/join_problem.html", {
             "study": None, "error": "Too many requests from your network to invitation links. "
-                                    f"Please wait {math.ceil(seconds / 60)} minute(s) and open the link again.",
+                                    f"Please wait {_minutes(seconds)} and open the link again.",
         }, status=429)
         response["Retry-After"] = str(seconds)
         return response
@@ -139,15 +140,19 @@ def _join(request: HttpRequest, study: Study, claim: PlatformClaim) -> HttpRespo
 
 def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) -> HttpResponse:
     login_url = f"{reverse('login')}?{urlencode({'next': request.get_full_path()})}"
-    known_id = bool(claim.worker_id) and ParticipantIdentity.objects.filter(
+    owner = ParticipantIdentity.objects.filter(
         study=study, platform=claim.platform, platform_worker_id=claim.worker_id
-    ).exists()
-    form = SignupForm(request.POST or None) if not known_id else None
+    ).select_related("participant__user", "participant__study").first() if claim.worker_id else None
+    if owner is not None and claim.signed and personal_link_signs_in(owner.participant.user):
+        login(request, owner.participant.user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect(journey_state(owner.participant).url)
+    known_id = owner is not None
+    form = SignupForm(request.POST or None, password_optional=claim.signed) if not known_id else None
     if request.method == "POST" and form is not None and form.is_valid():
         try:
             participant = participant_signup(
                 study=study, claim=claim, username=form.cleaned_data["username"],
-                password=form.cleaned_data["password1"], email=form.cleaned_data.get("email") or "",
+                password=form.cleaned_data["password1"] or None, email=form.cleaned_data.get("email") or "",
             )
         except (IdentityConflict, StudyNotOpen) as exc:
             return _join_problem(request, study, exc, status=409 if isinstance(exc, IdentityConflict) else 410)
@@ -247,6 +252,11 @@ def consent(request: HttpRequest, study_slug: str) -> HttpResponse:
 def declined(request: HttpRequest, study_slug: str) -> HttpResponse:
     participant = load_participant(request, study_slug)
     return render(request, "worker/declined.html", {"participant": participant, "study": participant.study})
+
+
+def _minutes(seconds: float) -> str:
+    n = math.ceil(seconds / 60)
+    return f"{n} minute" if n == 1 else f"{n} minutes"
 
 
 # --- Profile -------------------------------------------------------------------------------------------------

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from journey.forms import NOTES_MAX_LENGTH, LogForm, SetupFailedForm, SetupForm
+from grading.selectors import episode_log_format_warnings
+from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
 from pairing.services import episode_assign
 from studies.conf import upload_limits
@@ -27,10 +28,12 @@ from studies.selectors import (
     journey_state,
     participant_for_user,
     reference_files,
+    task_match,
 )
 from studies.services.episodes import (
     episode_log_save,
     episode_setup_save,
+    episode_skip_outside_expertise,
     episode_skip_setup_failed,
     episode_submit,
     submission_checklist,
@@ -72,7 +75,9 @@ def task(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
 
 
 def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, setup_failed_form=None,
-                 log_form=None, setup_form=None) -> HttpResponse:
+                 log_form=None, setup_form=None, outside_form=None, section: str = "") -> HttpResponse:
+    """Render the task page; after a refused form, ``section`` names where the worker lands (the address bar is
+    set back to the task page's address with that anchor, so a reload opens the page, never a bare 405)."""
     participant, study, agent, task_obj = episode.participant, episode.participant.study, episode.agent, episode.task
     files = episode_files(episode)
     uploaded_names = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
@@ -80,6 +85,9 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
     editable = episode.status in EDITABLE_STATUSES and participant.status != Participant.Status.WITHDRAWN
     now = timezone.now()
     checklist = submission_checklist(episode, files) if editable else []
+    warnings = episode_log_format_warnings(episode, files) if editable else {}
+    for f in files:
+        f.format_warning = warnings.get(f.pk, "")
     context = {
         "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
@@ -91,9 +99,14 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "logs": [f for f in files if f.kind == EpisodeFile.Kind.LOG],
         "screenshots": [f for f in files if f.kind == EpisodeFile.Kind.SKIP_SCREENSHOT],
         "expected": [{"name": n, "uploaded": n in uploaded_names} for n in task_obj.expected_deliverables or []],
-        "checklist": checklist, "checklist_complete": all(c.done for c in checklist),
+        "checklist": checklist,
+        "checklist_complete": all(c.done for c in checklist) and not (log_form is not None and log_form.errors),
         "setup_form": setup_form or SetupForm(initial={"prior_experience": episode.prior_experience}),
         "setup_failed_form": setup_failed_form or SetupFailedForm(),
+        "outside_form": outside_form or OutsideExpertiseForm(),
+        "match": task_match(episode),
+        "log_unsaved": bool(log_form is not None and log_form.errors),
+        "page_address": task_url(episode) + (f"#{section}" if section else ""),
         "log_form": log_form or LogForm(initial={"share_url": episode.share_url, "notes": episode.notes}),
         "wants_files_log": agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
         "wants_share_url": agent.log_mode in (Agent.LogMode.SHARE_URL, Agent.LogMode.EITHER),
@@ -163,14 +176,24 @@ def _episode(request: HttpRequest, episode_id: int) -> Episode:
         raise Http404("No such task.")
 
 
+def _back_to_section(request: HttpRequest, episode_id: int, section: str) -> HttpResponse | None:
+    """A form address opened directly (a reload, a bookmark) leads back to its section of the task page."""
+    if request.method == "POST":
+        return None
+    if request.method in ("GET", "HEAD"):
+        return redirect(task_url(_episode(request, episode_id)) + f"#{section}")
+    return HttpResponseNotAllowed(["GET", "POST"])
+
+
 @login_required
-@require_POST
 def setup(request: HttpRequest, episode_id: int) -> HttpResponse:
+    if (back_response := _back_to_section(request, episode_id, "setup")) is not None:
+        return back_response
     episode = _episode(request, episode_id)
     form = SetupForm(request.POST)
     back = task_url(episode) + "#setup"
     if not form.is_valid():
-        return _render_task(request, episode, status=400, setup_form=form)
+        return _render_task(request, episode, status=400, setup_form=form, section="setup")
     try:
         episode = episode_setup_save(episode=episode, prior_experience=form.cleaned_data["prior_experience"],
                                      ready=form.cleaned_data["ready"])
@@ -184,39 +207,63 @@ def setup(request: HttpRequest, episode_id: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
 def setup_failed(request: HttpRequest, episode_id: int) -> HttpResponse:
     """Skip the task because the agent could not be set up (description and screenshots required)."""
+    if (back_response := _back_to_section(request, episode_id, "setup-failed")) is not None:
+        return back_response
     episode = _episode(request, episode_id)
-    form = SetupFailedForm(request.POST)
+    form = SetupFailedForm(request.POST, request.FILES)
     if not form.is_valid():
-        return _render_task(request, episode, status=400, setup_failed_form=form)
+        return _render_task(request, episode, status=400, setup_failed_form=form, section="setup-failed")
     try:
         # The returned episode carries the participant as the skip left it (maybe on to the final survey).
         episode = episode_skip_setup_failed(episode=episode, description=form.cleaned_data["description"],
                                             screenshots=request.FILES.getlist("screenshots"), actor=request.user)
     except StudyError as exc:
         form.add_error(None, exc.message)
-        return _render_task(request, episode, status=400, setup_failed_form=form)
+        return _render_task(request, episode, status=400, setup_failed_form=form, section="setup-failed")
     messages.success(request, f"Task {episode.position} was skipped and your report sent to the study team.")
     return redirect(journey_state(episode.participant).url)
 
 
 @login_required
-@require_POST
+def skip_outside_expertise(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Skip a task the worker cannot do honestly because it is outside their expertise (a reason is required)."""
+    if (back_response := _back_to_section(request, episode_id, "outside-expertise")) is not None:
+        return back_response
+    episode = _episode(request, episode_id)
+    form = OutsideExpertiseForm(request.POST)
+    if not form.is_valid():
+        return _render_task(request, episode, status=400, outside_form=form, section="outside-expertise")
+    try:
+        episode = episode_skip_outside_expertise(episode=episode, reason=form.cleaned_data["reason"],
+                                                 actor=request.user)
+    except StudyError as exc:
+        form.add_error(None, exc.message)
+        return _render_task(request, episode, status=400, outside_form=form, section="outside-expertise")
+    paid = " It is paid at the task rate, as this study's rules say." if episode.study.pay_outside_expertise_skips \
+        else ""
+    messages.success(request, f"Task {episode.position} was skipped as outside your expertise; the study team can "
+                              f"see your reason.{paid}")
+    return redirect(journey_state(episode.participant).url)
+
+
+@login_required
 def log(request: HttpRequest, episode_id: int) -> HttpResponse:
     """Save the shared-session link and notes without submitting (the page autosaves here as the worker types).
 
     ``next=review`` (the "Review and submit" button) saves what was typed first, then opens the review page, so
     notes typed but not yet saved are never dropped on the way to submitting.
     """
+    if (back_response := _back_to_section(request, episode_id, "log")) is not None:
+        return back_response
     episode = _episode(request, episode_id)
     form = LogForm(request.POST)
     if not form.is_valid():
         if wants_json(request):
             return JsonResponse({"ok": False, "errors": {k: [str(e) for e in v] for k, v in form.errors.items()}},
                                 status=400)
-        return _render_task(request, episode, status=400, log_form=form)
+        return _render_task(request, episode, status=400, log_form=form, section="log")
     share_url, notes = form.cleaned_data["share_url"], form.cleaned_data["notes"]
     try:
         episode = episode_log_save(episode=episode, share_url=share_url, notes=notes)
@@ -230,7 +277,7 @@ def log(request: HttpRequest, episode_id: int) -> HttpResponse:
             return JsonResponse({"ok": False, "errors": {"share_url": [exc.message]}, "notes_saved": True},
                                 status=400)
         form.add_error("share_url", exc.message)
-        return _render_task(request, episode, status=400, log_form=form)
+        return _render_task(request, episode, status=400, log_form=form, section="log")
     except StudyError as exc:
         return error_response(request, exc, fallback_url=task_url(episode))
     if wants_json(request):
@@ -259,9 +306,11 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
         return redirect(back)
     files = episode_files(episode)
     uploaded = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
+    warnings = episode_log_format_warnings(episode, files)
     return render(request, "worker/submit_confirm.html", {
         "episode": episode, "participant": episode.participant, "study": episode.participant.study,
         "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),
         "missing_expected": [n for n in episode.task.expected_deliverables or [] if n not in uploaded],
+        "log_warnings": [(f.name, warnings[f.pk]) for f in files if f.pk in warnings],
         "late": bool(episode.deadline_at and timezone.now() > episode.deadline_at), "back": back,
     })

@@ -28,7 +28,7 @@
 
   function updateCount() {
     const n = liveRows().filter(used).length;
-    countBox.textContent = `${n} criteria (a rubric needs ${MIN}–${MAX})`;
+    countBox.textContent = `${n} ${n === 1 ? "criterion" : "criteria"} (a rubric needs ${MIN}–${MAX})`;
     countBox.classList.toggle("bad", n < MIN || n > MAX);
   }
 
@@ -74,9 +74,12 @@
   }
 
   function lint() {
+    // Category and points travel too: the server answers with every rule submission enforces.
     const criteria = liveRows().map((row) => ({
       description: field(row, "description").value,
       label: field(row, "label").value,
+      category: field(row, "category") ? field(row, "category").value : "",
+      points: field(row, "points") ? field(row, "points").value : "",
     }));
     const sent = ++lintSeq;
     fetch(form.dataset.lintUrl, {

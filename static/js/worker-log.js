@@ -58,6 +58,13 @@
       fieldError("share_url", errors.share_url);
       fieldError("notes", errors.notes);
       if (reply.ok) {
+        var pending = document.querySelector("#submit-checklist li[data-need='log-form']");
+        if (pending) {
+          pending.hidden = true;
+          var box = document.getElementById("submit-checklist");
+          box.classList.toggle("is-complete", !box.querySelector("li[data-need]:not([hidden])"));
+        }
+        status.classList.remove("is-error");
         var t = new Date();
         status.textContent = "Saved (" + t.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) + ").";
       } else if (errors.notes) {

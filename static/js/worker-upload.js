@@ -39,6 +39,24 @@
     });
   }
 
+  // A removed file takes its "uploaded" line and any "Replace" offer with it: they speak of a file now gone.
+  function forgetProgress(kind, name) {
+    var list = document.querySelector("form.js-upload[data-kind='" + kind + "'] .upload-progress");
+    if (!list) { return; }
+    Array.prototype.forEach.call(list.querySelectorAll("li"), function (li) {
+      if (li.dataset.name === name) { li.parentNode.removeChild(li); }
+    });
+  }
+
+  function emptyRow() {
+    var row = document.createElement("tr");
+    row.className = "empty-row";
+    var cell = document.createElement("td");
+    cell.colSpan = 3; cell.className = "muted"; cell.textContent = "No files yet.";
+    row.appendChild(cell);
+    return row;
+  }
+
   function markExpected(name, uploaded) {
     Array.prototype.forEach.call(document.querySelectorAll(".expected-list li"), function (li) {
       var code = li.querySelector("code");
@@ -61,6 +79,11 @@
     var link = document.createElement("a");
     link.href = file.download_url; link.textContent = file.name;
     nameCell.appendChild(link);
+    if (file.warning) {  // the file is not the agent's own session file: said, never refused
+      var warning = document.createElement("p");
+      warning.className = "file-warning"; warning.setAttribute("role", "note"); warning.textContent = file.warning;
+      nameCell.appendChild(warning);
+    }
     var sizeCell = document.createElement("td");
     sizeCell.textContent = file.size_label;
     var actionCell = document.createElement("td");
@@ -91,6 +114,7 @@
 
     function entry(file) {
       var li = document.createElement("li");
+      li.dataset.name = file.name;
       var name = document.createElement("span");
       name.textContent = file.name + " (" + humanSize(file.size) + ")";
       var bar = document.createElement("progress");
@@ -149,9 +173,10 @@
           view.bar.value = 100;
           view.state.textContent = job.replace ? "replaced" : "uploaded";
           view.state.className = "is-done";
-          (reply.files || []).forEach(function (f) { addRow(kind, f); });
+          (reply.files || []).forEach(function (f) { addRow(kind, f); view.li.dataset.name = f.name; });
         } else if (reply.duplicate) {
           fail(view, reply.error);
+          if (reply.name) { view.li.dataset.name = reply.name; }
           var again = document.createElement("button");
           again.type = "button"; again.className = "button"; again.textContent = "Replace “" + reply.name + "”";
           again.addEventListener("click", function () {
@@ -213,7 +238,10 @@
         if (reply.data.ok) {
           var kind = row.closest(".file-table").dataset.kind;
           if (kind === "deliverable") { markExpected(row.dataset.name, false); }
-          row.parentNode.removeChild(row);
+          forgetProgress(kind, row.dataset.name);
+          var body = row.parentNode;
+          body.removeChild(row);
+          if (!body.querySelector("tr[data-file-id]")) { body.appendChild(emptyRow()); }
           refreshChecklist();
         } else {
           window.alert(reply.data.error || "The file could not be removed.");

@@ -50,6 +50,24 @@
     tick();
   }
 
+  // After a refused form the page is the form's answer: show the task page's own address (so a reload opens
+  // the page) and bring the worker to the first field that needs a correction, focused.
+  var address = document.getElementById("page-address");
+  if (address && address.dataset.url && window.history && window.history.replaceState) {
+    window.history.replaceState(null, "", address.dataset.url);
+  }
+  var invalid = document.querySelector("[aria-invalid='true']");
+  if (invalid) {
+    var details = invalid.closest("details");
+    if (details) { details.open = true; }
+    // After the load event: focus given while the page is still loading does not always stay.
+    var land = function () {
+      invalid.scrollIntoView({ block: "center" });
+      invalid.focus({ preventScroll: true });
+    };
+    if (document.readyState === "complete") { land(); } else { window.addEventListener("load", land); }
+  }
+
   var resume = document.getElementById("resume-link");
   if (resume) { resume.addEventListener("focus", function () { resume.select(); }); }
 })();

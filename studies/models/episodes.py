@@ -26,6 +26,7 @@ class Episode(models.Model):
 
     class SkipReason(models.TextChoices):
         SETUP_FAILED = "setup_failed", "Agent setup failed"
+        OUTSIDE_EXPERTISE = "outside_expertise", "Outside the worker's expertise"
         STAFF = "staff", "Skipped by staff"
         TIMED_OUT = "timed_out", "Time limit passed without a submission"
         ABANDONED = "abandoned", "Abandoned: no activity within the study's limit"
@@ -55,7 +56,7 @@ class Episode(models.Model):
     deadline_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     timed_out = models.BooleanField(default=False, help_text="Submitted after the deadline; kept and flagged.")
-    skip_reason = models.CharField(max_length=16, choices=SkipReason.choices, blank=True)
+    skip_reason = models.CharField(max_length=20, choices=SkipReason.choices, blank=True)
     skip_description = models.TextField(blank=True)
     share_url = models.URLField(blank=True, max_length=500, help_text="Shared-session link to the agent log.")
     notes = models.TextField(blank=True, help_text="Anything the worker wants the study team to know.")
@@ -64,6 +65,12 @@ class Episode(models.Model):
     expert_score = models.FloatField(null=True, blank=True, help_text="Score from submitted expert grades.")
     score_source = models.CharField(max_length=16, choices=ScoreSource.choices, blank=True)
     needs_expert_review = models.BooleanField(default=False, db_index=True)
+    in_calibration_sample = models.BooleanField(
+        default=False, db_index=True, help_text="Drawn at random for expert grading to measure the judges.")
+    calibration_probability = models.FloatField(
+        null=True, blank=True,
+        help_text="Probability with which the calibration draw would include this episode, fixed when it was "
+                  "first graded automatically; empty: not drawn (never graded automatically, or sampling off).")
     grading_note = models.TextField(blank=True, help_text="Why grading is waiting or failed (staff only).")
     is_simulated = models.BooleanField(default=False)
     is_gold = models.BooleanField(default=False, help_text="Known-answer episode planted for expert QA.")

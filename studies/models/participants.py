@@ -39,7 +39,8 @@ class Participant(models.Model):
     occupation = models.ForeignKey(
         "studyapp.Occupation", null=True, blank=True, on_delete=models.PROTECT, related_name="participants"
     )
-    years_experience = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Whole or half years, the same rule as the pre-survey's experience question (D3).
+    years_experience = models.FloatField(null=True, blank=True)
     consent_version = models.ForeignKey(
         "studyapp.ConsentVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

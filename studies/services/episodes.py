@@ -21,7 +21,7 @@ from studies.exceptions import EpisodeLocked, InvalidShareUrl, SubmitRejected, U
 from studies.models import Agent, Episode, EpisodeFile, Participant, Study
 from studies.services.audit import audit_record
 from studies.services.participants import FINISHED_EPISODE_STATUSES, participant_tasks_done
-from studies.services.payments import payment_record_task
+from studies.services.payments import payment_record_outside_expertise, payment_record_task
 from studies.services.uploads import EDITABLE_STATUSES, ensure_editable, episode_file_add, validate_upload
 from studies.task_names import GRADE_EPISODE
 from studies.task_sending import send_task_on_commit
@@ -96,6 +96,32 @@ def episode_skip_setup_failed(*, episode: Episode, description: str, screenshots
                 record.delete()
                 default_storage.delete(record.file.name)
         raise
+    return locked
+
+
+def episode_skip_outside_expertise(*, episode: Episode, reason: str, actor: Any) -> Episode:
+    """Skip a task the worker cannot judge honestly (outside their expertise), recorded apart from setup failures.
+
+    Whether the skip is paid is the study's ``pay_outside_expertise_skips`` setting; when it is, the task rate
+    is added as an adjustment line tied to the episode (not a "completed task" line, so counts of submitted
+    work stay true).
+    """
+    reason = (reason or "").strip()
+    if len(reason) < 10:
+        raise SubmitRejected("Please say in a sentence why this task is outside your expertise.")
+    with transaction.atomic():
+        locked = _locked(episode, with_participant=True)
+        ensure_editable(locked)
+        locked.status = Episode.Status.SKIPPED
+        locked.skip_reason = Episode.SkipReason.OUTSIDE_EXPERTISE
+        locked.skip_description = reason[:2000]
+        locked.save(update_fields=["status", "skip_reason", "skip_description", "updated_at"])
+        paid = locked.study.pay_outside_expertise_skips
+        if paid:
+            payment_record_outside_expertise(episode=locked)
+        audit_record(actor=actor, action="episode.skip_outside_expertise", obj=locked, study=locked.study,
+                     after={"agent": locked.agent.slug, "position": locked.position, "paid": paid})
+        _unlock_post_survey_if_done(locked)
     return locked
 
 

@@ -100,7 +100,7 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     expect(page.locator("#task-tally")).to_have_text(TALLY)
     expect(page.locator("#return-link")).to_be_visible()
     page.goto("/study/collabskill-demo/")
-    expect(page.locator("#task-tally")).to_have_text(f"{TALLY} · paid for 4")
+    expect(page.locator("#task-tally")).to_have_text(f"{TALLY} · pay recorded for 4 tasks, not paid out yet")
     participant = m.Participant.objects.get(user__username="newcomer")
     episodes = list(participant.episodes.order_by("position"))
     assert [e.status for e in episodes] == ["submitted", "skipped", "submitted", "submitted", "submitted"]

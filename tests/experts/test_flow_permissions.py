@@ -139,3 +139,13 @@ def test_a_gold_copy_looks_like_any_other_submission(client, world):
     page = client.get(reverse("expert:grade", args=[assignment.pk])).content.decode()
     assert "gold" not in home.lower() and "gold" not in page.lower()
     assert "Secret Agent X" not in page
+
+
+def test_a_worker_opening_the_workspace_gets_a_plain_page_not_the_technical_404(client, world, settings):
+    settings.DEBUG = True  # as under ``make run``, where a raised 404 would show Django's technical page
+    client.force_login(UserFactory(roles=["worker"]))
+    response = client.get(reverse("expert:home"))
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "This page is not open to your account" in html and "your tasks are on your study page" in html
+    assert "Using the URLconf" not in html and "technical_404" not in html

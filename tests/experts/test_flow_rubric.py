@@ -165,3 +165,49 @@ def test_sending_back_without_a_note_is_refused_with_a_message(client, expert, t
     assert response.status_code == 200 and "Say what needs to change" in response.content.decode()
     draft.refresh_from_db()
     assert draft.status == "submitted"
+
+
+ROWS = [("correctness", None, "critical", "Total revenue in cell B12 equals 4,210,000"),
+        ("correctness", None, "important", "The variance column shows each month's difference to plan"),
+        ("completeness", None, "important", "The workbook has one sheet per region, five in all"),
+        ("requirements", None, "critical", "The summary memo names the three largest cost overruns"),
+        ("technical", None, "optional", "Every formula references cells rather than typed numbers")]
+
+
+def test_live_hints_name_every_rule_that_would_refuse_the_submission(client, expert, task):
+    client.force_login(expert.user)
+    draft = _start(client, task)
+    rows = [dict(zip(("category", "points", "label", "description"), row, strict=True)) for row in ROWS]
+    rows[4]["category"] = "correctness"  # nothing left in "Technical Quality"
+    rows[2]["points"] = "25"  # more than the 20 points of "Deliverable Completeness"
+    response = client.post(reverse("expert:rubric_lint"), json.dumps({"criteria": rows + [
+        {"description": "", "label": "", "category": "requirements", "points": ""}]}),
+        content_type="application/json")
+    live = {h["message"] for h in response.json()["hints"] if h["severity"] == "error"}
+    refused = client.post(reverse("expert:rubric_edit", args=[draft.pk]), editor_post(
+        [(r["category"], r["points"] or None, r["label"], r["description"]) for r in rows], lock_version=0,
+        action="submit"))
+    assert refused.status_code == 400
+    page = refused.content.decode().replace("&ldquo;", "“").replace("&rdquo;", "”")
+    assert live and all(message.replace("“", "").replace("”", "") in page.replace("“", "").replace("”", "")
+                        for message in live), live
+    assert any("Technical Quality" in m for m in live) and any("must add up to 20" in m for m in live)
+
+
+def test_draft_saved_counts_criteria_not_editor_rows(client, expert, task):
+    client.force_login(expert.user)
+    draft = _start(client, task)
+    data = editor_post(ROWS + [("requirements", None, "", "")], lock_version=0)
+    response = client.post(reverse("expert:rubric_edit", args=[draft.pk]), data, follow=True)
+    assert "Draft saved (5 criteria)." in response.content.decode()
+    one = client.post(reverse("expert:rubric_lint"), json.dumps({"criteria": [
+        {"description": "The memo names the three largest overruns", "label": "critical"}]}),
+        content_type="application/json")
+    assert any(h["message"].startswith("1 criterion: a rubric needs") for h in one.json()["hints"])
+
+
+def test_an_expert_rubric_names_its_author_once(client, expert, task):
+    client.force_login(expert.user)
+    draft = _start(client, task)
+    page = client.get(reverse("expert:rubric_detail", args=[draft.pk])).content.decode()
+    assert f"Written by an expert ({expert.user.get_username()})" in page and "expert by" not in page

@@ -474,7 +474,7 @@ def test_with_the_all_submitted_gate_a_skipped_task_is_replaced_before_the_final
     response = _submit(client, _start(client, 3))
     assert response["Location"] == reverse("worker:survey", args=["pilot", "post"])
     overview = client.get(reverse("worker:study", args=["pilot"])).content.decode()
-    assert "2 submitted, 1 skipped of 2" in overview and "paid for 2" in overview
+    assert "2 submitted, 1 skipped of 2" in overview and "pay recorded for 2 tasks, not paid out yet" in overview
 
 
 def test_with_the_default_gate_a_skip_uses_up_its_position(client, world, sent):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.contrib.auth import authenticate, user_logged_in, user_login_failed
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
+from django.shortcuts import render
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.exceptions import NotAuthenticated, ValidationError
+from rest_framework.exceptions import NotAuthenticated, PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -76,4 +77,11 @@ class DocsView(SpectacularSwaggerSplitView):
     def handle_exception(self, exc: Exception) -> HttpResponse:
         if isinstance(exc, NotAuthenticated):
             return redirect_to_login(self.request.get_full_path())
+        if isinstance(exc, PermissionDenied) and "script" not in self.request.GET:
+            # A person opened the docs in a browser: a page that says why, not a bare 403.
+            return render(self.request, "access_denied.html", {
+                "title": "The API documentation is for staff accounts",
+                "explanation": "The study's REST API and its documentation are open to staff members only. "
+                               "Ask the study team for a staff account if you need programmatic access.",
+            }, status=403)
         return super().handle_exception(exc)

@@ -162,3 +162,14 @@ def test_a_query_parameter_of_the_wrong_type_is_refused_with_a_400_naming_it(wor
     assert response.status_code == 400, (response.status_code, response.content[:300])
     error = response.json()["error"]
     assert set(error) == {"code", "message", "fields"} and name in error["fields"], error
+
+
+def test_a_signed_in_worker_opening_the_docs_gets_a_page_that_says_why(db):
+    from tests.factories import UserFactory
+
+    client = Client()
+    client.force_login(UserFactory(roles=["worker"]))
+    response = client.get(reverse("api-docs"))
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    assert "The API documentation is for staff accounts" in response.content.decode()
