@@ -48,3 +48,22 @@ worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # Recycle workers now and then so a slow leak in a dependency cannot grow without bound.
 max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
 max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
+
+
+# Prometheus (studyapp/metrics.py): with PROMETHEUS_MULTIPROC_DIR set, every worker process writes its request
+# histograms there and /metrics adds them up. The folder is emptied at start (old files would add stale
+# counts) and a dead worker's live-gauge files are marked.
+def on_starting(server) -> None:
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+
+
+def child_exit(server, worker) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

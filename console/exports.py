@@ -20,7 +20,7 @@ import json
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import IO, Any
 
@@ -351,8 +351,10 @@ def _cell(value: Any) -> Any:
 class _Writer:
     """Write CSV files and JSON into the ZIP, counting rows for the progress bar and the summary."""
 
-    def __init__(self, archive: zipfile.ZipFile, include_pii: bool, progress: Progress, total: int) -> None:
+    def __init__(self, archive: zipfile.ZipFile, include_pii: bool, progress: Progress, total: int,
+                 stamp: datetime) -> None:
         self.archive = archive
+        self.date_time = stamp.timetuple()[:6]
         self.include_pii = include_pii
         self.progress = progress
         self.total = max(total, 1)
@@ -369,7 +371,7 @@ class _Writer:
         columns = header or table.header(self.include_pii)
         self.headers[table.file] = columns
         count = 0
-        with self.archive.open(table.file, "w", force_zip64=True) as raw:
+        with self.archive.open(self.entry(table.file), "w", force_zip64=True) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
             writer = csv_writer(text)
             writer.writerow(columns)
@@ -382,7 +384,15 @@ class _Writer:
         self.counts[table.file] = count
 
     def text(self, name: str, content: str) -> None:
-        self.archive.writestr(name, content)
+        self.archive.writestr(self.entry(name), content)
+
+    def entry(self, name: str) -> zipfile.ZipInfo:
+        """Every member carries the export's own time, so the same data exported "at" the same time is the same
+        bytes (a restored backup is checked that way: scripts/backup_restore_check.sh)."""
+        entry = zipfile.ZipInfo(name, date_time=self.date_time)
+        entry.compress_type = zipfile.ZIP_DEFLATED
+        entry.external_attr = 0o600 << 16
+        return entry
 
 
 def _stream(queryset: QuerySet) -> Iterator[dict[str, Any]]:
@@ -556,7 +566,7 @@ def _transcript_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, 
 def _write_transcripts(writer: _Writer, study: Study, hasher: Pseudonymizer) -> None:
     """Write the normalised turns, one episode per line (identifying: the worker's own words)."""
     count = 0
-    with writer.archive.open("transcripts.jsonl", "w", force_zip64=True) as raw:
+    with writer.archive.open(writer.entry("transcripts.jsonl"), "w", force_zip64=True) as raw:
         rows = _transcripts(study).values("episode_id", "episode__agent__name", "files")
         for row in _stream(rows):
             files = [{key: f.get(key) for key in ("name", "format", "status", "note", "heuristic", "truncated",
@@ -756,7 +766,7 @@ def _stream_values(queryset: QuerySet) -> Iterator[tuple[Any, ...]]:
 
 def _write_sessions(writer: _Writer, study: Study, hasher: Pseudonymizer) -> int:
     count = 0
-    with writer.archive.open("sessions.json", "w", force_zip64=True) as raw:
+    with writer.archive.open(writer.entry("sessions.json"), "w", force_zip64=True) as raw:
         raw.write(b"[")
         for index, session in enumerate(sessions(study, hasher)):
             raw.write((b",\n" if index else b"\n") + json.dumps(session, ensure_ascii=False).encode())
@@ -842,9 +852,14 @@ def _readme(study: Study, include_pii: bool, summary: dict[str, Any]) -> str:
 
 
 def build_export(
-    study: Study, handle: IO[bytes], *, include_pii: bool = False, progress: Progress | None = None
+    study: Study, handle: IO[bytes], *, include_pii: bool = False, progress: Progress | None = None,
+    exported_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """Write the study's export ZIP into ``handle`` and return a summary (row counts per file)."""
+    """Write the study's export ZIP into ``handle`` and return a summary (row counts per file).
+
+    ``exported_at`` (default: now) is the time written in the export and on its members.
+    """
+    stamp = (exported_at or timezone.now()).astimezone(UTC)
     report = progress or (lambda done, total: None)
     hasher = Pseudonymizer(study)
     snapshot = latest_snapshot(study)
@@ -853,7 +868,7 @@ def build_export(
     report(0, total)
     paper = study_rating_config(study)
     with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
-        writer = _Writer(archive, include_pii, report, total)
+        writer = _Writer(archive, include_pii, report, total, stamp)
         writer.table(TABLE_BY_FILE["participants.csv"], _participant_rows(study, hasher))
         if include_pii:
             writer.table(TABLE_BY_FILE["identities.csv"], _identity_rows(study, hasher))
@@ -880,7 +895,7 @@ def build_export(
         writer.table(TABLE_BY_FILE["stability_pairwise.csv"], _pairwise_rows(stability))
         _write_sessions(writer, study, hasher)
         summary = {
-            "exported_at": timezone.now().isoformat(),
+            "exported_at": stamp.isoformat(),
             "format_version": FORMAT_VERSION,
             "snapshot_version": snapshot.version if snapshot else None,
             "stability_included": bool(stability),

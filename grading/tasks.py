@@ -160,8 +160,11 @@ def record_observation(episode_id: int) -> dict[str, Any]:
 def reconcile() -> dict[str, int]:
     """Beat sweep (every minute): finish whatever a lost message, dead worker or broker outage left undone."""
     from grading.services.reconcile import grading_reconcile
+    from grading.sweep_counts import sweep_counts_add
 
-    return asdict(grading_reconcile())
+    report = grading_reconcile()
+    sweep_counts_add(report)  # the totals /metrics shows as collabskill_sweep_repairs_total
+    return asdict(report)
 
 
 @shared_task(name=task_names.GRADE_PENDING, acks_late=True, soft_time_limit=240, time_limit=300)

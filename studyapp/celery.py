@@ -7,6 +7,8 @@ import os
 from celery import Celery
 from kombu import Queue
 
+from studyapp.worker_heartbeat import heartbeat_step
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studyapp.settings")
 
 app = Celery("studyapp")
@@ -15,6 +17,8 @@ app = Celery("studyapp")
 app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue(name) for name in ("default", "grading", "rating")]
+# A heartbeat file while the worker consumes, checked by `python -m studyapp.worker_health` (compose healthcheck).
+app.steps["consumer"].add(heartbeat_step())
 # The beat schedule is CELERY_BEAT_SCHEDULE in settings, beside the queues' routes.
 app.autodiscover_tasks()
 # Task modules that live below an app package rather than at its top.

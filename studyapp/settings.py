@@ -99,6 +99,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer probes before host checks and the HTTPS redirect (studyapp/health.py).
+    "studyapp.health.HealthCheckMiddleware",
+    "studyapp.metrics.MetricsMiddleware",  # request latency for /metrics
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before sessions and the database: a request that queued too long is answered "busy" at no cost.
@@ -522,3 +525,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# --- Operations -------------------------------------------------------------------------------------------
+# Error reporting: only when SENTRY_DSN is set (sentry-sdk with its Django and Celery integrations). No
+# personal data is sent (participants' PII stays here); SENTRY_TRACES_SAMPLE_RATE turns on tracing.
+SENTRY_DSN = os.environ.get("SENTRY_DSN", "").strip()
+if SENTRY_DSN:
+    import sentry_sdk
+
+    sentry_sdk.init(dsn=SENTRY_DSN, environment=os.environ.get("SENTRY_ENVIRONMENT", DJANGO_ENV),
+                    send_default_pii=False, traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")))

@@ -6,6 +6,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from journey.views import accounts
+from studyapp.metrics import metrics_view
 
 admin.site.site_header = "CollabSkill study administration"
 admin.site.site_title = "CollabSkill study admin"
@@ -27,6 +28,7 @@ urlpatterns = [
     path("admin/dashboard/", include("console.dashboard.urls")),
     path("api/", include("console.api.urls")),
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus: staff session or METRICS_TOKEN
 ]
 
 # Error pages: the site's templates, or the API's JSON error shape under /api/.

@@ -1,16 +1,27 @@
-"""manage.py export_study SLUG [--output PATH] [--include-pii --actor USERNAME]: write a study export ZIP."""
+"""manage.py export_study SLUG [--output PATH] [--include-pii --actor USERNAME] [--exported-at ISO]: write a study
+export ZIP."""
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
+from datetime import datetime
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.dateparse import parse_datetime
 
 from console.exports import build_export
 from studies.models import Study
 from studies.roles import can_export_pii
 from studies.services.audit import audit_record
+
+
+def _instant(value: str) -> datetime:
+    parsed = parse_datetime(value)
+    if parsed is None or parsed.tzinfo is None:
+        raise ArgumentTypeError(f"not an ISO 8601 date-time with a UTC offset: {value!r}")
+    return parsed
 
 
 class Command(BaseCommand):
@@ -26,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--include-pii", action="store_true", help="include identities and typed free text")
         parser.add_argument("--actor", metavar="USERNAME", help="staff user the export is recorded against")
         parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+        parser.add_argument("--exported-at", metavar="ISO", type=_instant,
+                            help="the time written in the export and on its files (default: now); the same data "
+                                 "exported with the same time gives the same bytes")
 
     def handle(self, *args, **options) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -49,7 +63,8 @@ class Command(BaseCommand):
         )
         partial = output.with_name(output.name + ".partial")
         with partial.open("wb") as handle:
-            summary = build_export(study, handle, include_pii=options["include_pii"])
+            summary = build_export(study, handle, include_pii=options["include_pii"],
+                                   exported_at=options["exported_at"])
         partial.replace(output)
         audit_record(
             actor=actor, action="export.completed", obj=study, study=study,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -44,3 +45,21 @@ def test_identities_need_an_actor_with_the_permission(populated, tmp_path, staff
 def test_an_unknown_study_is_an_error(tmp_path):
     with pytest.raises(CommandError, match="no study"):
         call_command("export_study", "missing", output=str(tmp_path / "x.zip"))
+
+
+@pytest.mark.django_db
+def test_the_same_data_exported_at_the_same_time_is_the_same_bytes(tmp_path):
+    from console.exports import build_export
+    from tests.factories import StudyFactory
+
+    study = StudyFactory()
+    first, second = tmp_path / "a.zip", tmp_path / "b.zip"
+    stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    with first.open("wb") as handle:
+        build_export(study, handle, exported_at=stamp)
+    with second.open("wb") as handle:
+        build_export(study, handle, exported_at=stamp)
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as archive:
+        assert {info.date_time for info in archive.infolist()} == {(2026, 1, 2, 3, 4, 4)}  # ZIP keeps even seconds
+        assert json.loads(archive.read("study.json"))["exported_at"] == "2026-01-02T03:04:05+00:00"
