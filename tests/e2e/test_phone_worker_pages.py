@@ -110,12 +110,16 @@ def test_every_worker_page_fits_a_390_px_phone_with_long_names(browser, live_ser
         page.get_by_role("button", name="I have read this and agree to take part").click()
 
         page.wait_for_url(re.compile(r"/profile/$"))
-        page.get_by_label("Search occupations").fill("production")
-        page.get_by_label(re.compile("First-Line Supervisors of Production Workers")).check()
+        page.get_by_label("Search occupations").fill("farmer")
+        expect(page.locator("#occupation-results .no-match")).to_contain_text("It covers 1 occupation:")
+        page.locator("#occupation-results .no-match").get_by_role("link", name="browse them all").click()
+        page.wait_for_url(re.compile(r"/profile/\?browse=1"))
+        browse = page.locator("#occupation-browse")
+        expect(browse).to_contain_text("study-team@example.org")
+        browse.get_by_label(re.compile("First-Line Supervisors of Production Workers")).check()
         page.get_by_label("Years of experience in this occupation").fill("3.5")
         _fits(page, "profile")
         page.get_by_role("button", name="Save and continue").click()
-
         page.wait_for_url(re.compile(r"/survey/pre/$"))
         assert page.locator("#q_D3").input_value() == "3.5"
         answer_choice(page, "D1", "I use them often.")

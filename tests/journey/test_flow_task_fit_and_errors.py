@@ -177,3 +177,22 @@ def test_profile_experience_takes_whole_or_half_years_like_the_pre_survey(client
     assert participant.years_experience == 3.5
     survey = client.get(reverse("worker:survey", args=["pilot", "pre"])).content.decode()
     assert 'value="3.5"' in survey, "the pre-survey's experience question starts from the profile's answer"
+
+
+def test_a_search_that_finds_nothing_says_how_many_occupations_the_study_covers_and_lists_them(client):
+    world = make_world(contact_email="team@example.org", contact_name="Dr. Contact")
+    OccupationFactory(soc_code="13-2051.00", title="Financial Analysts", sector=world.sector)
+    OccupationFactory(soc_code="45-2092.00", title="Farmworkers", sector=SectorFactory(code="farming"))
+    _login(client, world, status=m.Participant.Status.CONSENTED, occupation=None)
+    url = reverse("worker:profile", args=["pilot"])
+    first = client.get(url).content.decode()
+    assert "This study covers <strong>2 occupations</strong>" in first and 'id="occupation-browse"' not in first
+    page = client.get(url, {"q": "farmer"}).content.decode()
+    assert "No occupation in this study matches “farmer”. It covers 2 occupations" in page
+    browse = page.split('id="occupation-browse"')[1]
+    assert "Accountants and Auditors" in browse and "Financial Analysts" in browse
+    assert "Farmworkers" not in browse, "only occupations the study can give tasks to are offered"
+    assert "team@example.org" in browse
+    chosen = client.post(url, {"occupation": m.Occupation.objects.get(title="Financial Analysts").pk,
+                               "years_experience": "2"})
+    assert chosen.status_code == 302
