@@ -5,8 +5,8 @@ A worker from production supervision joins, gives 3.5 years of experience, answe
 questions carry long unbroken words), does task 1 from their own field with a session file of 140 characters,
 overruns the notes limit (lands focused at the notes; the address reloads), removes a file (its "uploaded" and
 "Replace" lines go with it), submits, gets task 2 from a related field (the page says so) and skips it as outside
-their expertise, answers the final survey and completes. Screenshots of every page are kept in
-``var/e2e-phone-*.png``.
+their expertise, answers the final survey and completes. The expert grading page gets the same check with long
+criteria. Screenshots of every page are kept in ``var/e2e-phone-*.png``.
 """
 
 from __future__ import annotations
@@ -206,3 +206,37 @@ def test_every_worker_page_fits_a_390_px_phone_with_long_names(browser, live_ser
     episodes = list(m.Episode.objects.filter(participant__user__username="phone-worker").order_by("position"))
     assert [(e.status, e.skip_reason) for e in episodes] == [("submitted", ""), ("skipped", "outside_expertise")]
     assert m.Participant.objects.get(user__username="phone-worker").years_experience == 3.5
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_the_expert_grading_page_keeps_long_criteria_inside_their_boxes_on_a_phone(browser, live_server,
+                                                                                     monkeypatch):
+    from experts.services.routing import episode_assign_expert
+    from tests.e2e.steps import login
+    from tests.factories.episodes import EpisodeFileFactory
+    from tests.factories.experts import make_expert
+    from tests.factories.grading import FIVE, make_rubric
+    from tests.factories.scenarios import make_episode
+
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda name, args=None, **kw: None)
+    sector = SectorFactory(name="Finance and Insurance")
+    study = StudyFactory(double_grading_share=0.0)
+    task = TaskFactory(sector=sector, title="Quarterly revenue summary", studies=[study])
+    rows = [(category, points, label, f"{text} {LONG_WORD}") for category, points, label, text in FIVE]
+    make_rubric(task, rows=rows)
+    episode = make_episode(task=task, study=study)
+    EpisodeFileFactory(episode=episode, csv=True, name=DELIVERABLE.replace(".xlsx", ".csv"),
+                       content=b"month,revenue\nJan,100\n")
+    expert = make_expert(username="eva", sectors=[sector])
+    assignment = episode_assign_expert(episode=episode, expert=expert, actor=None)
+    context = browser.new_context(base_url=live_server.url, viewport=PHONE, is_mobile=True, has_touch=True)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    try:
+        login(page, "eva", "pw-correct-horse")
+        page.goto(f"/expert/grade/{assignment.pk}/")
+        expect(page.locator("fieldset.criterion").first).to_contain_text("Pneumonoultramicroscopic")
+        _fits(page, "expert-grade")
+    finally:
+        context.close()
