@@ -196,3 +196,31 @@ def test_a_search_that_finds_nothing_says_how_many_occupations_the_study_covers_
     chosen = client.post(url, {"occupation": m.Occupation.objects.get(title="Financial Analysts").pk,
                                "years_experience": "2"})
     assert chosen.status_code == 302
+
+
+def test_the_overview_says_pay_is_recorded_until_it_is_paid_out(client):
+    from django.utils import timezone
+
+    from tests.factories import EpisodeFactory
+
+    world = make_world()
+    participant = _login(client, world)
+    episodes = [EpisodeFactory(participant=participant, study=world.study, task=world.tasks[i], position=i + 1,
+                               status=m.Episode.Status.SUBMITTED) for i in range(2)]
+    lines = [m.Payment.objects.create(participant=participant, episode=e, kind="task", amount=Decimal("20"))
+             for e in episodes]
+    overview = lambda: client.get(reverse("worker:study", args=["pilot"])).content.decode()  # noqa: E731
+    assert "pay recorded for 2 tasks, not paid out yet" in overview() and "paid for 2" not in overview()
+    m.Payment.objects.filter(pk=lines[0].pk).update(paid_at=timezone.now())
+    assert "pay recorded for 2 tasks: 1 paid out, 1 pending" in overview()
+    m.Payment.objects.filter(pk=lines[1].pk).update(paid_at=timezone.now())
+    assert "paid for 2 tasks" in overview()
+
+
+def test_a_completed_participant_is_offered_no_resume_link(client):
+    world = make_world()
+    _login(client, world, status=m.Participant.Status.COMPLETE)
+    page = client.get(reverse("worker:study", args=["pilot"])).content.decode()
+    assert "You have completed the study" in page
+    assert 'id="resume-link"' not in page and "come back with your resume link" not in page
+    assert "Withdraw from the study" in page
