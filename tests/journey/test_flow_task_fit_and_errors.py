@@ -224,3 +224,14 @@ def test_a_completed_participant_is_offered_no_resume_link(client):
     assert "You have completed the study" in page
     assert 'id="resume-link"' not in page and "come back with your resume link" not in page
     assert "Withdraw from the study" in page
+
+
+def test_the_pre_survey_experience_question_keeps_the_same_half_year_rule():
+    from studies.exceptions import SurveyAnswerInvalid
+    from surveys.models import Question
+    from surveys.services import answer_code, instrument_install_default
+
+    d3 = Question.objects.get(instrument=instrument_install_default(), code="D3")
+    assert answer_code(d3, "3.5") == ("3.5", 3.5)
+    with pytest.raises(SurveyAnswerInvalid, match="whole or half years"):
+        answer_code(d3, "3.3")
