@@ -235,3 +235,10 @@ def test_the_pre_survey_experience_question_keeps_the_same_half_year_rule():
     assert answer_code(d3, "3.5") == ("3.5", 3.5)
     with pytest.raises(SurveyAnswerInvalid, match="whole or half years"):
         answer_code(d3, "3.3")
+
+
+def test_a_plain_task_page_leaves_its_address_alone(client):
+    world = make_world()
+    _login(client, world)
+    _start(client)
+    assert 'id="page-address"' not in client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
