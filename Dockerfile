@@ -1,6 +1,7 @@
 FROM python:3.11-slim-bookworm
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 VAR_DIR=/app/var NUMBA_CACHE_DIR=/app/var/cache/numba
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 VAR_DIR=/app/var NUMBA_CACHE_DIR=/app/var/cache/numba \
+    STATIC_ROOT=/app/static
 WORKDIR /app
 
 RUN apt-get update && apt-get install -y --no-install-recommends libpq5 && rm -rf /var/lib/apt/lists/* \
@@ -12,8 +13,9 @@ RUN pip install --upgrade pip && pip install --require-hashes -r requirements/lo
 COPY pyproject.toml README.md ./
 RUN pip install --no-deps .
 COPY . .
-RUN mkdir -p /app/var && chown -R study /app/var \
-    && DJANGO_SECRET_KEY=build-only DJANGO_ALLOWED_HOSTS=localhost python manage.py collectstatic --noinput -v 0
+RUN mkdir -p /app/var /app/static \
+    && DJANGO_SECRET_KEY=build-only DJANGO_ALLOWED_HOSTS=localhost python manage.py collectstatic --noinput -v 0 \
+    && chown -R study /app/var /app/static
 
 USER study
 EXPOSE 8000

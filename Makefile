@@ -57,15 +57,20 @@ demo: migrate
 	$(BIN)/python manage.py demo --if-empty --base-url http://$(HOST):$(PORT)
 
 # Web, Celery worker and beat in the foreground; Ctrl-C stops all of them.
-# The trap clears itself before stopping the worker, so it runs once (a trap that signals its own process
+# The worker runs under studyapp.supervise, which restarts it whenever it exits (docs/grading-reliability.md).
+# Its output passes through awk, which prints the demo accounts and links once the worker is ready, below its
+# ~60-line banner; awk ignores Ctrl-C so the worker's warm shutdown can still write its last lines.
+ACCESS = $(BIN)/python manage.py demo --access --base-url http://$(HOST):$(PORT)
+# The trap clears itself before stopping the supervisor, so it runs once (a trap that signals its own process
 # group fires again on every signal it sends) and waits for the worker's warm shutdown to finish.
 run: demo
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	@echo "Starting web on http://$(HOST):$(PORT) and a Celery worker with beat. Ctrl-C stops everything."
 	@worker=; stop() { trap - INT TERM EXIT; if [ -n "$$worker" ]; then kill -TERM "$$worker" 2>/dev/null; \
 		wait "$$worker" 2>/dev/null; fi; echo "Stopped."; }; trap 'stop; exit 0' INT TERM; trap stop EXIT; \
-	$(BIN)/celery -A studyapp worker -B -Q default,grading,rating -c 2 --loglevel INFO \
-		--schedule var/celerybeat-schedule & worker=$$!; \
+	$(BIN)/python -m studyapp.supervise -- $(BIN)/celery -A studyapp worker -B -Q default,grading,rating -c 2 \
+		--loglevel INFO --schedule var/celerybeat-schedule > >(trap '' INT TERM; awk -v access="$(ACCESS)" \
+		'{ print; fflush() } !shown && / ready\.$$/ { shown = 1; system(access) }') 2>&1 & worker=$$!; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # ruff, the import contracts of pyproject's [tool.importlinter] (layers), then mypy.

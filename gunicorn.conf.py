@@ -16,12 +16,28 @@ def _int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
+def _cpus() -> int:
+    """CPUs this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 worker_class = "gthread"
-workers = _int("GUNICORN_WORKERS", 3)
-# workers × threads requests run at once, each with its own database connection (CONN_MAX_AGE): keep it
-# well below PostgreSQL's max_connections (100 by default) together with the Celery workers.
+# Sized from the machine. A page costs a few milliseconds of Python, under the GIL, so one process uses at most
+# one core: one process per CPU plus one keeps every core busy while another process waits for PostgreSQL or
+# Redis. Threads are for waiting, not for CPU: 8 per process cover the database waits and a few slow uploads
+# when gunicorn faces clients directly (behind the proxy, deploy/nginx.conf, uploads arrive already buffered).
+# On 2 CPUs: 3 workers × 8 threads = 24 requests at once, each with its own database connection
+# (CONN_MAX_AGE): keep workers × threads well below PostgreSQL's max_connections with the Celery workers.
+workers = _int("GUNICORN_WORKERS", _cpus() + 1)
 threads = _int("GUNICORN_THREADS", 8)
+# Connections waiting for a free thread queue in the kernel (backlog); under overload a request that waited
+# longer than OVERLOAD_QUEUE_SECONDS there is answered "busy, retrying" at once (studyapp/overload.py, which
+# reads the arrival stamp the proxy sets) instead of being served late.
+backlog = _int("GUNICORN_BACKLOG", 2048)
 # Heartbeat timeout of a worker process (not of a request): a worker whose main loop is blocked this long
 # is restarted.
 timeout = _int("GUNICORN_TIMEOUT", 120)

@@ -26,6 +26,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from console import demo_catalogue
+from grading.providers import JudgeSpec, study_judges
+from rating.services.ledger import GradeInput, episode_grades_record
 from studies.model_families import family_from_name
 from studies.models import (
     Agent,
@@ -54,6 +56,12 @@ HUMAN_SKILL_SD = 8.0
 NOISE_SD = 8.0
 COHORT_SIZE = 90
 SEED = 20261121
+# Each simulated episode is graded by the study's judge panel: a judge's grade is the episode's quality plus its
+# family's leniency, plus SELF_PREFERENCE when the agent is of the judge's own family, plus noise. The auto score
+# is the panel mean, as in a real study; the leaderboard's graders panel should find both effects.
+JUDGE_LENIENCY = {"openai": -1.5, "anthropic": 1.5}
+SELF_PREFERENCE = 4.0
+JUDGE_NOISE_SD = 5.0
 
 CONSENT_TEXT = """## Consent to take part in a research study
 
@@ -291,8 +299,11 @@ def _deliverable(kind: str, title: str, index: int) -> bytes:
 
 
 def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstance]) -> tuple[int, int]:
-    """Draw ~90 participants and ~380 scored episodes from y = s_agent + s_human + ε."""
+    """Draw ~90 participants and ~380 episodes of quality s_agent + s_human + ε, each graded by the judge panel
+    (grade rows with source 0: simulated, no judge run behind them); the auto score is the panel mean."""
     rng = random.Random(SEED)
+    judge_rng = random.Random(SEED + 1)  # its own stream, so the episodes' quality draws stay as they were
+    judges = study_judges(study)
     tasks_by_sector: dict[int, list[TaskInstance]] = {}
     for task in tasks:
         tasks_by_sector.setdefault(task.sector_id, []).append(task)
@@ -321,8 +332,9 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
                 if not unused:
                     unused = list(agents)
                 agent = unused.pop(rng.randrange(len(unused)))
-                y = TRUE_AGENT_SKILL[agent.slug] + human_skill + rng.gauss(0.0, NOISE_SD)
-                y = round(min(100.0, max(0.0, y)), 2)
+                quality = TRUE_AGENT_SKILL[agent.slug] + human_skill + rng.gauss(0.0, NOISE_SD)
+                grades = _panel_grades(quality, agent, judges, judge_rng)
+                y = round(sum(grade.y for grade in grades) / len(grades), 2)
                 submitted = now - timedelta(days=rng.randint(1, 20), minutes=rng.randint(0, 600))
                 episode = Episode.objects.create(
                     participant=participant, study=study, agent=agent, task=task, position=position,
@@ -330,6 +342,7 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
                     ready_at=submitted - timedelta(minutes=70), started_at=submitted - timedelta(minutes=75),
                     submitted_at=submitted, auto_score=y, is_simulated=True,
                 )
+                episode_grades_record(episode_id=episode.pk, kind="judge", grades=grades)
                 Payment.objects.create(participant=participant, episode=episode, kind=Payment.Kind.TASK,
                                        amount=study.compensation_per_task, currency=study.currency,
                                        note="simulated")
@@ -342,6 +355,18 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
 def _assigned_when_started(episodes) -> None:
     """Date the assignment at the start, as the journey does (``assigned_at`` is filled with "now" on create)."""
     episodes.update(assigned_at=F("started_at"))
+
+
+def _panel_grades(quality: float, agent: Agent, judges: list[JudgeSpec], rng: random.Random) -> list[GradeInput]:
+    """One grade per judge of the panel (0-100), each with its judge's leniency and self-preference."""
+    grades = []
+    for judge in judges:
+        value = quality + JUDGE_LENIENCY.get(judge.family, 0.0) + rng.gauss(0.0, JUDGE_NOISE_SD)
+        if judge.family and judge.family == agent.family:
+            value += SELF_PREFERENCE
+        grades.append(GradeInput(grader=judge.label, family=judge.family, y=round(min(100.0, max(0.0, value)), 2),
+                                 source_id=0))
+    return grades
 
 
 def _simulated_survey(participant: Participant, human_skill: float, rng: random.Random) -> None:

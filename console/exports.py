@@ -161,7 +161,10 @@ TABLES: tuple[Table, ...] = (
         _c("score_source", "string", "auto, expert or blended."),
         _c("auto_score", "number", "Mean of the current judge totals (0-100)."),
         _c("expert_score", "number", "Score from submitted expert grades (0-100)."),
-        _c("needs_expert_review", "boolean", "Judges disagreed beyond the threshold."),
+        _c("needs_expert_review", "boolean", "Flagged for expert review (judges disagreed, or held)."),
+        _c("in_calibration_sample", "boolean", "Drawn at random for expert grading to measure the judges."),
+        _c("calibration_probability", "number", "Probability of entering the calibration sample, fixed when the "
+           "judges first scored the episode; weight sampled episodes by its inverse (empty: not drawn)."),
         _c("is_simulated", "boolean", "Demonstration data."),
         _c("skip_description", "string", "The participant's own words about a skip.", pii=True),
         _c("notes", "string", "The participant's notes to the study team.", pii=True),
@@ -459,7 +462,8 @@ def _episode_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any
         "pk", "participant_id", "agent__name", "task__uuid", "position", "design_mode", "assignment_probability",
         "status", "prior_experience", "assigned_at",
         "started_at", "submitted_at", "timed_out", "skip_reason", "score", "score_source", "auto_score",
-        "expert_score", "needs_expert_review", "is_simulated", "skip_description", "notes", "share_url",
+        "expert_score", "needs_expert_review", "in_calibration_sample", "calibration_probability", "is_simulated",
+        "skip_description", "notes", "share_url",
     )
     for row in _stream(rows):
         row["episode_id"] = hasher("episode", row.pop("pk"))

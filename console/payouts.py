@@ -4,9 +4,11 @@ Per participant with unpaid payment lines or a rank bonus:
 
 - base pay: unpaid ``task`` ledger lines (one per submitted task, at the study's rate when it was earned);
 - adjustments: unpaid ``adjustment`` lines staff added (e.g. compensation for a failed agent setup);
-- rank bonus: the study's ``rank_bonuses`` by rank among participants who completed the study, ordered
-  by their CollabSkill score in the latest posterior snapshot. Once a ``bonus`` line has been recorded
-  for a participant, that line (if unpaid) replaces the computed bonus, so a bonus is never paid twice.
+- rank bonus: the study's ``rank_bonuses`` by rank among real (not simulated) participants who completed the
+  study, ordered by their CollabSkill score in the latest posterior snapshot. Once a ``bonus`` line has been
+  recorded for a participant, that line (if unpaid) replaces the computed bonus, so a bonus is never paid
+  twice. Simulated participants (the demo's cohort) are ranked nowhere and paid no bonus: nobody could receive
+  it, and counting them would push real people down the ranking.
 
 Lines already marked paid are left out. The participant column holds the recruitment-platform worker id
 only when identities may be exported; otherwise it holds the study pseudonym, which staff can look up.
@@ -15,7 +17,7 @@ Formats (documented in the dashboard):
 
 - ``prolific``: Prolific's bulk bonus box — no header, one line per participant, ``<participant id>,<amount>``
   with two decimals; rows without a platform id (or with nothing owed) are left out.
-- ``detailed``: a header row and columns ``participant_id, status, completed_tasks, base_pay,
+- ``detailed``: a header row and columns ``participant_id, is_simulated, status, completed_tasks, base_pay,
   adjustments, rank, rank_bonus, amount, currency`` for bookkeeping.
 """
 
@@ -35,9 +37,21 @@ from studies.csv_safety import csv_writer
 from studies.models import Participant, ParticipantIdentity, Payment, Study
 
 PAYOUT_FORMATS = {
-    "prolific": "Prolific bulk bonus (participant_id,amount; no header)",
     "detailed": "Detailed CSV with a header (base pay, adjustments, rank bonus, total)",
+    "prolific": "Prolific bulk bonus (participant_id,amount; no header)",
 }
+# Formats that need recruitment-platform ids, so only users allowed to export identities can produce them.
+PAYOUT_FORMATS_NEEDING_IDS = frozenset({"prolific"})
+DETAILED_COLUMNS = (
+    "participant_id", "is_simulated", "status", "completed_tasks", "base_pay", "adjustments", "rank", "rank_bonus",
+    "amount", "currency",
+)
+
+
+def payout_formats_for(*, may_export_ids: bool) -> dict[str, str]:
+    """Return the payout formats a user can produce, the default first."""
+    return {key: label for key, label in PAYOUT_FORMATS.items()
+            if may_export_ids or key not in PAYOUT_FORMATS_NEEDING_IDS}
 CENT = Decimal("0.01")
 
 
@@ -45,6 +59,7 @@ CENT = Decimal("0.01")
 class PayoutRow:
     participant_id: str
     has_platform_id: bool
+    is_simulated: bool
     status: str
     completed_tasks: int
     base_pay: Decimal
@@ -70,11 +85,13 @@ def rank_bonus_amounts(study: Study) -> list[Decimal]:
 
 
 def bonus_ranks(study: Study) -> dict[int, int]:
-    """Return ``{participant id: rank}`` among completed participants by their latest CollabSkill score."""
+    """Return ``{participant id: rank}`` among real completed participants by their latest CollabSkill score."""
     snapshot = latest_snapshot(study)
     if snapshot is None:
         return {}
-    completed = Participant.objects.filter(study=study, status=Participant.Status.COMPLETE).values("pk")
+    completed = Participant.objects.filter(
+        study=study, status=Participant.Status.COMPLETE, is_simulated=False
+    ).values("pk")
     ordered = (
         snapshot_ratings(snapshot, EntityRating.Kind.HUMAN)
         .filter(entity_id__in=completed)
@@ -101,7 +118,8 @@ def payout_rows(study: Study, *, include_pii: bool = False) -> list[PayoutRow]:
             completed_tasks=Count("payments", filter=Q(payments__kind=Payment.Kind.TASK)),
         )
         .order_by("pk")
-        .values("pk", "pseudonym", "status", "base", "adjustments", "recorded_bonus", "bonus_lines", "completed_tasks")
+        .values("pk", "pseudonym", "status", "is_simulated", "base", "adjustments", "recorded_bonus", "bonus_lines",
+                "completed_tasks")
     )
     ranks = bonus_ranks(study)
     bonuses = rank_bonus_amounts(study)
@@ -117,7 +135,9 @@ def payout_rows(study: Study, *, include_pii: bool = False) -> list[PayoutRow]:
     rows = []
     for row in participants:
         rank = ranks.get(row["pk"])
-        if row["bonus_lines"]:
+        if row["is_simulated"]:
+            bonus = Decimal("0.00")
+        elif row["bonus_lines"]:
             bonus = Decimal(row["recorded_bonus"])
         elif rank is not None and rank <= len(bonuses):
             bonus = bonuses[rank - 1]
@@ -131,6 +151,7 @@ def payout_rows(study: Study, *, include_pii: bool = False) -> list[PayoutRow]:
             PayoutRow(
                 participant_id=platform_id or row["pseudonym"],
                 has_platform_id=platform_id is not None,
+                is_simulated=row["is_simulated"],
                 status=row["status"],
                 completed_tasks=row["completed_tasks"],
                 base_pay=base.quantize(CENT),
@@ -152,10 +173,7 @@ def write_payout_csv(rows: list[PayoutRow], file_format: str, handle: IO[bytes])
     written, left_out = 0, 0
     total = Decimal("0.00")
     if file_format == "detailed":
-        writer.writerow([
-            "participant_id", "status", "completed_tasks", "base_pay", "adjustments", "rank", "rank_bonus", "amount",
-            "currency",
-        ])
+        writer.writerow(DETAILED_COLUMNS)
     for row in rows:
         if file_format == "prolific":
             if not row.has_platform_id or row.amount <= 0:
@@ -164,8 +182,9 @@ def write_payout_csv(rows: list[PayoutRow], file_format: str, handle: IO[bytes])
             writer.writerow([row.participant_id, f"{row.amount:.2f}"])
         else:
             writer.writerow([
-                row.participant_id, row.status, row.completed_tasks, f"{row.base_pay:.2f}", f"{row.adjustments:.2f}",
-                "" if row.rank is None else row.rank, f"{row.rank_bonus:.2f}", f"{row.amount:.2f}", row.currency,
+                row.participant_id, row.is_simulated, row.status, row.completed_tasks, f"{row.base_pay:.2f}",
+                f"{row.adjustments:.2f}", "" if row.rank is None else row.rank, f"{row.rank_bonus:.2f}",
+                f"{row.amount:.2f}", row.currency,
             ])
         written += 1
         total += row.amount

@@ -11,13 +11,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from experts import metrics
 from experts.conf import experts_settings
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile
 from grading.extract import Extraction as ExtractedContent
-from grading.models import Criterion, Rubric
+from grading.models import Criterion, CriterionScore, JudgeGate, JudgeRun, Rubric
 from grading.models import Extraction as ExtractionRow
 from grading.selectors import current_judge_runs
 from studies.models import Episode, EpisodeFile, Study, TaskFile, TaskInstance
@@ -432,3 +432,107 @@ def expert_metrics_report(study: Study | None = None) -> dict[str, Any]:
         "coverage": _coverage_report(study),
         "attempts": _attempt_report(study),
     }
+
+
+# --------------------------------------------------------------------------------------------------------
+# The expert gate and its calibration sample
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoGradedItem:
+    """One criterion of a calibration episode scored by a judge and graded by experts (shares of its points)."""
+
+    judge: str
+    category: str
+    episode_id: int
+    agent_family: str
+    judge_share: float
+    expert_share: float
+    weight: float
+
+
+def calibration_co_graded_items(study: Study) -> list[CoGradedItem]:
+    """Criterion items of the calibration sample that a current judge run and submitted expert grades share.
+
+    Experts' verdicts on the first attempt are averaged per criterion (pass 1, fail 0, skips left out); a
+    criterion worth no points carries no judge share and is left out. The weight is ``1 / pi``.
+    """
+    episodes = {e.pk: e for e in Episode.objects.filter(study=study, in_calibration_sample=True, is_gold=False)
+                .select_related("agent")}
+    verdicts: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for episode_id, criterion_id, verdict in (
+            ExpertCriterionGrade.objects
+            .filter(grade__episode_id__in=list(episodes), grade__status=ExpertGrade.Status.SUBMITTED,
+                    grade__attempt=1, verdict__in=[metrics.PASS, metrics.FAIL])
+            .exclude(grade__assignment__role=ExpertAssignment.Role.GOLD)
+            .values_list("grade__episode_id", "criterion_id", "verdict")):
+        verdicts[(episode_id, criterion_id)].append(1.0 if verdict == metrics.PASS else 0.0)
+    items = []
+    scores = (CriterionScore.objects
+              .filter(judge_run__episode_id__in={e for e, _ in verdicts}, judge_run__is_current=True,
+                      judge_run__status=JudgeRun.Status.SUCCEEDED, criterion__points__gt=0)
+              .values_list("judge_run__provider", "judge_run__model", "judge_run__episode_id", "criterion_id",
+                           "criterion__category", "criterion__points", "earned")
+              .order_by("judge_run__episode_id", "criterion_id", "judge_run__provider", "judge_run__model"))
+    for provider, model, episode_id, criterion_id, category, points, earned in scores:
+        expert = verdicts.get((episode_id, criterion_id))
+        episode = episodes[episode_id]
+        if not expert or not episode.calibration_probability:
+            continue
+        items.append(CoGradedItem(
+            judge=f"{provider}/{model}", category=category, episode_id=episode_id, agent_family=episode.agent.family,
+            judge_share=min(max(float(earned) / float(points), 0.0), 1.0), expert_share=sum(expert) / len(expert),
+            weight=1.0 / float(episode.calibration_probability)))
+    return items
+
+
+def calibration_sample_by_family(study: Study) -> list[dict[str, Any]]:
+    """Per agent family: automatically graded (drawn) episodes, those sampled, and those experts graded."""
+    graded = Q(expert_grades__status=ExpertGrade.Status.SUBMITTED) & ~Q(
+        expert_grades__assignment__role=ExpertAssignment.Role.GOLD)
+    rows = (Episode.objects.filter(study=study, calibration_probability__isnull=False, is_gold=False)
+            .values("agent__family")
+            .annotate(drawn=Count("pk", distinct=True),
+                      sampled=Count("pk", filter=Q(in_calibration_sample=True), distinct=True),
+                      expert_graded=Count("pk", filter=Q(in_calibration_sample=True) & graded, distinct=True))
+            .order_by("agent__family"))
+    return [{"family": r["agent__family"] or "(none)", "drawn": r["drawn"], "sampled": r["sampled"],
+             "expert_graded": r["expert_graded"]} for r in rows]
+
+
+def study_gate(study: Study) -> dict[str, Any]:
+    """The gate page: stored verdicts per (category, judge), the settings, and the calibration sample."""
+    gates = list(JudgeGate.objects.filter(study=study).order_by("category", "judge"))
+    labels = dict(Criterion.Category.choices)
+    widths = [g.more_for_bias_width for g in gates if g.more_for_bias_width is not None]
+    return {
+        "gates": [{"gate": g, "category_label": labels.get(g.category, g.category)} for g in gates],
+        "passing": sum(g.passes for g in gates), "failing": sum(not g.passes for g in gates),
+        "computed_at": max((g.computed_at for g in gates), default=None),
+        "sample": calibration_sample_by_family(study),
+        "more_for_bias_width": max(widths) if widths else None,
+        "held": Episode.objects.filter(study=study, grading_note__contains="expert gate",
+                                       status=Episode.Status.SUBMITTED).count(),
+    }
+
+
+def studies_with_stale_gate() -> QuerySet[Study]:
+    """Studies using the gate with an expert grade of a sampled episode newer than their last evaluation."""
+    newest_grade = (ExpertGrade.objects.filter(episode__study=OuterRef("pk"), episode__in_calibration_sample=True,
+                                               status=ExpertGrade.Status.SUBMITTED)
+                    .exclude(assignment__role=ExpertAssignment.Role.GOLD)
+                    .order_by("-submitted_at").values("submitted_at")[:1])
+    last_run = JudgeGate.objects.filter(study=OuterRef("pk")).order_by("-computed_at").values("computed_at")[:1]
+    return (Study.objects.exclude(gate_mode=Study.GateMode.OFF)
+            .annotate(newest_grade=Subquery(newest_grade), last_run=Subquery(last_run))
+            .filter(newest_grade__isnull=False)
+            .filter(Q(last_run__isnull=True) | Q(newest_grade__gt=F("last_run"))).order_by("pk"))
+
+
+def graded_episodes_with_current_runs(study: Study) -> QuerySet[Episode]:
+    """The study's automatically graded episodes with their current judge runs (for the gate's score check)."""
+    return (Episode.objects.filter(study=study, status=Episode.Status.GRADED, is_gold=False, auto_score__isnull=False)
+            .prefetch_related(Prefetch("judge_runs", queryset=JudgeRun.objects.filter(
+                is_current=True, status=JudgeRun.Status.SUCCEEDED).order_by("provider", "model"),
+                to_attr="current_runs")).order_by("pk"))

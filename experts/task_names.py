@@ -1,3 +1,5 @@
 """Registered names of the experts app's Celery tasks: the one place a task name is spelled out."""
 
 ROUTE_EXPERT_REVIEWS = "experts.tasks.route_expert_reviews"
+EVALUATE_EXPERT_GATE = "experts.tasks.evaluate_expert_gate"
+RECONCILE_EXPERT_GATES = "experts.tasks.reconcile_expert_gates"

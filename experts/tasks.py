@@ -1,11 +1,12 @@
-"""Celery entry points of the expert workspace: the periodic routing sweep."""
+"""Celery entry points of the expert workspace: the periodic routing sweep and the expert gate."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from experts.services.gate import gates_reconcile, study_gate_evaluate
 from experts.services.routing import episodes_route_pending
-from experts.task_names import ROUTE_EXPERT_REVIEWS
+from experts.task_names import EVALUATE_EXPERT_GATE, RECONCILE_EXPERT_GATES, ROUTE_EXPERT_REVIEWS
 
 
 # Formerly grading.tasks.route_expert_reviews; a message under that name lost at deploy is harmless: the
@@ -16,3 +17,16 @@ def route_expert_reviews() -> dict[str, int]:
     report = episodes_route_pending()
     return {"episodes_routed": report.episodes_routed, "assignments": report.assignments,
             "without_expert": len(report.without_expert)}
+
+
+@shared_task(name=EVALUATE_EXPERT_GATE, acks_late=True)
+def evaluate_expert_gate(study_id: int) -> dict[str, int]:
+    """Recompute a study's expert gate (after an expert grade of a calibration episode, or on request)."""
+    rows = study_gate_evaluate(study_id=study_id)
+    return {"passing": sum(r.passes for r in rows), "failing": sum(not r.passes for r in rows)}
+
+
+@shared_task(name=RECONCILE_EXPERT_GATES, acks_late=True)
+def reconcile_expert_gates() -> dict[str, int]:
+    """Periodic: gate evaluations and re-grades that a lost message left undone."""
+    return gates_reconcile()

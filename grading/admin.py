@@ -15,10 +15,12 @@ from grading import models as m
 from grading import task_names
 from grading.exceptions import RetryRefused, RubricInvalid
 from grading.providers import PROVIDERS, not_configured_note, provider_configured
-from grading.selectors import studies_over_budget
+from grading.selectors import log_format_warning, studies_over_budget
 from grading.services import pipeline, rubric_generation, solo_runs
+from grading.transcripts import Format
 from studies import models as sm
 from studies.files import FileRejected
+from studies.log_sources import agent_log_source
 from studies.read_only_admin import ReadOnlyAdmin
 from studies.task_sending import send_task_on_commit
 
@@ -222,10 +224,22 @@ class EpisodeTranscriptAdmin(ReadOnlyAdmin):
     """Staff see how each log file was read: format, problems, and the per-episode process metrics."""
 
     list_display = ("episode", "status", "user_prompts", "agent_turns", "tool_calls", "interventions",
-                    "screenshots", "heuristic", "parsed_at")
+                    "screenshots", "heuristic", "agent_format_check", "parsed_at")
     list_filter = ("status", "heuristic", "truncated")
+    list_select_related = ("episode__agent",)
     exclude = ("files",)
-    readonly_fields = ("file_reports",)
+    readonly_fields = ("file_reports", "agent_format_check")
+
+    @admin.display(description="agent's own log?")
+    def agent_format_check(self, obj: m.EpisodeTranscript) -> str:
+        """What the worker was warned about: a file that is not the session file of the episode's agent."""
+        source = agent_log_source(obj.episode.agent)
+        if source is None:
+            return "—"
+        problems = [f["name"] for f in obj.files
+                    if log_format_warning(expected=source.format, agent_name=obj.episode.agent.name,
+                                          found=next((x for x in Format if x == f.get("format")), Format.UNKNOWN))]
+        return f"not for {len(problems)} file(s): {', '.join(problems)}" if problems else "yes"
 
     @admin.display(description="files")
     def file_reports(self, obj: m.EpisodeTranscript) -> str:
@@ -387,3 +401,11 @@ class SoloRunAdmin(admin.ModelAdmin):
 class SoloRunFileAdmin(ReadOnlyAdmin):
     list_display = ("name", "run", "size")
     exclude = ("file",)
+
+
+@admin.register(m.JudgeGate)
+class JudgeGateAdmin(ReadOnlyAdmin):
+    """Written only by the gate evaluation; the study dashboard's Expert gate tab explains each verdict."""
+
+    list_display = ("study", "judge", "category", "passes", "n_episodes", "agreement", "bias", "computed_at")
+    list_filter = ("study", "passes", "category")

@@ -27,6 +27,10 @@ class BudgetExhausted(GradingWaiting):
     """The study's LLM spend reached its cap: no new LLM calls until staff raise it."""
 
 
+class CodingInFlight(GradingError):
+    """Another worker holds the lease on this episode's log coding; this message has nothing to do."""
+
+
 class RetryLater(GradingError):
     """A transient problem (provider 429/5xx/timeouts, a rubric being generated elsewhere): try again later."""
 

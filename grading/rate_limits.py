@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "grading:ratelimit:"
 
-# KEYS[1] the provider's window; ARGV limit, window (µs), a unique member. Returns 0 when the request may go
-# now (and records it), else the microseconds until the oldest request in the window leaves it.
+# KEYS[1] the provider's window; ARGV limit, window (µs), a unique member. Returns {0, now} when the request may
+# go now (and records it at `now`, µs on Redis's clock), else {the µs until the oldest request leaves it, now}.
 _SLIDING_WINDOW = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) * 1000000 + tonumber(now_parts[2])
@@ -32,10 +32,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000) + 1000)
-  return 0
+  return {0, now}
 end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return math.max(1, tonumber(oldest[2]) + window - now)
+return {math.max(1, tonumber(oldest[2]) + window - now), now}
 """
 
 
@@ -77,6 +77,9 @@ class RedisWindow:
         self._script: Any = None
         self._fallback = LocalWindow()
         self._warned_at = float("-inf")
+        # The latest grants this process received, in seconds on Redis's clock (one clock for every process):
+        # what the limiter decided, for audits and tests, apart from when requests happen to arrive.
+        self.grants: deque[float] = deque(maxlen=1000)
 
     def __reduce__(self) -> tuple[Any, ...]:  # sent to other processes by URL, never with a live connection
         return (type(self), (self.url, self.prefix))
@@ -93,7 +96,8 @@ class RedisWindow:
         import redis
 
         try:
-            wait_us = self._connect()(keys=[self.prefix + key], args=[limit, int(window * 1e6), uuid.uuid4().hex])
+            wait_us, now_us = self._connect()(keys=[self.prefix + key],
+                                              args=[limit, int(window * 1e6), uuid.uuid4().hex])
         except redis.RedisError as exc:
             now = time.monotonic()
             if now - self._warned_at >= 60:
@@ -101,6 +105,8 @@ class RedisWindow:
                 logger.warning("rate limit for %s: Redis is unreachable (%s); using the per-process limit until it "
                                "is back", key, exc)
             return self._fallback.acquire(key, limit, window)
+        if int(wait_us) == 0:
+            self.grants.append(int(now_us) / 1e6)
         return int(wait_us) / 1e6
 
     def clear(self, key: str) -> None:

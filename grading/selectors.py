@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from grading.models import FluencyCoding, JudgeRun, LLMUsage, Rubric
-from studies.models import Episode, Participant, SoloRun, Study, TaskInstance
+from grading.models import EpisodeTranscript, FluencyCoding, JudgeGate, JudgeRun, LLMUsage, Rubric
+from grading.transcripts.detect import detect_log_format
+from grading.transcripts.model import Format
+from grading.transcripts.version import PARSER_VERSION, files_fingerprint
+from studies.log_sources import LogFormat, agent_log_source
+from studies.models import Episode, EpisodeFile, Participant, SoloRun, Study, TaskInstance
 
 
 def rubric_for_grading(task: TaskInstance) -> Rubric | None:
@@ -45,12 +50,15 @@ def studies_over_budget() -> list[tuple[Study, Decimal]]:
 
 
 def _live_lease(subject: str) -> Exists:
-    return Exists(JudgeRun.objects.filter(**{subject: OuterRef("pk")}, status=JudgeRun.Status.RUNNING,
+    """A judge call in flight (RUNNING under a live lease) or a task retry scheduled for a QUEUED run."""
+    return Exists(JudgeRun.objects.filter(**{subject: OuterRef("pk")},
+                                          status__in=[JudgeRun.Status.RUNNING, JudgeRun.Status.QUEUED],
                                           lease_expires_at__gte=timezone.now()))
 
 
 def episodes_pending_grading(*, quiet_for: float = 0.0, waiting_quiet_for: float = 0.0) -> QuerySet[Episode]:
-    """Episodes grading owes work: submitted (incl. waiting) or grading with no judge call under a live lease.
+    """Episodes grading owes work: submitted (incl. waiting) or grading, with no judge call under a live lease and
+    no task retry scheduled (a QUEUED run held until the retry is due).
 
     `quiet_for` skips episodes touched in the last so many seconds (a message for them is probably on its way);
     waiting ones (a note says why: no key, budget) use the longer `waiting_quiet_for`.
@@ -82,6 +90,36 @@ def episodes_pending_log_coding() -> QuerySet[Episode]:
                                                Episode.Status.GRADED])
             .exclude(participant__status=Participant.Status.WITHDRAWN)
             .filter(~Exists(coded)).order_by("pk"))
+
+
+def episodes_owing_transcript(*, settled_before: datetime, recent_since: datetime, limit: int) -> list[int]:
+    """Return episodes whose stored transcript does not match their log files (a parse message was lost).
+
+    Only files uploaded before `settled_before` count (a fresher upload's own message is on its way).
+    Indexed queries find a missing transcript, an older parser version or a file uploaded after the parse;
+    episodes whose files can still change (open, or submitted since `recent_since`) are also compared by
+    fingerprint, which catches a removed file and an upload racing an earlier parse.
+    """
+    logs = EpisodeFile.objects.filter(episode=OuterRef("pk"), kind=EpisodeFile.Kind.LOG)
+    episodes = (Episode.objects.exclude(participant__status=Participant.Status.WITHDRAWN)
+                .filter(~Exists(logs.filter(uploaded_at__gt=settled_before))))
+    stale = (~Exists(EpisodeTranscript.objects.filter(episode=OuterRef("pk")))
+             | Exists(EpisodeTranscript.objects.filter(episode=OuterRef("pk")).exclude(parser_version=PARSER_VERSION))
+             | Exists(logs.filter(uploaded_at__gt=OuterRef("transcript__parsed_at"))))
+    owing = list(episodes.filter(Exists(logs)).filter(stale).order_by("pk").values_list("pk", flat=True)[:limit])
+    changing = (episodes.filter(Q(status__in=[Episode.Status.ASSIGNED, Episode.Status.IN_PROGRESS])
+                                | Q(submitted_at__gte=recent_since))
+                .filter(Exists(logs) | Exists(EpisodeTranscript.objects.filter(episode=OuterRef("pk"))))
+                .exclude(pk__in=owing).order_by("-pk")[:limit])
+    stored = dict(EpisodeTranscript.objects.filter(episode__in=changing).values_list("episode_id", "files_fingerprint"))
+    files: dict[int, list[tuple[str, str]]] = {}
+    for episode_id, name, sha256 in EpisodeFile.objects.filter(episode__in=changing, kind=EpisodeFile.Kind.LOG) \
+            .values_list("episode_id", "name", "sha256"):
+        files.setdefault(episode_id, []).append((name, sha256))
+    for episode_id in changing.values_list("pk", flat=True):
+        if stored.get(episode_id) != files_fingerprint(files.get(episode_id, ())):
+            owing.append(episode_id)
+    return owing[:limit]
 
 
 def solo_runs_pending_grading() -> QuerySet[SoloRun]:
@@ -135,3 +173,61 @@ def episodes_with_outdated_scores(study: Study | None = None) -> list[int]:
         if expected and current.get(episode.pk, set()) != expected:
             outdated.append(episode.pk)
     return outdated
+
+
+_CLI_FORMATS = frozenset({Format.CLAUDE_CODE, Format.CODEX, Format.GEMINI})
+
+
+def log_format_warning(*, expected: str | None, found: Format, agent_name: str) -> str:
+    """Return what a worker should know when a log file is not the agent's own session file ("" if it is).
+
+    A warning, never a refusal: the worker may have good reasons, and the study team reads any log.
+    """
+    if not expected or found in (Format.SCREENSHOT, expected):
+        return ""
+    wanted = LogFormat(expected).label if expected in LogFormat.values else expected
+    if found in _CLI_FORMATS:
+        return (f"This looks like a {LogFormat(str(found)).label}, but this task's agent is {agent_name}, which "
+                f"writes a {wanted}. If you worked with {agent_name}, please upload its session file instead "
+                "(see “Which file to upload”); you can still submit as it is.")
+    if expected not in _CLI_FORMATS:
+        return ""
+    if found is Format.TERMINAL:
+        return (f"This is plain text, not the {wanted} {agent_name} saves. That file shows the whole "
+                "collaboration, so please add it if you can; you can still submit as it is.")
+    return (f"We could not recognise this file as a {wanted}. Please check that it is the session file "
+            f"{agent_name} saved for this task; you can still submit as it is.")
+
+
+def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, str]:
+    """Return per log file of the episode a warning when it is not the task's agent's session file.
+
+    The parsed transcript answers when it matches the current files; a file uploaded since (its parse
+    message still on its way) is recognised from its first bytes, so the warning shows at once.
+    """
+    source = agent_log_source(episode.agent)
+    logs = [f for f in files if f.kind == EpisodeFile.Kind.LOG]
+    if source is None or not logs:
+        return {}
+    transcript = EpisodeTranscript.objects.filter(episode=episode).values("files_fingerprint", "files").first()
+    parsed: dict[str, str] = {}
+    if transcript and transcript["files_fingerprint"] == files_fingerprint((f.name, f.sha256) for f in logs):
+        parsed = {str(f.get("name")): str(f.get("format")) for f in transcript["files"] or ()}
+    warnings = {}
+    for f in logs:
+        if f.name in parsed:
+            found = next((fmt for fmt in Format if fmt == parsed[f.name]), Format.UNKNOWN)
+        else:
+            try:
+                with f.file.storage.open(f.file.name, "rb") as handle:
+                    found = detect_log_format(handle, f.size)
+            except OSError:
+                continue
+        if note := log_format_warning(expected=source.format, found=found, agent_name=episode.agent.name):
+            warnings[f.pk] = note
+    return warnings
+
+
+def judge_gates(study: Study) -> dict[tuple[str, str], JudgeGate]:
+    """The study's stored gate verdicts by (judge "provider/model", rubric category)."""
+    return {(g.judge, g.category): g for g in JudgeGate.objects.filter(study=study)}

@@ -18,11 +18,13 @@ from typing import Any
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from django.db import OperationalError
 
 from grading import task_names
 from grading.conf import grading_settings
-from grading.exceptions import GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
-from grading.services import fluency, pipeline, rubric_generation, solo_runs
+from grading.exceptions import CodingInFlight, GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
+from grading.services import fluency, follow_ups, pipeline, rubric_generation, solo_runs, transcripts
+from grading.services.judging import judge_runs_hold_for_retry
 from studies.models import Episode, SoloRun, TaskInstance
 
 logger = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ def _attempt(task: Any) -> tuple[bool, int]:
 
 
 def _run_grading(task: Any, run: Callable[[bool], pipeline.GradingOutcome],
-                 fail: Callable[[str], Any], label: str) -> dict[str, Any]:
+                 fail: Callable[[str], Any], label: str, runs: dict[str, int]) -> dict[str, Any]:
     final, limit = _attempt(task)
     try:
         return asdict(run(final))
@@ -62,8 +64,11 @@ def _run_grading(task: Any, run: Callable[[bool], pipeline.GradingOutcome],
         if final:
             fail(f"Gave up after {task.request.retries + 1} attempts: {reason}")
             return {"status": "failed", "note": reason}
-        raise task.retry(exc=exc, countdown=_countdown(task.request.retries, getattr(exc, "countdown", None)),
-                         max_retries=limit + 1)
+        countdown = _countdown(task.request.retries, getattr(exc, "countdown", None))
+        # Until this retry is due the submission is "grading" with QUEUED runs and no call in flight: held, so the
+        # sweep does not start a second retry loop beside this one.
+        judge_runs_hold_for_retry(run_filter=runs, seconds=countdown)
+        raise task.retry(exc=exc, countdown=countdown, max_retries=limit + 1)
     except Exception as exc:
         logger.exception("%s crashed", label)
         fail(f"Internal error while grading: {type(exc).__name__}: {exc}"[:2000])
@@ -78,7 +83,7 @@ def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
     return _run_grading(
         self, lambda final: pipeline.episode_grade(episode_id=episode_id, final_attempt=final),
         lambda reason: pipeline.episode_grading_fail(episode_id=episode_id, reason=reason),
-        f"episode {episode_id}")
+        f"episode {episode_id}", {"episode_id": episode_id})
 
 
 @shared_task(name=task_names.GRADE_SOLO_RUN, **_GRADING_LIMITS, **_COMMON)
@@ -89,7 +94,7 @@ def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
     return _run_grading(
         self, lambda final: solo_runs.solo_run_grade(solo_run_id=solo_run_id, final_attempt=final),
         lambda reason: pipeline.subject_grading_fail(pipeline.Subject.for_solo_run(solo_run_id), reason=reason),
-        f"solo run {solo_run_id}")
+        f"solo run {solo_run_id}", {"solo_run_id": solo_run_id})
 
 
 @shared_task(name=task_names.GENERATE_RUBRIC, **_GRADING_LIMITS, **_COMMON)
@@ -122,9 +127,33 @@ def code_log(self: Any, episode_id: int) -> dict[str, Any]:
         coding = fluency.episode_code_log(episode_id=episode_id, final_attempt=final)
     except (NotGradable, GradingWaiting) as exc:
         return {"status": "skipped", "note": exc.reason}
+    except CodingInFlight as exc:  # a duplicate message: the coding under the lease finishes the work
+        return {"status": "in_flight", "note": exc.reason}
     except RetryLater as exc:
         raise self.retry(exc=exc, countdown=_countdown(self.request.retries, exc.countdown), max_retries=limit + 1)
     return {"status": coding.status, "coding": coding.pk, "behaviours": coding.behaviour_count}
+
+
+@shared_task(name=task_names.PARSE_LOG, soft_time_limit=5 * 60, time_limit=6 * 60, **_COMMON)
+def parse_log(self: Any, episode_id: int) -> dict[str, Any]:
+    """Parse one episode's collaboration-log files into its transcript (deterministic: no LLM, no retries).
+
+    Idempotent: unchanged files are not parsed again, so a duplicate or re-sent message costs one query.
+    """
+    if not Episode.objects.filter(pk=episode_id).exists():
+        return {"status": "missing"}
+    row = transcripts.episode_transcript_build(episode_id=episode_id)
+    return {"status": row.status, "transcript": row.pk, "prompts": row.user_prompts}
+
+
+@shared_task(name=task_names.RECORD_OBSERVATION, acks_late=True, autoretry_for=(OperationalError,),
+             retry_backoff=2, retry_backoff_max=120, retry_jitter=True, max_retries=8)
+def record_observation(episode_id: int) -> dict[str, Any]:
+    """Record a graded episode's rating observation and close the follow-up the grade wrote for it."""
+    if not Episode.objects.filter(pk=episode_id).exists():
+        return {"status": "missing"}
+    follow_ups.observation_record_and_close(episode_id=episode_id)
+    return {"status": "recorded"}
 
 
 @shared_task(name=task_names.RECONCILE, acks_late=True, soft_time_limit=240, time_limit=300)

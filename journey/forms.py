@@ -18,6 +18,23 @@ class SignupForm(UserCreationForm):
         model = get_user_model()
         fields = ("username", "email")
 
+    def __init__(self, *args, password_optional: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.password_optional = password_optional
+        if password_optional:
+            # A signed personal link is the credential (the link signs the worker back in), so the launch's
+            # critical path pays no password hash; a password only adds a way in from another device.
+            for name in ("password1", "password2"):
+                self.fields[name].required = False
+            self.fields["password1"].help_text = ("Optional. Your personal link signs you back in; a password lets "
+                                                  "you sign in without it, e.g. on another device.")
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.password_optional and bool(cleaned.get("password1")) != bool(cleaned.get("password2")):
+            self.add_error("password2", "Enter the same password twice, or leave both fields empty.")
+        return cleaned
+
 
 class ConsentForm(forms.Form):
     decision = forms.ChoiceField(choices=[("accept", "I agree"), ("decline", "I do not agree")])

@@ -40,6 +40,16 @@ from scipy.stats import chi2, norm
 from rating.arrays import finite_array, first_appearance, id_array, id_words, weight_array
 from rating.engine import RatingConfig, prob_greater_matrix, solve_bipartite
 from rating.linalg import eliminated_block, row_quadratic_forms
+from rating.task_blocks import (
+    BlockFactor,
+    SingularSystem,
+    TaskBlocks,
+    blas_threads,
+    factorise,
+    observation_forms,
+    participant_forms,
+    task_blocks,
+)
 
 __all__ = [
     "RATING_MODELS",
@@ -280,6 +290,9 @@ class _Structure:
     ywy: float
     sum_log_omega: float
     grouped: _GroupedHumans | None
+    # The task model with many tasks: the core system in connected task blocks (rating.task_blocks); then
+    # gram_core is empty and every core solve goes through the block factor.
+    blocks: TaskBlocks | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,7 +306,14 @@ class _GroupedHumans:
     r2: np.ndarray  # G: sum r_h^2
 
 
-def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Structure:
+def _structure(
+    obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: bool | None = None
+) -> _Structure:
+    """Return the design's sufficient statistics.
+
+    ``blocks`` chooses the task-block core (:mod:`rating.task_blocks`) over the dense one; by default the
+    task model takes it once agents + tasks pass ``_DENSE_CORE``. Both give the same fit.
+    """
     n, n_a, n_h = obs.n, obs.n_agents, obs.n_humans
     n_t = obs.n_tasks if tasks else 0
     offset = 1 if random_agents else 0
@@ -316,8 +336,9 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Struc
         component_cols["agent"] = np.arange(1, 1 + n_a)
         n_levels["agent"] = n_a
     n_core = offset + n_a + n_t
+    use_blocks = tasks and not random_agents and (n_core > _DENSE_CORE if blocks is None else blocks)
     w, wy = obs.omega, obs.omega * obs.y
-    gram = np.zeros(n_core * n_core)
+    gram = np.zeros(0 if use_blocks else n_core * n_core)
     r_core = np.zeros(n_core)
     rows, cols_all, data = [], [], []
     for i, ci in enumerate(cols):
@@ -327,6 +348,8 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Struc
         cols_all.append(ci[has_i])
         data.append(w[has_i])
         for cj in cols[i:]:
+            if use_blocks:
+                break
             both = has_i & (cj >= 0)
             cell = np.bincount(ci[both] * n_core + cj[both], weights=w[both], minlength=n_core * n_core)
             gram += cell
@@ -338,6 +361,10 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Struc
     couplings.sum_duplicates()
     n_human = np.bincount(obs.human, weights=w, minlength=n_h)
     r_human = np.bincount(obs.human, weights=wy, minlength=n_h)
+    layout = None
+    if use_blocks:
+        assert obs.task is not None
+        layout = task_blocks(couplings, n_a, n_human, obs.agent, obs.task, w)
     return _Structure(
         n=n,
         n_fixed=1 if random_agents else n_a,
@@ -349,14 +376,15 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False) -> _Struc
         human=obs.human,
         y=obs.y,
         omega=obs.omega,
-        gram_core=gram.reshape(n_core, n_core),
+        gram_core=gram.reshape((0, 0) if use_blocks else (n_core, n_core)),
         r_core=r_core,
         couplings=couplings,
         n_human=n_human,
         r_human=r_human,
         ywy=float(np.dot(wy, obs.y)),
         sum_log_omega=float(np.log(obs.omega).sum()),
-        grouped=_group_humans(couplings, n_human, r_human),
+        grouped=None if use_blocks else _group_humans(couplings, n_human, r_human),
+        blocks=layout,
     )
 
 
@@ -398,13 +426,20 @@ class _Evaluation:
     theta: np.ndarray
     gamma: dict[str, float]
     d: np.ndarray  # n_h + 1/gamma_H per human
-    chol: np.ndarray  # lower Cholesky factor of the core Schur complement S
+    chol: np.ndarray | None  # lower Cholesky factor of the core Schur complement S (None: see factor)
     core_mu: np.ndarray  # fixed effects and core random effects
     q: float  # y^T P0 y
     logdet_c: float  # log |C0|
     log_gamma_sum: float  # sum_j n_j theta_j = log |Gamma|
     dfe: int  # n - p
-    s_inv: np.ndarray | None = None  # S^{-1}, filled in when a gradient needs it
+    s_inv: np.ndarray | None = None  # S^{-1}, filled in when a gradient needs it (dense core only)
+    factor: BlockFactor | None = None  # the task-block factor of S (when the structure has blocks)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """Return :math:`S^{-1} r` for a core vector or (core x m) matrix."""
+        if self.factor is not None:
+            return self.factor.solve(rhs)
+        return scipy.linalg.cho_solve((self.chol, True), rhs, check_finite=False)
 
     def profile_loglik(self, sum_log_omega: float) -> float:
         tau = math.log(self.q / self.dfe)
@@ -474,6 +509,8 @@ def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> t
     """
     gamma = {name: math.exp(float(t)) for name, t in zip(st.components, theta, strict=True)}
     d = st.n_human + 1.0 / gamma["human"]
+    if st.blocks is not None:
+        return _evaluate_blocks(st, theta, gamma, d, gradient)
     grouped = st.grouped
     if grouped is not None:
         d_g = grouped.n_value + 1.0 / gamma["human"]
@@ -523,11 +560,73 @@ def _evaluate(st: _Structure, theta: np.ndarray, *, gradient: bool = False) -> t
     return evaluation, _gradient(st, evaluation)
 
 
+def _evaluate_blocks(
+    st: _Structure, theta: np.ndarray, gamma: dict[str, float], d: np.ndarray, gradient: bool
+) -> tuple[_Evaluation, np.ndarray | None]:
+    """:func:`_evaluate` on the task-block core: the same quantities, with S factorised in blocks."""
+    blocks = st.blocks
+    assert blocks is not None
+    inv_d_g = 1.0 / (blocks.group_weight + 1.0 / gamma["human"])
+    try:
+        factor = factorise(blocks, inv_d_g, 1.0 / gamma["task"])
+    except SingularSystem as exc:
+        raise ValueError(str(exc))
+    inv_d = 1.0 / d
+    rhs = st.r_core - st.couplings.T @ (st.r_human * inv_d)
+    core_mu = factor.solve(rhs)
+    u_h = (st.r_human - st.couplings @ core_mu) * inv_d
+    q = st.ywy - float(core_mu @ st.r_core) - float(np.dot(u_h, st.r_human))
+    dfe = st.n - st.n_fixed
+    if dfe <= 0:
+        raise ValueError(f"the model needs more observations than fixed effects ({st.n} <= {st.n_fixed})")
+    q = max(q, np.finfo(float).eps * st.ywy, np.finfo(float).tiny)
+    log_gamma_sum = float(sum(st.n_levels[name] * math.log(gamma[name]) for name in st.components))
+    evaluation = _Evaluation(
+        theta=np.asarray(theta, dtype=np.float64).copy(),
+        gamma=gamma,
+        d=d,
+        chol=None,
+        core_mu=core_mu,
+        q=q,
+        logdet_c=float(np.log(d).sum()) + factor.logdet,
+        log_gamma_sum=log_gamma_sum,
+        dfe=dfe,
+        factor=factor,
+    )
+    if not gradient:
+        return evaluation, None
+    return evaluation, _gradient(st, evaluation)
+
+
+def _gradient_blocks(st: _Structure, ev: _Evaluation) -> np.ndarray:
+    """:func:`_gradient` on the task-block core (traces of S^{-1} from the block factor)."""
+    blocks, factor = st.blocks, ev.factor
+    assert blocks is not None and factor is not None
+    grads = np.empty((len(st.components), 2))
+    for j, name in enumerate(st.components):
+        g = ev.gamma[name]
+        if name == "human":
+            inv_d_g = 1.0 / (blocks.group_weight + 1.0 / g)
+            trace = float(np.dot(blocks.group_count, inv_d_g)) + factor.trace_weighted_gram(inv_d_g**2)
+            u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
+            u2 = float(np.dot(u_h, u_h))
+        else:
+            cols = st.component_cols[name]
+            trace = float(factor.inverse_diagonal()[cols].sum())
+            u2 = float(np.dot(ev.core_mu[cols], ev.core_mu[cols]))
+        grads[j, 0] = st.n_levels[name] - trace / g
+        grads[j, 1] = -u2 / g
+    return grads
+
+
 def _gradient(st: _Structure, ev: _Evaluation) -> np.ndarray:
     """Return per component the pair (d(log|Gamma| + log|C0|)/d theta_j, d q / d theta_j) (see _evaluate).
 
     Needs :math:`S^{-1}` (kept on the evaluation for later use).
     """
+    if ev.factor is not None:
+        return _gradient_blocks(st, ev)
+    assert ev.chol is not None
     if ev.s_inv is None:
         object.__setattr__(ev, "s_inv", _chol_inverse(ev.chol))
     s_inv = ev.s_inv
@@ -584,7 +683,7 @@ def _solve_mme(st: _Structure, ev: _Evaluation, v: np.ndarray) -> np.ndarray:
         has = ci >= 0
         r_core += np.bincount(ci[has], weights=wv[has], minlength=st.n_core)
     r_h = np.bincount(st.human, weights=wv, minlength=st.n_human.shape[0])
-    core = scipy.linalg.cho_solve((ev.chol, True), r_core - st.couplings.T @ (r_h / ev.d), check_finite=False)
+    core = ev.solve(r_core - st.couplings.T @ (r_h / ev.d))
     u_h = (r_h - st.couplings @ core) / ev.d
     fitted = u_h[st.human]
     for ci in st.core_cols:
@@ -786,7 +885,11 @@ def _agent_map(st: _Structure, n_agents: int) -> np.ndarray:
 
 
 def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cols = scipy.linalg.cho_solve((ev.chol, True), lmap.T, check_finite=False)
+    if ev.factor is not None:
+        # Fixed agents come first in the core: their block of S^{-1} is M^{-1}.
+        n_a = lmap.shape[0]
+        return ev.core_mu[:n_a].copy(), ev.factor.m_inv.copy()
+    cols = ev.solve(lmap.T)
     cov0 = lmap @ cols
     return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
 
@@ -1145,6 +1248,14 @@ def _obs_quadratic(
 def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
     tasks = spec.kind == "calibrated_task"
     st = _structure(obs, tasks=tasks, random_agents=random_agents)
+    if st.blocks is None:
+        return _fit_structure(obs, spec, st)
+    with blas_threads(st.blocks):
+        return _fit_structure(obs, spec, st)
+
+
+def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
+    tasks = spec.kind == "calibrated_task"
     reml = _reml(st)
     ev = reml.evaluation
     beta2 = math.exp(reml.tau)
@@ -1153,30 +1264,21 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
     mixture, integrated = _mixture(st, reml, lmap, spec.integrate_hyper)
     agent_mu, agent_cov = mixture.moments()
 
-    s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    s_inv_b = None
-    if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
-        # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
-        # variances (b_h^T S^{-1} b_h, over each row's entries) and the leverages.
-        coo = st.couplings.tocoo()
-        s_inv_b = np.asarray(st.couplings @ s_inv)
-        b_s_b = np.bincount(
-            coo.row, weights=coo.data * s_inv_b[coo.row, coo.col], minlength=st.couplings.shape[0]
-        )
-        del coo
-    else:
-        b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
-    var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
     fitted = u_h[st.human].copy()
     for ci in st.core_cols:
         has = ci >= 0
         fitted[has] += ev.core_mu[ci[has]]
     residuals = obs.y - fitted
-    leverage = obs.omega * _obs_quadratic(
-        st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
-    )
-    del s_inv_b
+    if ev.factor is not None:
+        assert obs.task is not None
+        b_s_b, tbt, z, e = participant_forms(ev.factor)
+        leverage = obs.omega * observation_forms(ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e)
+        del tbt, z, e
+        var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
+        core_var = ev.factor.inverse_diagonal()
+    else:
+        var_h, leverage, core_var = _dense_core_forms(st, ev, beta2, obs.omega)
     diagnostics, standardized = _diagnostics(residuals, beta, obs.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"
@@ -1187,7 +1289,7 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
     if tasks:
         cols = st.component_cols["task"]
         task_ids, task_mu = obs.task_ids, ev.core_mu[cols].copy()
-        task_sigma = np.sqrt(beta2 * np.diag(s_inv)[cols])
+        task_sigma = np.sqrt(beta2 * core_var[cols])
     sigma_h = math.sqrt(beta2 * ev.gamma["human"])
     level = float(agent_mu.mean())
     config = RatingConfig(
@@ -1202,6 +1304,8 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
     )
     diagnostics["reml_converged"] = bool(reml.converged)
     diagnostics["hyper_integrated"] = bool(integrated)
+    if st.blocks is not None:
+        diagnostics["task_blocks"] = {"blocks": st.blocks.n_blocks, "largest": st.blocks.largest}
     loglik = reml.loglik
     return FitResult(
         spec=spec,
@@ -1226,6 +1330,31 @@ def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) 
         config=config,
         _mixture=mixture if integrated else None,
     )
+
+
+def _dense_core_forms(
+    st: _Structure, ev: _Evaluation, beta2: float, omega: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core."""
+    assert ev.chol is not None
+    s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
+    s_inv_b = None
+    if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
+        # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
+        # variances (b_h^T S^{-1} b_h, over each row's entries) and the leverages.
+        coo = st.couplings.tocoo()
+        s_inv_b = np.asarray(st.couplings @ s_inv)
+        b_s_b = np.bincount(
+            coo.row, weights=coo.data * s_inv_b[coo.row, coo.col], minlength=st.couplings.shape[0]
+        )
+        del coo
+    else:
+        b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
+    var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
+    leverage = omega * _obs_quadratic(
+        st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
+    )
+    return var_h, leverage, np.diag(s_inv).copy()
 
 
 def _hyper_summary(st: _Structure, reml: _Reml) -> dict[str, dict[str, float]]:
@@ -1458,9 +1587,11 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
         core_cols: list[np.ndarray] = [np.where(ok, agent, 0)]
         task_var: np.ndarray | float = 0.0
     else:
-        st = _structure(sub, tasks=spec.kind == "calibrated_task")
+        # Held-out prediction reads S^{-1} densely: the dense core.
+        st = _structure(sub, tasks=spec.kind == "calibrated_task", blocks=False)
         reml = _reml(st)
         ev = reml.evaluation
+        assert ev.chol is not None
         beta2, scale = math.exp(reml.tau), math.exp(reml.tau)
         couplings, d, chol, core_mu = st.couplings, ev.d, ev.chol, ev.core_mu
         s_inv = _chol_inverse(chol)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
+from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
@@ -73,15 +76,28 @@ def personal_invite_path(*, study: Study, platform: str, worker_id: str) -> str:
 
 
 def claim_from_personal_token(*, study: Study, token: str) -> PlatformClaim:
-    """Return the signed claim; a forged, altered or other-study token raises InvalidInvitation."""
+    """Return the signed claim; a forged, altered, expired or other-study token raises InvalidInvitation.
+
+    A personal link also signs its recruit back in when their account has no password, so it expires after
+    ``PERSONAL_LINK_MAX_AGE_DAYS`` (from when it was issued) like any other credential.
+    """
     try:
-        data = signing.loads(token, salt=_INVITE_SALT)
+        data = signing.loads(token, salt=_INVITE_SALT, max_age=timedelta(days=settings.PERSONAL_LINK_MAX_AGE_DAYS))
+    except signing.SignatureExpired:
+        raise InvalidInvitation("This personal invitation link has expired. Please ask the study team for a new "
+                                "one.")
     except signing.BadSignature:
         raise InvalidInvitation("This personal invitation link is not valid. Please use the link exactly as you "
                                 "received it, or ask the study team for a new one.")
     if not isinstance(data, dict) or data.get("s") != study.pk:
         raise InvalidInvitation("This personal invitation link belongs to another study.")
     return _validated(str(data.get("pl", "")), str(data.get("w", "")), signed=True)
+
+
+def personal_link_signs_in(user: Any) -> bool:
+    """Whether a genuine personal link may sign this account in by itself: only a plain worker account that
+    chose no password (one with a password signs in with it, so a leaked link gives nothing away)."""
+    return user.is_active and not user.has_usable_password() and not (user.is_staff or user.is_superuser)
 
 
 def resume_token(participant: Participant) -> str:

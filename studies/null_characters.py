@@ -7,9 +7,11 @@ string (keys included) of a JSON body, and answers 400 naming each offending fie
 under ``/api/``, ``{"ok": false, "error", "fields"}`` for JSON clients, a short text otherwise.
 
 Multipart bodies are checked just before the view, and only for views that are not CSRF-exempt: Django's
-CSRF check parses those bodies at that point anyway, while CSRF-exempt views (the upload view, which checks
-who may upload before reading a byte, and the API, whose serializer fields refuse NUL themselves) parse
-their own bodies. Uploaded task bundles are checked by the bundle format (``studies.task_bundle_format``).
+CSRF check parses those bodies at that point anyway, while CSRF-exempt views parse their own bodies after
+checking who may send them: the upload view reads its fields through a Django form (whose fields refuse NUL),
+and the API parses forms and uploads with ``console.api.parsers``, which apply :func:`form_nul_fields` to
+every field, value and file name. ``tests/studies/test_null_characters.py`` walks every URL to keep it so.
+Uploaded task bundles are checked by the bundle format (``studies.task_bundle_format``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ def _query_fields(query: QueryDict) -> dict[str, list[str]]:
     return found
 
 
+def form_nul_fields(data: QueryDict, files: Any = None) -> dict[str, list[str]]:
+    """Return the fields of a parsed form or multipart body (names, values, file names) that hold a NUL."""
+    found = _query_fields(data)
+    for name, uploads in (files.lists() if files is not None else ()):
+        if NUL in name or any(NUL in (upload.name or "") for upload in uploads):
+            found[_printable(name)] = [MESSAGE]
+    return found
+
+
 def request_nul_fields(request: HttpRequest) -> dict[str, list[str]]:
     """Return the fields of the request (path, query, url-encoded or JSON body) that hold a NUL."""
     found: dict[str, list[str]] = {}
@@ -91,8 +102,7 @@ class NullCharacterMiddleware:
                      ) -> HttpResponse | None:
         if (request.method == "POST" and request.content_type == "multipart/form-data"
                 and not getattr(view_func, "csrf_exempt", False)):
-            fields = _query_fields(request.POST)
-            fields.update({_printable(name): [MESSAGE] for name in request.FILES if NUL in name})
+            fields = form_nul_fields(request.POST, request.FILES)
             if fields:
                 return refusal(request, fields)
         return None

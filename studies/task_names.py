@@ -13,4 +13,6 @@ EXPIRE_ABANDONED_EPISODES = "studies.tasks.expire_abandoned_episodes"
 # a submission (or a staff retry) asks for grading; a withdrawal asks for the participant's observations to be
 # retracted.
 GRADE_EPISODE = "grading.tasks.grade_episode"
+# An uploaded or removed collaboration-log file asks for the episode's log files to be parsed again (no LLM).
+PARSE_LOG = "grading.tasks.parse_log"
 RETRACT_PARTICIPANT = "rating.tasks.retract_participant"

@@ -22,7 +22,10 @@ def send_task_on_commit(name: str, args: Sequence[Any], **options: Any) -> None:
 
     The database is the source of truth: whatever this message would have started, the reconciliation
     sweep finds from the rows and does, so a broker outage delays work instead of failing the request.
+    No sender reads a task's result, so none is stored: the send never touches the result backend (with
+    Redis it would subscribe to the result channel, and retry for seconds while Redis is down).
     """
+    options.setdefault("ignore_result", True)
 
     def send() -> None:
         try:

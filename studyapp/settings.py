@@ -101,6 +101,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before sessions and the database: a request that queued too long is answered "busy" at no cost.
+    "studyapp.overload.OverloadMiddleware",
     "studies.null_characters.NullCharacterMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -112,6 +114,13 @@ MIDDLEWARE = [
     # Last, so it turns a locked-out sign-in from any view (site, admin, API token) into one 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+# A request the proxy stamped (X-Request-Start) more than this many seconds ago is answered 503 "busy,
+# retrying" at once instead of being served late (studyapp/overload.py); 0 never sheds.
+OVERLOAD_QUEUE_SECONDS = float(os.environ.get("OVERLOAD_QUEUE_SECONDS", "10"))
+# Load benches read each answer's server CPU and query count from a Server-Timing header (off by default).
+SERVER_TIMING = _env_bool("SERVER_TIMING")
+if SERVER_TIMING:
+    MIDDLEWARE.insert(0, "studyapp.server_timing.ServerTimingMiddleware")
 
 ROOT_URLCONF = "studyapp.urls"
 WSGI_APPLICATION = "studyapp.wsgi.application"
@@ -180,6 +189,10 @@ else:
         }
     }
 
+# The staff overview's and leaderboard's figures are recomputed at most this often (console/dashboard/cached.py);
+# 0 computes them on every page (the tests, which change data between two pages).
+DASHBOARD_CACHE_SECONDS = int(os.environ.get("DASHBOARD_CACHE_SECONDS", "0" if TESTING else "10"))
+
 # --- Auth ----------------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -205,6 +218,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Requests to invitation links (/join/…) per client address; each may create an account.
 JOIN_THROTTLE_RATE = os.environ.get("JOIN_THROTTLE_RATE", "30/min")
+# A signed personal invitation is the recruit's credential (password optional); it expires this many days
+# after it was issued.
+PERSONAL_LINK_MAX_AGE_DAYS = int(os.environ.get("PERSONAL_LINK_MAX_AGE_DAYS", "90"))
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -215,7 +231,7 @@ USE_TZ = True
 
 # --- Static and private files -------------------------------------------------------------------------
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"
@@ -287,9 +303,18 @@ if BROKER_URL_SETTING or REDIS_URL:
                                        "socket_timeout": 5, "max_retries": 1}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
+    elif CELERY_BROKER_URL.startswith("redis://"):
+        # kombu's Redis transport with a restore path that survives a broker restart (see the module).
+        CELERY_BROKER_TRANSPORT = "studyapp.redis_transport:Transport"
     CELERY_BROKER_CONNECTION_TIMEOUT = 2
     CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
                                         "interval_max": 0.5}
+    # No request reads a task result (senders pass ignore_result); the few callers that do (tests, benches)
+    # must not hang either: the Redis result backend connects with a short timeout and retries once.
+    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1
+    CELERY_REDIS_SOCKET_TIMEOUT = 5
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"max_retries": 1, "interval_start": 0,
+                                                                "interval_step": 0.5, "interval_max": 0.5}}
 else:
     for _sub in ("queue", "processed", "results", "control"):
         (CELERY_QUEUE_DIR / _sub).mkdir(parents=True, exist_ok=True)
@@ -305,6 +330,8 @@ else:
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "grading.tasks.*": {"queue": "grading"},
+    # Parsing an uploaded log takes a second and needs no LLM: it never waits behind a judge call.
+    grading_task_names.PARSE_LOG: {"queue": "default"},
     # The expert routing sweep ran as grading.tasks.route_expert_reviews and stays on the grading queue.
     experts_task_names.ROUTE_EXPERT_REVIEWS: {"queue": "grading"},
     "rating.tasks.*": {"queue": "rating"},
@@ -332,9 +359,16 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "grading-reconcile-sweep": {
         "task": grading_task_names.RECONCILE,
         "schedule": float(os.environ.get("GRADING_SWEEP_SECONDS", "60")),
+        # A sweep queued while no worker ran is dropped once the next is due: a backlog never runs back to back.
+        "options": {"expires": float(os.environ.get("GRADING_SWEEP_SECONDS", "60"))},
     },
     "expert-routing-sweep": {
         "task": experts_task_names.ROUTE_EXPERT_REVIEWS,
+        "schedule": 10 * 60.0,
+    },
+    # Expert gates whose evaluation or re-grades a lost message left undone (experts/services/gate.py).
+    "expert-gate-sweep": {
+        "task": experts_task_names.RECONCILE_EXPERT_GATES,
         "schedule": 10 * 60.0,
     },
     # Open tasks whose worker went silent for the study's limit are released for others.
@@ -411,6 +445,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # Forms and uploads are parsed by parsers that refuse NUL characters (console/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "console.api.parsers.NulRefusingFormParser",
+        "console.api.parsers.NulRefusingMultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -431,6 +471,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The statuses a worker sees of their own episode (grading states read "submitted").
+    "ENUM_NAME_OVERRIDES": {"EpisodeStatusEnum": "studies.models.Episode.Status",
+                            "WorkerEpisodeStatusEnum": "studies.models.Episode.WORKER_STATUSES"},
 }
 
 # --- Security ---------------------------------------------------------------------------------------------

@@ -28,3 +28,9 @@ urlpatterns = [
     path("api/", include("console.api.urls")),
     path("admin/", admin.site.urls),
 ]
+
+# Error pages: the site's templates, or the API's JSON error shape under /api/.
+handler400 = "console.api.errors.bad_request"
+handler403 = "console.api.errors.permission_denied"
+handler404 = "console.api.errors.page_not_found"
+handler500 = "console.api.errors.server_error"

@@ -225,3 +225,23 @@ def has_levels(items: list[SurveyItem]) -> list[dict[str, Any]]:
         if item.question.kind == Question.Kind.HAS and item.levels:
             return item.levels
     return []
+
+
+def respondent_counts(study: Study) -> dict[str, int]:
+    """Return how many participants the survey statistics count as respondents: ``pre``, ``post`` and ``both``.
+
+    A respondent has a submitted response with at least one answer to a question that enters a statistic
+    (free text does not), and has not withdrawn or declined: the same people :func:`study_answers` counts,
+    read with one query so every staff page can show the number without loading the answers.
+    """
+    rows = (
+        SurveyResponse.objects.filter(participant__study=study, submitted_at__isnull=False)
+        .exclude(participant__status__in=_EXCLUDED_STATUSES)
+        .filter(answers__question__kind__in=[kind for kind in Question.Kind if kind != Question.Kind.TEXT])
+        .values_list("participant_id", "phase")
+        .distinct()
+    )
+    phases: dict[str, set[int]] = {"pre": set(), "post": set()}
+    for participant_id, phase in rows:
+        phases.setdefault(phase, set()).add(participant_id)
+    return {"pre": len(phases["pre"]), "post": len(phases["post"]), "both": len(phases["pre"] & phases["post"])}

@@ -120,22 +120,32 @@ def answers_save(*, participant: Participant, phase: str, raw: dict[str, Any]) -
     response = _editable_response(participant=participant, phase=phase)
     questions = {q.code: q for q in questions_for(response.instrument, phase)}
     errors: dict[str, str] = {}
+    cleared: list[int] = []
+    coded_answers: dict[int, tuple[str, float | None]] = {}
+    for code, value in raw.items():
+        question = questions.get(code)
+        if question is None:
+            errors[code] = "This question is not part of the survey."
+            continue
+        if value is None or str(value).strip() == "":
+            cleared.append(question.pk)
+            continue
+        try:
+            coded_answers[question.pk] = answer_code(question, value)
+        except SurveyAnswerInvalid as exc:
+            errors[code] = exc.message
+    # One read, one delete and one upsert whatever the number of answers: a submit re-sends every answer the
+    # page autosaved already, and those unchanged ones are not written again.
+    existing = dict(Answer.objects.filter(response=response, question_id__in=[*cleared, *coded_answers])
+                    .values_list("question_id", "value"))
+    changed = [Answer(response=response, question_id=question_id, value=coded, numeric=numeric)
+               for question_id, (coded, numeric) in coded_answers.items() if existing.get(question_id) != coded]
     with transaction.atomic():
-        for code, value in raw.items():
-            question = questions.get(code)
-            if question is None:
-                errors[code] = "This question is not part of the survey."
-                continue
-            if value is None or str(value).strip() == "":
-                Answer.objects.filter(response=response, question=question).delete()
-                continue
-            try:
-                coded, numeric = answer_code(question, value)
-            except SurveyAnswerInvalid as exc:
-                errors[code] = exc.message
-                continue
-            Answer.objects.update_or_create(response=response, question=question,
-                                            defaults={"value": coded, "numeric": numeric})
+        if any(question_id in existing for question_id in cleared):
+            Answer.objects.filter(response=response, question_id__in=cleared).delete()
+        if changed:
+            Answer.objects.bulk_create(changed, update_conflicts=True, unique_fields=["response", "question"],
+                                       update_fields=["value", "numeric", "updated_at"])
     return errors
 
 

@@ -12,8 +12,9 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError, RestrictedError
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import resolve
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -135,3 +136,32 @@ def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         if match.func is not not_found:
             message += f" Did you mean {request.path}/ (with the trailing slash)?"
     return JsonResponse(error_body("not_found", message), status=404)
+
+
+# Django's own error views (handler400/403/404/500 in the root URL conf) answer /api/ paths in the API's shape
+# too: a request refused before any view runs (too many form fields, a disallowed host) or an unexpected
+# exception would otherwise get the site's HTML page.
+def _site_or_api(request: HttpRequest, status_code: int, code: str, message: str,
+                 site_view: Any, *args: Any) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body(code, message), status=status_code)
+    return site_view(request, *args)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    return _site_or_api(request, 400, "bad_request", "The request could not be understood.",
+                        defaults.bad_request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    return _site_or_api(request, 403, "permission_denied", "You do not have permission to perform this action.",
+                        defaults.permission_denied, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    return _site_or_api(request, 404, "not_found", "Not found.", defaults.page_not_found, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    return _site_or_api(request, 500, "server_error", "The server failed to answer this request; it has been "
+                                                      "logged.", defaults.server_error)

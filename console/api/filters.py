@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC
+from typing import Any
 
 import django_filters as filters
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.http import QueryDict
 from django_filters.fields import IsoDateTimeField
 
 from experts.models import ExpertGrade
@@ -57,10 +59,30 @@ class StrictBooleanFilter(filters.BooleanFilter):
     field_class = StrictBooleanField
 
 
+EMPTY_MEANS_NO_FILTER = "An empty value (`?name=`) means no filter, as if the parameter were left out."
+
+
 class ApiFilterSet(filters.FilterSet):
-    """Filters generated from model fields refuse values of the wrong type with a 400."""
+    """Filters generated from model fields refuse values of the wrong type with a 400.
+
+    An empty value means no filter for every filter alike (the schema says so for each parameter): an HTML
+    filter form, the browsable API's included, sends every field it shows, filled in or not. Without this,
+    ``?status=`` was a 400 on multiple-choice filters while ``?kind=`` was ignored on the others.
+    """
 
     FILTER_DEFAULTS = {**filters.FilterSet.FILTER_DEFAULTS, models.BooleanField: {"filter_class": StrictBooleanFilter}}
+
+    def __init__(self, data: QueryDict | None = None, *args: Any, **kwargs: Any) -> None:
+        if data is not None:
+            data = data.copy()
+            for name in self.base_filters:
+                if name in data:
+                    values = [value for value in data.getlist(name) if value != ""]
+                    if values:
+                        data.setlist(name, values)
+                    else:
+                        del data[name]
+        super().__init__(data, *args, **kwargs)
 
 
 class StudyFilter(ApiFilterSet):

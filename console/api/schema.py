@@ -1,7 +1,8 @@
 """OpenAPI generation: every operation documents the error answers the API can give, in its one error shape.
 
 Any operation may answer 400 (a parameter or body field of the wrong type or holding a NUL character), 401/403
-(no or insufficient credentials), 404 (no such object, or a page past the last) and 429 (throttled), all with
+(no or insufficient credentials), 404 (no such object, or a page past the last), 429 (throttled) and, for an
+operation that takes a body, 415 (a body of a media type it does not parse), all with
 the body of :class:`console.api.serializers.ErrorSerializer`. Operations that declare their own answer for
 one of these codes keep it.
 
@@ -25,14 +26,28 @@ ERROR_ANSWERS = {
     "404": "No such object (or page), or it is not visible to the caller.",
     "429": "Too many requests; retry after the number of seconds in the Retry-After header.",
 }
+BODY_ERROR_ANSWERS = {
+    "415": "The request body's media type (Content-Type) is missing or not one this operation accepts.",
+}
 
 
 class ApiAutoSchema(AutoSchema):
+    def _get_filter_parameters(self):
+        from console.api.filters import EMPTY_MEANS_NO_FILTER
+
+        parameters = super()._get_filter_parameters()
+        for parameter in parameters:
+            description = parameter.get("description", "")
+            parameter["description"] = f"{description}\n\n{EMPTY_MEANS_NO_FILTER}" if description \
+                else EMPTY_MEANS_NO_FILTER
+        return parameters
+
     def _get_response_bodies(self, direction="response"):
         from console.api.serializers import ErrorSerializer
 
         responses = super()._get_response_bodies(direction)
-        for code, description in ERROR_ANSWERS.items():
+        answers = {**ERROR_ANSWERS, **(BODY_ERROR_ANSWERS if self.method in ("POST", "PUT", "PATCH") else {})}
+        for code, description in answers.items():
             if code not in responses:
                 responses[code] = self._get_response_for_code(
                     OpenApiResponse(ErrorSerializer, description=description), code, ["application/json"], direction)
@@ -49,6 +64,8 @@ class ApiAutoSchema(AutoSchema):
         schema = super()._map_basic_serializer(serializer, direction)
         if direction != "response":
             return schema
+        if getattr(serializer, "schema_closed", False):
+            schema["additionalProperties"] = False
         properties = schema.get("properties", {})
         for name, field in serializer.fields.items():
             prop = properties.get(field.field_name or name)

@@ -220,6 +220,8 @@ class EpisodeSerializer(_EpisodeFilesMixin, serializers.ModelSerializer):
 class WorkerEpisodeSerializer(EpisodeSerializer):
     """A worker's own episode: what they did and uploaded, never how it was scored or how grading goes."""
 
+    schema_closed = True  # documented with additionalProperties: false -- these fields and no others
+
     status = serializers.ChoiceField(choices=Episode.WORKER_STATUSES, source="worker_status", read_only=True,
                                      help_text="Grading states all read `submitted`.")
 
@@ -234,6 +236,8 @@ class WorkerEpisodeSerializer(EpisodeSerializer):
 
 class ExpertEpisodeSerializer(EpisodeSerializer):
     """An episode assigned to an expert: blind to the agent, the participant and every score."""
+
+    schema_closed = True
 
     class Meta(EpisodeSerializer.Meta):
         fields = ["id", "study", "task", "task_title", "sector", "status", "submitted_at", "files"]

@@ -43,6 +43,7 @@ urlpatterns = [
     path("tasks/<uuid:uuid>/hidden-files/<int:pk>/download/",
          TaskHiddenFileViewSet.as_view({"get": "download"}), name="api-task-hidden-files-download"),
     *router.urls,
-    # Anything else under /api/ answers in the API's error shape rather than the site's HTML 404 page.
-    re_path(r"^.*$", not_found),
+    # Anything else under /api/ answers in the API's error shape rather than the site's HTML 404 page
+    # ("[\s\S]", not ".", so that a path holding an encoded newline is unknown too).
+    re_path(r"^[\s\S]*$", not_found),
 ]

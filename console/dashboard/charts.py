@@ -47,6 +47,37 @@ def _truncate(label: str, limit: int) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
+_NARROW = set("iljtf.,:;'|!()[] ")
+_WIDE = set("mwMW@%…")
+
+
+def _text_width(text: str) -> float:
+    """Return a generous estimate of a label's width in px at the charts' 12 px sans-serif font.
+
+    Layout reserves room from this; the browser test (tests/e2e/test_chart_text_bounds.py) measures the real
+    widths, so an estimate that runs short fails there rather than clipping a label in front of staff.
+    """
+    width = 0.0
+    for ch in text:
+        if ch in _NARROW:
+            width += 4.0
+        elif ch in _WIDE:
+            width += 11.5
+        elif ch.isupper() or ch.isdigit():
+            width += 8.4
+        else:
+            width += 7.2
+    return width
+
+
+def _fit(label: str, limit: int, room: float) -> str:
+    """Return the label truncated to ``limit`` characters and to the ``room`` (px) it is drawn in."""
+    text = _truncate(label, limit)
+    while len(text) > 2 and _text_width(text) > room:
+        text = text[:-2] + "…"
+    return text
+
+
 def stars(p: float | None) -> str:
     """Return the paper's significance marks: ** for p < 0.01, * for p < 0.05."""
     if p is None:
@@ -93,7 +124,7 @@ class RateBar:
 
 def rate_bars(chart_id: str, title: str, bars: Sequence[RateBar], *, reference: float | None = 0.5) -> SafeString:
     """Return vertical bars of rates in [0, 1] with an optional reference line (Figure 2: win rate by quartile)."""
-    left, bottom, top, plot_h, slot = 44.0, 40.0, 14.0, 200.0, 90.0
+    left, bottom, top, plot_h, slot = 44.0, 40.0, 24.0, 200.0, 90.0
     width, height = left + slot * max(len(bars), 1) + 20.0, top + plot_h + bottom
     body = []
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
@@ -149,11 +180,12 @@ def heatmap(chart_id: str, title: str, labels: Sequence[str], matrix: Sequence[S
     """Return a square heatmap where cell (row, column) is P(row agent > column agent)."""
     n = len(labels)
     cell = 58.0 if n <= 8 else max(26.0, 460.0 / max(n, 1))
-    longest = max((len(_truncate(label, 18)) for label in labels), default=1)
-    # Column labels are rotated 40°: their height grows with their length.
-    label_w, label_h = 150.0, 16.0 + 4.8 * longest
-    # …and reach right by cos 40° of their length (~7 px a character), past the last column: leave room.
-    overhang = max(0.0, 0.77 * 7.0 * longest - cell / 2)
+    longest = max((_text_width(_truncate(label, 18)) for label in labels), default=8.0)
+    # Column labels are rotated 40°: their height grows by sin 40° of their length…
+    label_w = 12.0 + max((_text_width(_truncate(label, 22)) for label in labels), default=40.0)
+    label_h = 18.0 + 0.65 * longest
+    # …and they reach right by cos 40° of their length, past the last column: leave room.
+    overhang = max(0.0, 0.77 * longest - cell / 2)
     width, height = label_w + cell * n + 10 + overhang, label_h + cell * n + 10
     body = []
     for j, label in enumerate(labels):
@@ -199,9 +231,12 @@ def forest_plot(
     chart_id: str, title: str, rows: Sequence[ForestRow], *, domain: tuple[float, float] = (-1.0, 1.0)
 ) -> SafeString:
     """Return a forest plot: a dot per estimate, a bar per confidence interval, a line at zero (Figure 4a/b)."""
-    label_w, plot_w, row_h, top, axis_h = 220.0, 340.0, 24.0, 10.0, 30.0
+    plot_w, row_h, top, axis_h = 340.0, 24.0, 10.0, 30.0
+    label_w = min(260.0, 16.0 + max((_text_width(_truncate(row.label, 32)) for row in rows), default=40.0))
+    right = 16.0 + max((_text_width(f"{row.estimate:.2f}{stars(row.p)}") for row in rows if row.estimate is not None),
+                       default=40.0)
     lo, hi = domain
-    width, height = label_w + plot_w + 60, top + row_h * max(len(rows), 1) + axis_h
+    width, height = label_w + plot_w + right, top + row_h * max(len(rows), 1) + axis_h
 
     def sx(value: float) -> float:
         return label_w + plot_w * (min(max(value, lo), hi) - lo) / (hi - lo)
@@ -221,7 +256,7 @@ def forest_plot(
         )
     for index, row in enumerate(rows):
         y = top + index * row_h + row_h / 2
-        body.append(_text(label_w - 8, y + 4, _truncate(row.label, 32), anchor="end"))
+        body.append(_text(label_w - 8, y + 4, _fit(row.label, 32, label_w - 12), anchor="end"))
         if row.estimate is None:
             body.append(_text(label_w + 6, y + 4, "not computed", fill=_MUTED))
             continue
@@ -278,9 +313,12 @@ def prepost_plot(
     chart_id: str, title: str, rows: Sequence[PrePostRow], *, domain: tuple[float, float] = (1.0, 7.0)
 ) -> SafeString:
     """Return pre (hollow) and post (filled) means with ±1 SE bars per item (Figure 4c)."""
-    label_w, plot_w, row_h, top, axis_h = 220.0, 340.0, 30.0, 24.0, 30.0
+    plot_w, row_h, top, axis_h = 340.0, 30.0, 24.0, 30.0
+    label_w = min(260.0, 16.0 + max((_text_width(_truncate(row.label, 32)) for row in rows), default=40.0))
+    right = 16.0 + max((_text_width(f"Δ {row.post - row.pre:+.2f}{stars(row.p)}") for row in rows
+                        if row.pre is not None and row.post is not None), default=40.0)
     lo, hi = domain
-    width, height = label_w + plot_w + 60, top + row_h * max(len(rows), 1) + axis_h
+    width, height = label_w + plot_w + right, top + row_h * max(len(rows), 1) + axis_h
 
     def sx(value: float) -> float:
         return label_w + plot_w * (min(max(value, lo), hi) - lo) / (hi - lo)
@@ -300,7 +338,7 @@ def prepost_plot(
         body.append(_text(sx(tick), plot_bottom + 16, f"{tick:g}", anchor="middle", fill=_MUTED))
     for index, row in enumerate(rows):
         y = top + index * row_h + row_h / 2
-        body.append(_text(label_w - 8, y + 4, _truncate(row.label, 32), anchor="end"))
+        body.append(_text(label_w - 8, y + 4, _fit(row.label, 32, label_w - 12), anchor="end"))
         for value, se, offset, fill in ((row.pre, row.se_pre, -5, "#fff"), (row.post, row.se_post, 5, _ACCENT)):
             if value is None:
                 continue
@@ -340,7 +378,8 @@ class CurveSeries:
 def curve_chart(chart_id: str, title: str, categories: Sequence[str], series: Sequence[CurveSeries], *,
                 y_range: tuple[float, float] = (0.0, 100.0), x_label: str = "", y_label: str = "") -> SafeString:
     """Return lines over categorical x (effort-scaling curves); series differ by colour, dash and marker label."""
-    left, right, top, bottom, plot_h = 48.0, 170.0, 14.0, 44.0, 220.0
+    left, top, bottom, plot_h = 48.0, 14.0, 44.0, 220.0
+    right = 62.0 + max((_text_width(_truncate(line.label, 18)) for line in series), default=60.0)
     slot = 70.0
     plot_w = slot * max(len(categories) - 1, 1)
     width, height = left + plot_w + right, top + plot_h + bottom

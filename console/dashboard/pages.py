@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.dashboard import charts
+from console.dashboard import charts, verdicts
+from studies.models import Study
 
 
 def funnel_chart(funnel: dict[str, Any]) -> Any:
@@ -43,12 +44,31 @@ def survey_page(result: dict[str, Any] | None) -> dict[str, Any]:
         for row in change
     ]
     split = [{**row, "label": _item_label(row, items)} for row in result["skill_split"]]
+    categorical = []
+    for shift in result.get("categorical", []):
+        table = shift.get("table") or []
+        total = sum(sum(row) for row in table)
+        kept = sum(row[i] for i, row in enumerate(table) if i < len(row))
+        verdict = (f"{kept} of {total} participants gave the same answer after the tasks as before "
+                   "(the diagonal); the other cells show who moved where.") if total else ""
+        categorical.append({**shift, "verdict": verdict})
+    split_clear = [row for row in split if row.get("p_holm") is not None and row["p_holm"] < 0.05]
+    verdicts_ = {
+        "paired": verdicts.survey_verdict(paired),
+        "pre": verdicts.correlation_verdict(pre, "pre-survey answer"),
+        "change": verdicts.correlation_verdict(change, "change"),
+        "split": (f"For {len(split_clear)} of {len(split)} items the change differs between the lower and upper half "
+                  "by skill (Holm-adjusted p < 0.05)." if split_clear else
+                  f"The change does not differ clearly between the lower and upper half by skill for any of the "
+                  f"{len(split)} items (Holm-adjusted p < 0.05)."),
+    }
     return {
+        "verdicts": verdicts_,
         "paired": paired,
         "pre": pre,
         "change": change,
         "split": split,
-        "categorical": result.get("categorical", []),
+        "categorical": categorical,
         "prepost_chart": charts.prepost_plot(
             "prepost", "Pre and post means with standard errors",
             [
@@ -80,6 +100,7 @@ def collaboration_page(result: dict[str, Any] | None) -> dict[str, Any]:
     ]
     quartiles = result["win_rates"]["quartiles"]
     return {
+        "verdicts": collaboration_verdicts(result),
         "fluency": fluency,
         "rate_rows": rate_rows,
         "correlation_chart": charts.forest_plot(
@@ -105,3 +126,78 @@ def residual_chart(qq: dict[str, Any] | None) -> Any:
     return charts.qq_plot(
         "residual-qq", "Standardized residuals against normal quantiles", qq["theoretical"], qq["observed"]
     )
+
+
+def leaderboard_words(study: Study, data: dict[str, Any], design: dict[str, Any]) -> dict[str, Any]:
+    """Return the leaderboard's plain words: each panel's verdict, the model's readable name and μ − kσ as shown."""
+    snapshot = data.get("snapshot")
+    k = float((snapshot.config or {}).get("k", study.rating_k) if snapshot else study.rating_k)
+    kind = (data.get("model") or {}).get("kind")
+    words: dict[str, Any] = {"design_verdict": verdicts.design_verdict(design), "k": f"{k:g}",
+                             "mu_k_sigma": f"μ − {k:g}σ",
+                             "model_label": dict(Study.RatingModel.choices).get(kind or "", kind or "")}
+    if snapshot is None:
+        return words
+    labels = dict(Study.RatingModel.choices)
+    words["comparison"] = [
+        {**row, "label": labels.get(row.get("model", ""), row.get("model", ""))}
+        for row in (data.get("model_checks") or {}).get("comparison") or []
+    ]
+    counts_rated = data["humans"].paginator.count if data.get("humans") is not None else None
+    words["verdicts"] = {
+        "agents": verdicts.agents_verdict(data["agents"], data.get("stability"), k),
+        "pairwise": verdicts.pairwise_verdict(data.get("pairwise")),
+        "model": verdicts.model_verdict(data.get("model") or {}, data.get("model_checks")),
+        "humans": verdicts.humans_verdict(counts_rated, k),
+    }
+    return words
+
+
+def overview_verdicts(data: dict[str, Any], counts: Any) -> dict[str, str]:
+    """Return the overview panels' verdicts."""
+    queue, spend = data["queue"], data["spend"]
+    if spend["rows"]:
+        spent = f"${spend['total']:.2f} spent on LLM calls"
+        if spend["budget"] is not None:
+            spent += (f" of a ${spend['budget']:.2f} budget"
+                      + (": the budget is reached and grading starts no new calls." if spend["over_budget"] else "."))
+        else:
+            spent += " (no budget cap)."
+    else:
+        spent = "No LLM call has been made yet."
+    return {
+        "funnel": verdicts.funnel_verdict(data["funnel"]["steps"], counts.participants, counts.answered_post),
+        "monitor": verdicts.monitor_verdict(data["monitor"]["steps"]),
+        "queue": verdicts.queue_verdict(counts.submissions_waiting, queue["failed"], queue["held"],
+                                        queue["oldest_waiting"]),
+        "spend": spent,
+    }
+
+
+def collaboration_verdicts(result: dict[str, Any]) -> dict[str, str]:
+    """Return the collaboration panels' verdicts."""
+    fluency, wins = result["fluency"], result["win_rates"]
+    related = [row for row in fluency["correlations"] if row.get("p_value") is not None and row["p_value"] < 0.05]
+    fluency_text = (
+        f"{len(related)} of {len(fluency['correlations'])} behaviours go with the episode score (p < 0.05): "
+        + ", ".join(f"{row['label']} ({'higher' if row['r'] > 0 else 'lower'})" for row in related[:4]) + "."
+        if related else
+        f"No behaviour goes clearly with the episode score (no p < 0.05 among {len(fluency['correlations'])})."
+    )
+    if wins["n_comparisons"] and wins.get("win_rate") is not None:
+        wins_text = (f"Working with a person beats the agent working alone in {100 * wins['win_rate']:.0f} % of "
+                     f"{wins['n_comparisons']} matched comparisons (50 % = no difference).")
+    else:
+        wins_text = "No episode can be matched with a solo run of the same agent on the same task yet."
+    by_agent = [row for row in result["by_agent"] if row.get("collabskill") is not None]
+    solo = [row for row in result["by_agent"] if row.get("mean_solo_score") is not None]
+    table_text = ""
+    if by_agent:
+        best = max(by_agent, key=lambda row: row["collabskill"])
+        table_text = f"{best['agent']} collaborates best (highest CollabSkill score)"
+        if solo:
+            best_solo = max(solo, key=lambda row: row["mean_solo_score"])
+            same = "and also" if best_solo["agent"] == best["agent"] else "while"
+            table_text += f", {same} {best_solo['agent']} scores highest working alone"
+        table_text += "."
+    return {"fluency": fluency_text, "wins": wins_text, "table5": table_text}

@@ -1,5 +1,6 @@
 """The leaderboard's design panel: the pairing mode (switchable, audited), the stopping-rule estimate -- how
-many more sessions until the ranking is settled, under each design -- and planning for a study without data.
+many more episodes (one worker doing one task with one agent) until the ranking is settled, under each design --
+and planning for a study without data.
 
 Estimates run as background jobs (the dashboard's job mechanism, with progress); the page only shows the
 stored result for the current posterior, or an older one marked as such.
@@ -143,29 +144,42 @@ def _rows(goals: dict[str, Any], now: dict[str, float], current: str) -> list[di
         for mode in design.DESIGN_MODES:
             q = per_mode.get(mode)
             if q is not None:
-                rows.append({"goal": GOAL_LABELS.get(goal, goal), "now": now.get(goal), "mode": mode,
+                rows.append({"goal": GOAL_LABELS.get(goal, goal), "goal_key": goal, "now": now.get(goal), "mode": mode,
                              "current": mode == current, **q})
     return rows
 
 
+def _equal_goals(rows: list[dict[str, Any]]) -> list[str]:
+    """Return the goals for which every design gave the same median and interval."""
+    by_goal: dict[str, set[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_goal.setdefault(row["goal_key"], set()).add((row.get("median"), row.get("low"), row.get("high")))
+    return [goal for goal, values in by_goal.items() if len(values) == 1 and sum(
+        1 for row in rows if row["goal_key"] == goal) > 1]
+
+
+def every_worker_meets_every_agent(study: Study, n_agents: int) -> bool:
+    """Return True when the repeat limit leaves no design a choice: each worker meets every agent once."""
+    return study.design_repeat_limit <= 1 and 0 < n_agents <= study.tasks_per_session
+
+
 def repeat_advice(study: Study) -> str:
-    """Return a note on the adaptive repeat limit when it leaves the adaptive design nothing to choose, else ''.
+    """Return why the designs agree when the repeat limit leaves them nothing to choose, else ''.
 
     With no repeats and at least as many tasks per worker as agents, every worker meets every agent whatever
     the design, so adaptive pairing cannot save a session; letting an agent take two of a worker's tasks is
     what lets it pair the leading contenders within one worker.
     """
-    if study.design_mode != Study.DesignMode.ADAPTIVE or study.design_repeat_limit > 1:
-        return ""
     n_agents = study.agents.filter(is_active=True).count()
-    if n_agents == 0 or study.tasks_per_session < n_agents:
+    if not every_worker_meets_every_agent(study, n_agents):
         return ""
-    return (f"With {study.tasks_per_session} tasks per worker, {n_agents} agents and no repeats, every worker meets "
-            f"every agent, so adaptive pairing cannot save sessions. Allow {RECOMMENDED_REPEAT_LIMIT} tasks per "
-            "worker with one agent: in simulated studies like the paper's (5 agents, 5 tasks) that saves about 30 % "
-            "of the sessions (median 30 %, 95 % interval 27-33 %). A limit of 3 with a floor of 0.1 saves about "
-            "34 % (31-37 %), at the price of more repetition for a worker and assignment probabilities down to "
-            "0.02 (inverse-probability weights up to 50).")
+    return (f"With {study.tasks_per_session} tasks per worker, {n_agents} agents and a repeat limit of 1, every "
+            "worker meets every agent whatever the design, so uniform, balanced and adaptive pairing assign the same "
+            f"pairs and need the same number of episodes. To let adaptive pairing save episodes, allow "
+            f"{RECOMMENDED_REPEAT_LIMIT} tasks per worker with one agent: in simulated studies like the paper's "
+            "(5 agents, 5 tasks) that saves about 30 % of the episodes (median 30 %, 95 % interval 27-33 %). A limit "
+            "of 3 with a floor of 0.1 saves about 34 % (31-37 %), at the price of more repetition for a worker and "
+            "assignment probabilities down to 0.02 (inverse-probability weights up to 50).")
 
 
 def power_context(study: Study) -> dict[str, Any]:
@@ -188,6 +202,7 @@ def power_context(study: Study) -> dict[str, Any]:
             "stale": snapshot is not None and result.get("snapshot_version") != snapshot.version,
             "max_sessions": ESTIMATE["max_sessions"],
         }
+        estimate["equal_goals"] = _equal_goals(estimate["rows"])
     plan = None
     if done_plan is not None and done_plan.result:
         plan = {"settings": done_plan.result["settings"], "rows": [
@@ -200,5 +215,6 @@ def power_context(study: Study) -> dict[str, Any]:
         "design_mode": study.design_mode, "design_modes": Study.DesignMode.choices, "floor": study.design_floor,
         "repeat_limit": study.design_repeat_limit, "has_data": snapshot is not None, "estimate": estimate,
         "plan": plan, "running": running, "failed": failed, "plan_defaults": plan_defaults(study),
-        "repeat_advice": repeat_advice(study),
+        "repeat_advice": repeat_advice(study), "n_agents": study.agents.filter(is_active=True).count(),
+        "tasks_per_session": study.tasks_per_session, "mode_labels": dict(Study.DesignMode.choices),
     }

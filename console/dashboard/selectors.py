@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from console.dashboard import counts
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from grading.selectors import episodes_held
 from rating import selectors as rating_selectors
@@ -74,13 +75,11 @@ def bootstrap_rounds() -> int:
 
 def study_list() -> list[dict[str, Any]]:
     """Return every study with its participant and episode counts (three queries)."""
-    participants = dict(
-        Participant.objects.values("study_id").annotate(n=Count("pk")).values_list("study_id", "n").order_by()
-    )
-    episodes = dict(Episode.objects.values("study_id").annotate(n=Count("pk")).values_list("study_id", "n").order_by())
+    studies = list(Study.objects.order_by("-created_at"))
+    participants, episodes = counts.participant_totals(studies), counts.episode_totals(studies)
     return [
         {"study": study, "participants": participants.get(study.pk, 0), "episodes": episodes.get(study.pk, 0)}
-        for study in Study.objects.order_by("-created_at")
+        for study in studies
     ]
 
 
@@ -94,10 +93,7 @@ def study_get(slug: str) -> Study:
 
 def funnel(study: Study) -> dict[str, Any]:
     """Return participants currently at each step and how many reached it (one query)."""
-    current = dict(
-        Participant.objects.filter(study=study).values("status").annotate(n=Count("pk")).values_list("status", "n")
-        .order_by()
-    )
+    current = counts.participants_by_status(study)
     withdrawn = current.get(Participant.Status.WITHDRAWN, 0)
     declined = current.get(Participant.Status.DECLINED, 0)
     rows = []
@@ -122,7 +118,8 @@ SUBMITTED = (Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GR
 
 
 def episode_breakdown(study: Study) -> dict[str, Any]:
-    """Return episode counts by (agent, sector, status) in one scan, plus the names behind the ids (three queries).
+    """Return episode counts by (agent, sector, status) in one scan, the names behind the ids and the tasks per
+    sector (four queries).
 
     Progress tables and grading-queue counts are all sums over these few rows, so the episode table is read
     once per page however many episodes there are.
@@ -139,7 +136,7 @@ def episode_breakdown(study: Study) -> dict[str, Any]:
     )
     agents = dict(Agent.objects.filter(pk__in={row["agent_id"] for row in rows}).values_list("pk", "name"))
     sectors = dict(Sector.objects.filter(pk__in={row["task__sector_id"] for row in rows}).values_list("pk", "name"))
-    return {"rows": rows, "agents": agents, "sectors": sectors}
+    return {"rows": rows, "agents": agents, "sectors": sectors, "tasks_by_sector": counts.tasks_by_sector(study)}
 
 
 def _progress_rows(breakdown: dict[str, Any], by: str) -> list[dict[str, Any]]:
@@ -159,6 +156,12 @@ def _progress_rows(breakdown: dict[str, Any], by: str) -> list[dict[str, Any]]:
         group["skipped"] += n if status == Episode.Status.SKIPPED else 0
         group["failed"] += n if status == Episode.Status.FAILED else 0
     result = sorted(groups.values(), key=lambda group: group["label"])
+    if by == "sector":
+        # "Tasks" are the study's task instances in the sector; "total" counts episodes (a task is done many times).
+        tasks = breakdown.get("tasks_by_sector", {})
+        by_label = {names.get(sector_id, ""): n for sector_id, n in tasks.items()}
+        for group in result:
+            group["tasks"] = by_label.get(group["label"], 0)
     for group in result:
         group["percent"] = round(100 * group["graded"] / group["total"]) if group["total"] else 0
     return result
@@ -309,7 +312,8 @@ def grading_queue(
             for row in waiting_reasons
         ],
         "oldest_waiting": (timezone.now() - oldest) if oldest else None,
-        "judge_runs": {status.value: runs.get(status.value, 0) for status in JudgeRun.Status},
+        # Labelled by what each status means: a judge run "waiting" is not a submission waiting to be graded.
+        "judge_runs": {status.label: runs.get(status.value, 0) for status in JudgeRun.Status},
         "failed_episodes": failed,
         "failed_runs": failed_runs,
         "limit": limit,

@@ -109,14 +109,18 @@ def export_request(*, study: Study, actor: Any, include_pii: bool = False) -> Ba
 
 def payouts_request(*, study: Study, actor: Any, file_format: str, include_pii: bool = False) -> BackgroundJob:
     """Create and enqueue a payout CSV; platform worker ids only for users allowed to see identities. Audited."""
-    from console.payouts import PAYOUT_FORMATS
+    from console.payouts import PAYOUT_FORMATS, PAYOUT_FORMATS_NEEDING_IDS
 
     if file_format not in PAYOUT_FORMATS:
         raise JobRefused(f"Unknown payout format “{file_format}”.")
-    if file_format == "prolific" and not include_pii:
-        raise JobRefused("A Prolific bulk-bonus file needs the participants' Prolific ids: include platform ids.")
     if include_pii and not can_export_pii(actor):
         raise JobRefused("You do not have permission to export recruitment-platform ids.")
+    if file_format in PAYOUT_FORMATS_NEEDING_IDS and not can_export_pii(actor):
+        raise JobRefused("A Prolific bulk-bonus file needs the participants' Prolific ids, which only users with the "
+                         "“view participant identity” permission may export: choose the detailed file.")
+    if file_format in PAYOUT_FORMATS_NEEDING_IDS and not include_pii:
+        raise JobRefused("A Prolific bulk-bonus file needs the participants' Prolific ids: tick “Use "
+                         "recruitment-platform worker ids”.")
     with transaction.atomic():
         job = BackgroundJob.objects.create(
             kind="payouts", study=study, requested_by=_user_or_none(actor),

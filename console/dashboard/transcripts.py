@@ -9,6 +9,10 @@
   heuristic prompt detection.
 
 Withdrawn or declined participants' episodes are left out, as on the rest of the collaboration page.
+
+The correlations need scores and run in the collaboration job; `transcript_overview` (what was read, and each
+metric's distribution) is a cheap read the page makes itself, so the metrics show as soon as logs are parsed
+on upload, before any judge or coder has run (no LLM is needed for either).
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
+from django.db.models import Exists, OuterRef
 
 from console.dashboard import charts
 from grading.models import EpisodeTranscript
-from studies.models import Participant, Study
+from grading.transcripts.model import FORMAT_LABELS, Format
+from studies.models import Episode, EpisodeFile, Participant, Study
 from surveys.stats import spearman_with_ci
 
 _EXCLUDED = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED)
@@ -119,17 +125,75 @@ def transcript_analysis(study: Study) -> dict[str, Any]:
     }
 
 
-def transcript_page(result: dict[str, Any] | None) -> dict[str, Any]:
-    """Return the metric table rows, the forest plot of rho and the effort-scaling curves for the page."""
+def _format_label(fmt: str) -> str:
+    known = next((f for f in Format if f == fmt), None)
+    return FORMAT_LABELS[known] if known is not None else fmt
+
+
+_SUBMITTED = (Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED)
+
+
+def transcript_overview(study: Study) -> dict[str, Any]:
+    """Return what the submitted episodes' logs gave: coverage, formats and each metric's n, mean and median.
+
+    Counts submitted episodes (not gold copies) of participants still in the study, scored or not.
+    `waiting` counts episodes with a log file whose parse has not been stored yet (it runs on upload; the
+    reconciliation sweep re-sends a lost one).
+    """
+    episodes = (Episode.objects.filter(study=study, is_gold=False, status__in=_SUBMITTED)
+                .exclude(participant__status__in=_EXCLUDED))
+    has_log = Exists(EpisodeFile.objects.filter(episode=OuterRef("pk"), kind=EpisodeFile.Kind.LOG))
+    transcripts = EpisodeTranscript.objects.filter(episode__in=episodes)
+    coverage = Counter(transcripts.values_list("status", flat=True))
+    fields = [name for name, _label, _scale in METRICS]
+    rows = list(transcripts.filter(status__in=_READ).values_list("heuristic", "formats", *fields))
+    formats = Counter(fmt for row in rows for fmt in row[1] or ())
+    metrics = []
+    for index, (name, label, scale) in enumerate(METRICS):
+        known = [float(row[2 + index]) * scale for row in rows if row[2 + index] is not None]
+        metrics.append({"metric": name, "label": label, "n": len(known),
+                        "mean": float(np.mean(known)) if known else None,
+                        "median": float(np.median(known)) if known else None})
+    return {
+        "n_submitted": episodes.count(),
+        "n_with_log": episodes.filter(has_log).count(),
+        "n_read": len(rows),
+        "n_heuristic": sum(1 for row in rows if row[0]),
+        "waiting": episodes.filter(has_log).exclude(transcript__isnull=False).count(),
+        "coverage": {status.value: coverage.get(status.value, 0) for status in EpisodeTranscript.Status},
+        "formats": [{"format": fmt, "label": _format_label(fmt), "n": n} for fmt, n in sorted(formats.items())],
+        "metrics": metrics,
+    }
+
+
+def transcript_page(result: dict[str, Any] | None, overview: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return the metric table rows, the forest plot of rho and the effort-scaling curves for the page.
+
+    `overview` (read at page time) gives every read episode's metric distribution; the job's `result`
+    adds the correlations with the score once episodes are scored.
+    """
     data = (result or {}).get("transcripts")
+    if overview is not None:
+        by_metric = {row["metric"]: row for row in (data or {}).get("correlations", ())}
+        overview = {**overview, "rows": [
+            {**row, "scored": by_metric.get(row["metric"])} for row in overview["metrics"]]}
     if not data:
-        return {}
+        return {"overview": overview} if overview is not None else {}
     correlations = data["correlations"]
     curves = data["effort_curves"]
+    clear = [row for row in correlations if row.get("ci_low") is not None and row.get("ci_high") is not None
+             and (row["ci_low"] > 0 or row["ci_high"] < 0)]
+    verdict = (
+        "Process metrics that go with the episode score (95 % interval excludes zero): "
+        + ", ".join(f"{row['label']} ({'higher' if row['rho'] > 0 else 'lower'} scores)" for row in clear[:4]) + "."
+        if clear else "No process metric goes clearly with the episode score: every 95 % interval includes zero."
+    )
     return {
         **data,
+        "overview": overview,
+        "verdict": verdict,
         "correlation_chart": charts.forest_plot(
-            "transcript-rho", "Spearman ρ of each process metric with the session score (95 % CI)",
+            "transcript-rho", "Spearman ρ of each process metric with the episode score (95 % CI)",
             [charts.ForestRow(row["label"], row["rho"], row["ci_low"], row["ci_high"], row["p_value"])
              for row in correlations],
         ) if data["n_with_transcript"] else None,
@@ -137,7 +201,7 @@ def transcript_page(result: dict[str, Any] | None) -> dict[str, Any]:
             "effort-scaling", "Collaborative effort scaling: mean score by worker prompts, per agent",
             data["effort_bins"],
             [charts.CurveSeries(curve["agent"], [p["mean_score"] for p in curve["points"]]) for curve in curves],
-            x_label="worker prompts in the session", y_label="mean score",
+            x_label="worker prompts in the episode", y_label="mean score",
         ) if curves else None,
         "effort_rows": [
             {"agent": curve["agent"], "n": curve["n"], "points": curve["points"], **curve["correlation"]}

@@ -14,8 +14,12 @@ def _staff(view):
 
 urlpatterns = [
     path("", _staff(views.index), name="index"),
+    # Two segments, so no study slug can shadow it.
+    path("help/glossary/", _staff(views.glossary), name="glossary"),
     path("<slug:slug>/", _staff(views.overview), name="overview"),
     path("<slug:slug>/leaderboard/", _staff(views.leaderboard), name="leaderboard"),
+    path("<slug:slug>/gate/", _staff(views.gate), name="gate"),
+    path("<slug:slug>/gate/evaluate/", _staff(views.gate_evaluate), name="gate_evaluate"),
     path("<slug:slug>/surveys/", _staff(views.surveys), name="surveys"),
     path("<slug:slug>/collaboration/", _staff(views.collaboration), name="collaboration"),
     path("<slug:slug>/exports/", _staff(views.exports), name="exports"),

@@ -14,11 +14,14 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console.dashboard import pages, power, selectors, services
+from console.dashboard import cached, counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
-from console.dashboard.transcripts import transcript_page
-from console.payouts import PAYOUT_FORMATS
+from console.dashboard.glossary import GLOSSARY
+from console.dashboard.transcripts import transcript_overview, transcript_page
+from console.payouts import payout_formats_for
+from experts import selectors as expert_selectors
+from experts.services.gate import study_gate_evaluate_request
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
@@ -31,6 +34,7 @@ from studies.services import staff_actions
 TABS = (
     ("overview", "Overview"),
     ("leaderboard", "Leaderboard"),
+    ("gate", "Expert gate"),
     ("surveys", "Surveys"),
     ("collaboration", "Collaboration"),
     ("exports", "Exports & payouts"),
@@ -40,6 +44,9 @@ TABS = (
 def _render(
     request: HttpRequest, template: str, study: Study | None, tab: str, title: str, **extra: Any
 ) -> HttpResponse:
+    if study is not None and "counts" not in extra:
+        # Every count that two pages show comes from here, so the pages agree.
+        extra["counts"] = counts.study_counts(study)
     context = {
         **admin.site.each_context(request),
         "title": title,
@@ -70,12 +77,20 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def glossary(request: HttpRequest) -> HttpResponse:
+    return _render(request, "dashboard/glossary.html", None, "", "Glossary of the dashboard's terms",
+                   terms=list(GLOSSARY.values()))
+
+
+@require_GET
 def overview(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
-    data = selectors.overview(study)
+    data = cached.overview(study)
+    study_counts = data["counts"]
     return _render(
         request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",
-        data=data, funnel_chart=pages.funnel_chart(data["funnel"]),
+        data=data, funnel_chart=pages.funnel_chart(data["funnel"]), counts=study_counts,
+        verdicts=pages.overview_verdicts(data, study_counts),
         invite_url=request.build_absolute_uri(reverse("worker:join", args=[study.invite_code])),
         demo_accounts=_demo_accounts(study),
     )
@@ -94,14 +109,32 @@ def _demo_accounts(study: Study) -> dict[str, Any] | None:
 def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
     cluster = selectors.stability_cluster(request.GET.get("cluster"))
-    data = selectors.leaderboard(study, request.GET.get("page"), cluster=cluster)
+    data = cached.leaderboard(study, request.GET.get("page"), cluster=cluster)
     graders = _analysis_context(request, study, "graders", auto=True)
+    design = power.power_context(study)
     return _render(
         request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
         data=data, graders=graders, graders_shown=graders.result or (graders.stale.result if graders.stale else None),
-        heatmap=pages.heatmap_chart(data.get("pairwise")), power=power.power_context(study),
+        heatmap=pages.heatmap_chart(data.get("pairwise")), power=design,
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
+        **pages.leaderboard_words(study, data, design),
     )
+
+
+@require_GET
+def gate(request: HttpRequest, slug: str) -> HttpResponse:
+    """Which judges' rubric-category scores pass the expert gate, which fail and why, and the calibration sample."""
+    study = selectors.study_get(slug)
+    return _render(request, "dashboard/gate.html", study, "gate", f"{study.name}: expert gate",
+                   data=expert_selectors.study_gate(study))
+
+
+@require_POST
+def gate_evaluate(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    study_gate_evaluate_request(study=study, actor=request.user)
+    messages.success(request, "The gate is being evaluated from the calibration sample; reload in a moment.")
+    return redirect("dashboard:gate", slug=study.slug)
 
 
 @require_GET
@@ -123,7 +156,7 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/collaboration.html", study, "collaboration", f"{study.name}: collaboration",
         state=state, result=shown, view=pages.collaboration_page(shown),
-        transcripts_view=transcript_page(shown),
+        transcripts_view=transcript_page(shown, transcript_overview(study)),
     )
 
 
@@ -154,7 +187,7 @@ def exports(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/exports.html", study, "exports", f"{study.name}: exports and payouts",
         jobs=selectors.file_jobs(study, user=request.user), may_pii=may_pii, export_form=ExportForm(),
-        payout_form=PayoutForm(), payout_formats=PAYOUT_FORMATS,
+        payout_form=PayoutForm(), payout_formats=payout_formats_for(may_export_ids=may_pii),
     )
 
 
@@ -236,6 +269,7 @@ def staff_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
         messages.success(request, _run_action(action, form.cleaned_data, request.user))
     except (staff_actions.StaffActionError, RetryRefused) as exc:
         messages.error(request, str(exc))
+    cached.overview_forget(study)
     return redirect(reverse("dashboard:overview", kwargs={"slug": study.slug}) + anchor)
 
 

@@ -24,6 +24,7 @@ from django.utils import timezone
 from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, NoGradingRubric
 from experts.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
+from experts.services.gate import episode_gate_follow_up
 from grading.selectors import rubric_for_grading
 from rating.services.ledger import GradeInput, episode_grades_record, observation_record
 from studies.models import Episode
@@ -228,4 +229,5 @@ def grade_submit(
                             "role": locked.assignment.role, "time_spent_seconds": locked.time_spent_seconds})
         if locked.assignment.role != ExpertAssignment.Role.GOLD:
             episode_expert_score_refresh(episode_id=locked.episode_id, actor=user)
+            episode_gate_follow_up(episode=locked.episode)
     return locked

@@ -3,8 +3,9 @@
 Routing rules:
 
 - An episode is routable once it is graded, or earlier when grading flagged it for expert review
-  (``needs_expert_review``; those go first). Gold copies, skipped episodes and episodes of withdrawn
-  participants are never routed.
+  (``needs_expert_review``, which includes episodes the enforced expert gate holds; those go first), then
+  the calibration sample (``in_calibration_sample``, drawn at random when judges scored it), then the rest.
+  Gold copies, skipped episodes and episodes of withdrawn participants are never routed.
 - The primary grader is the active expert working in the task's sector with the fewest open assignments
   (ties: fewest assignments ever, then the longest-standing profile). An expert never grades their own work.
 - A second, independent grader is added with probability ``study.double_grading_share``. The draw is
@@ -41,7 +42,7 @@ EXCLUDED_PARTICIPANTS = (Participant.Status.WITHDRAWN, Participant.Status.DECLIN
 
 
 def routable_episodes(study: Study | None = None) -> QuerySet[Episode]:
-    """Episodes waiting for a primary expert grade, flagged ones first.
+    """Episodes waiting for a primary expert grade: flagged ones first, then the calibration sample.
 
     Simulated episodes have no deliverables to look at, so they never reach an expert.
     """
@@ -54,7 +55,7 @@ def routable_episodes(study: Study | None = None) -> QuerySet[Episode]:
           .exclude(pk__in=Episode.objects.filter(routed).values("pk")))
     if study is not None:
         qs = qs.filter(study=study)
-    return qs.order_by("-needs_expert_review", "submitted_at", "pk")
+    return qs.order_by("-needs_expert_review", "-in_calibration_sample", "submitted_at", "pk")
 
 
 def experts_by_load(*, sector_id: int, exclude_profiles: Iterable[int] = (),

@@ -31,6 +31,9 @@ def study_set_score_source(*, study: Study, source: str, actor: Any, blend_exper
         weight = locked.blend_expert_weight if blend_expert_weight is None else float(blend_expert_weight)
         if not 0.0 <= weight <= 1.0:
             raise ExpertError("The expert weight of the blend must be between 0 and 1.")
+        if source == Study.ScoreSource.AUTO and locked.gate_mode == Study.GateMode.ENFORCE:
+            raise ExpertError("The study enforces the expert gate, whose held episodes count only through their "
+                              "expert grades; set the gate to report or off before choosing automated scores.")
         before = {"score_source": locked.score_source, "blend_expert_weight": locked.blend_expert_weight}
         after = {"score_source": source, "blend_expert_weight": weight}
         if before == after:

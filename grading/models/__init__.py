@@ -1,10 +1,11 @@
 """Grading models: rubrics, judge runs and log codings."""
 
+from .gate import JudgeGate
 from .judging import CriterionScore, EpisodeGrading, Extraction, FluencyCoding, GradingFollowUp, JudgeRun, LLMUsage
 from .rubrics import Criterion, Rubric
 from .transcripts import EpisodeTranscript
 
 __all__ = [
     "Criterion", "CriterionScore", "EpisodeGrading", "EpisodeTranscript", "Extraction", "FluencyCoding",
-    "GradingFollowUp", "JudgeRun", "LLMUsage", "Rubric",
+    "GradingFollowUp", "JudgeGate", "JudgeRun", "LLMUsage", "Rubric",
 ]

@@ -158,6 +158,11 @@ class FluencyCoding(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # Two codings finishing at once cannot both stay current (the writer also locks the episode row).
+            models.UniqueConstraint(fields=["episode"], condition=models.Q(is_current=True),
+                                    name="one_current_fluency_coding"),
+        ]
 
 
 class EpisodeGrading(Episode):
@@ -183,7 +188,12 @@ class GradingFollowUp(models.Model):
     episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="grading_follow_ups")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     created_at = models.DateTimeField(auto_now_add=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Messages the sweep sent again.")
+    last_sent_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the sweep last sent its message; the next re-send waits from here.")
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="A log coding in flight holds this (renewed while its call runs), so a "
+                                         "duplicate message or a re-send does not pay for a second coding.")
     done_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True)
 

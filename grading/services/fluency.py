@@ -14,16 +14,19 @@ from django.db import transaction
 from grading import llm
 from grading.conf import grading_settings
 from grading.consent import consent_refusal
-from grading.exceptions import GradingWaiting, NotGradable, RetryLater
+from grading.exceptions import CodingInFlight, GradingWaiting, NotGradable, RetryLater
 from grading.extract import Extraction
 from grading.extract.budget import cut_text
-from grading.models import EpisodeTranscript, FluencyCoding, LLMUsage
+from grading.models import EpisodeTranscript, FluencyCoding, GradingFollowUp, LLMUsage
 from grading.prompts import FLUENCY_PROMPT_VERSION, render_fluency_prompt
 from grading.providers import fluency_coder, not_configured_note, provider_config, provider_configured
 from grading.schemas import FLUENCY_CODES, FluencyOut, one_line
 from grading.selectors import current_fluency_coding
 from grading.services.budget import budget_ensure_available, llm_usage_record
 from grading.services.extraction import episode_log_extract
+from grading.services.follow_ups import coding_claim, coding_release, coding_renew, follow_ups_close
+from grading.services.judging import lease_seconds
+from grading.services.leases import LeaseKeeper
 from grading.services.transcripts import episode_transcript_build
 from grading.transcripts.render import render_transcripts
 from studies.models import Episode, Participant
@@ -32,10 +35,17 @@ logger = logging.getLogger(__name__)
 
 
 def _store(episode: Episode, **fields: Any) -> FluencyCoding:
-    """Add a coding as the episode's current one; earlier codings stay for the record."""
+    """Add a coding as the episode's current one and close the follow-up it served; earlier codings stay.
+
+    The episode row is locked so two codings finishing at once take turns (the database also allows only one
+    current coding per episode).
+    """
     with transaction.atomic():
+        Episode.objects.select_for_update().filter(pk=episode.pk).first()
         FluencyCoding.objects.filter(episode=episode, is_current=True).update(is_current=False)
-        return FluencyCoding.objects.create(episode=episode, is_current=True, **fields)
+        coding = FluencyCoding.objects.create(episode=episode, is_current=True, **fields)
+        follow_ups_close(episode_id=episode.pk, kind=GradingFollowUp.Kind.FLUENCY)
+        return coding
 
 
 def _no_log_reason(episode: Episode, extraction: Extraction) -> str | None:
@@ -128,11 +138,18 @@ def episode_code_log(*, episode_id: int, force: bool = False, final_attempt: boo
     log_text, truncated = _coder_log(transcript, extraction, images_attached=bool(images))
     prompt = render_fluency_prompt(agent=str(episode.agent), title=episode.task.title, log=log_text,
                                    truncated=truncated, images_attached=len(images))
+    if not coding_claim(episode_id=episode.pk):
+        raise CodingInFlight(f"episode {episode.pk}: its log is being coded by another worker")
+    if not force and (existing := _already_coded(episode, spec.model)) is not None:
+        coding_release(episode_id=episode.pk)  # coded (and its row closed) since the first look
+        return existing
     try:
-        out, responses = llm.complete_json(
-            config, system=prompt.system, user_text=prompt.user, schema=FluencyOut, images=images,
-            repair_attempts=int(grading_settings()["JUDGE_REPAIR_ATTEMPTS"]), max_tokens=4096)
+        with LeaseKeeper(lambda: coding_renew(episode_id=episode.pk), lease_seconds() / 3):
+            out, responses = llm.complete_json(
+                config, system=prompt.system, user_text=prompt.user, schema=FluencyOut, images=images,
+                repair_attempts=int(grading_settings()["JUDGE_REPAIR_ATTEMPTS"]), max_tokens=4096)
     except llm.LLMError as exc:
+        coding_release(episode_id=episode.pk)
         llm_usage_record(study=episode.study, purpose=LLMUsage.Purpose.FLUENCY,
                          prompt_version=FLUENCY_PROMPT_VERSION, responses=exc.responses, accepted_last=False)
         if isinstance(exc, llm.LLMNotConfigured):
@@ -142,6 +159,9 @@ def episode_code_log(*, episode_id: int, force: bool = False, final_attempt: boo
         logger.warning("log coding of episode %s failed: %s", episode.pk, exc.reason)
         return _store(episode, status=FluencyCoding.Status.FAILED, provider=spec.provider, model=spec.model,
                       prompt_version=FLUENCY_PROMPT_VERSION, error=exc.reason[:4000])
+    except BaseException:  # a time limit or shutdown: let the next message take the coding over at once
+        coding_release(episode_id=episode.pk)
+        raise
     behaviours = {code: {"present": getattr(out, code).observed, "reason": one_line(getattr(out, code).reason)}
                   for code in FLUENCY_CODES}
     with transaction.atomic():

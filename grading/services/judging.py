@@ -80,6 +80,16 @@ def judge_runs_claim(runs: Sequence[JudgeRun]) -> tuple[list[JudgeRun], list[Jud
     return claimed, busy
 
 
+def judge_runs_hold_for_retry(*, run_filter: dict[str, Any], seconds: float) -> int:
+    """Mark the QUEUED runs a scheduled task retry will take up, so the sweep leaves them alone meanwhile.
+
+    The hold lasts until the retry is due plus one lease: if the retry is lost with its worker, the sweep takes
+    the work over after that. The retry claims QUEUED runs whatever their hold.
+    """
+    until = timezone.now() + timedelta(seconds=seconds + lease_seconds())
+    return JudgeRun.objects.filter(**run_filter, status=JudgeRun.Status.QUEUED).update(lease_expires_at=until)
+
+
 def judge_runs_renew(run_ids: Sequence[int]) -> int:
     """Extend the leases of runs this worker still holds; return how many it still holds."""
     return JudgeRun.objects.filter(pk__in=run_ids, status=JudgeRun.Status.RUNNING).update(

@@ -39,7 +39,9 @@ from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.providers import JudgeSpec, not_configured_note, provider_configured, study_judges
 from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
 from grading.services.budget import budget_ensure_available, budget_reserve
+from grading.services.calibration import episode_calibration_draw
 from grading.services.extraction import episode_extract, solo_run_extract, task_hidden_text
+from grading.services.gated_score import GatedScore, gated_score
 from grading.services.judging import (
     JudgeJob,
     judge_call,
@@ -55,10 +57,9 @@ from grading.services.judging import (
 )
 from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
-from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
+from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, RECORD_OBSERVATION
 from rating import selectors as rating_selectors
 from rating.services.ledger import GradeInput, episode_grades_record
-from rating.task_names import RECORD_OBSERVATION
 from studies.model_families import judge_family
 from studies.models import Episode, Participant, SoloRun
 from studies.services.audit import audit_record
@@ -212,6 +213,37 @@ def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[Ju
     return GradingOutcome("held", note=outcome.note, judge_runs=[r.pk for r in succeeded])
 
 
+def _gate_hold(subject: Subject, obj: Episode, gate: GatedScore, runs: list[JudgeRun]) -> GradingOutcome:
+    """Some rubric category has no judge that passes the enforced expert gate: no automated score.
+
+    A previous automated score stops counting (its ledger row follows), the episode goes to experts first,
+    and the waiting sweep combines it again, so a judge that passes later releases it. The runs are the
+    current panel's grades all the same (the gate compares exactly these with the experts), so they are marked
+    current.
+    """
+    blocked = "; ".join(f"{category} ({why})" for category, why in gate.blocked.items())
+    note = (f"{HELD_PREFIX}: no judge passes the expert gate for {blocked}. Sent to experts; a judge that passes "
+            "the gate later, or the expert grade under the blended or expert score source, releases it.")
+    with transaction.atomic():
+        had_score = obj.auto_score is not None
+        new_ids = {r.pk for r in runs}
+        JudgeRun.objects.filter(**subject.run_filter, is_current=True).exclude(pk__in=new_ids).update(
+            is_current=False)
+        JudgeRun.objects.filter(pk__in=new_ids).update(is_current=True)
+        Episode.objects.filter(pk=obj.pk).update(auto_score=None, needs_expert_review=True, status=Status.SUBMITTED,
+                                                 grading_note=note[:4000], updated_at=timezone.now())
+        for name, value in (("auto_score", None), ("status", Status.SUBMITTED), ("grading_note", note[:4000])):
+            setattr(subject.obj, name, value)
+        # The judges did score it, so it belongs to the population the calibration sample is drawn from.
+        episode_calibration_draw(episode=obj)
+        if had_score:
+            audit_record(actor=None, action="grading.gate_hold", obj=obj, study=subject.study,
+                         before={"score": obj.auto_score}, after={"score": None}, note=note[:2000])
+            GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.OBSERVATION)
+            send_task_on_commit(RECORD_OBSERVATION, [obj.pk])
+    return GradingOutcome("held", note=note)
+
+
 def _judge_grades(subject: Subject, runs: list[JudgeRun]) -> list[GradeInput]:
     """The current judges' totals as grades, each with the judge's model family from the study's judge list."""
     families = {(spec.provider, spec.model): spec.family for spec in study_judges(subject.study)}
@@ -247,8 +279,13 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
             return _fail(subject, "Every judge failed. " + _reasons(failed))
         if failed and subject.study.partial_panel == subject.study.PartialPanel.HOLD:
             return _hold(subject, obj, succeeded, failed)
+        gate = gated_score(study=subject.study, runs=succeeded) if isinstance(obj, Episode) else None
+        if gate is not None and gate.blocked and isinstance(obj, Episode):
+            return _gate_hold(subject, obj, gate, succeeded)
         totals = [_total(r) for r in succeeded]
-        score = round(fmean(totals), 4)
+        score = round(fmean(totals), 4) if gate is None or gate.score is None else gate.score
+        if gate is not None and gate.left_out:
+            notes = [*notes, "Expert gate: left out " + ", ".join(gate.left_out) + "."]
         flags = []
         spread = max(totals) - min(totals)
         threshold = _threshold(subject)
@@ -287,6 +324,7 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
                    "flagged": bool(flags)},
             note=note[:2000])
         if isinstance(obj, Episode):
+            episode_calibration_draw(episode=obj)
             # Each judge's grade is also an observation of the judge-aware rating, committed with the score.
             episode_grades_record(episode_id=obj.pk, kind="judge", grades=_judge_grades(subject, succeeded))
             # The outbox rows commit with the grade; the messages are only the fast path (see reconcile.py).

@@ -4,12 +4,14 @@ Messages are the fast path; this is the guarantee. Run every minute by beat (`gr
 is cheap (indexed queries over open work only) and idempotent, and it finishes what a lost message, a dead
 worker or a broker outage left behind:
 
-- submissions owed a grading pass (submitted, or grading with no judge call under a live lease) are sent to
-  grading again — this re-sends a submission whose message never reached the broker, and takes over a
-  claim whose worker died once its lease lapsed;
-- open follow-up rows a grade wrote in its own transaction: the rating observation is recorded here directly
-  (the same idempotent service the message calls), the log coding is re-sent until it exists;
-- a withdrawn participant's still-active observations are retracted (a lost retraction message).
+- submissions owed a grading pass (submitted, or grading with no judge call under a live lease and no task
+  retry scheduled) are sent to grading again — this re-sends a submission whose message never reached the
+  broker, and takes over a claim whose worker died once its lease lapsed;
+- open follow-up rows a grade wrote in its own transaction (the message path closes them when it does the
+  work): the rating observation is recorded here directly (the same idempotent service the message calls),
+  the log coding is re-sent with backoff from its last send, never while a coding of it holds its lease;
+- a withdrawn participant's still-active observations are retracted (a lost retraction message);
+- an episode whose stored transcript does not match its log files is parsed again (a lost parse message).
 
 Rating refreshes need no row of their own: the rating sweep refreshes every study whose ledger is newer than
 its latest snapshot. Expert routing is derived from the rows by its own sweep.
@@ -27,8 +29,13 @@ from django.utils import timezone
 
 from grading.conf import grading_settings
 from grading.models import GradingFollowUp
-from grading.selectors import current_fluency_coding, episodes_pending_grading, solo_runs_pending_grading
-from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN
+from grading.selectors import (
+    current_fluency_coding,
+    episodes_owing_transcript,
+    episodes_pending_grading,
+    solo_runs_pending_grading,
+)
+from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, PARSE_LOG
 from rating import selectors as rating_selectors
 from rating.services.ledger import observation_record, observations_retract_participant
 from studies.models import Episode
@@ -48,12 +55,13 @@ class ReconcileReport:
     codings_sent: int = 0
     follow_ups_closed: int = 0
     retractions: int = 0
+    parses_sent: int = 0
     send_errors: int = 0
 
 
 def _send(name: str, args: list, report: ReconcileReport) -> bool:
     try:
-        current_app.send_task(name, args=args)
+        current_app.send_task(name, args=args, ignore_result=True)  # nobody reads it; never wait on a backend
     except Exception:
         report.send_errors += 1
         logger.warning("reconcile: could not send %s%s", name, tuple(args), exc_info=True)
@@ -79,16 +87,24 @@ def _resend_grading(report: ReconcileReport) -> None:
 
 
 def _close(follow_up: GradingFollowUp, note: str = "") -> None:
-    GradingFollowUp.objects.filter(pk=follow_up.pk).update(done_at=timezone.now(), note=note[:2000])
+    GradingFollowUp.objects.filter(pk=follow_up.pk).update(done_at=timezone.now(), lease_expires_at=None,
+                                                           note=note[:2000])
 
 
 def _finish_follow_ups(report: ReconcileReport) -> None:
+    """Do or re-send the work of open follow-up rows.
+
+    An observation (idempotent, no paid call) is recorded at once, whatever the row's age. A log coding is
+    re-sent only when its last send (the grade's own message at creation, then each re-send) has had its
+    backoff, `grace · 2^attempts`, and no coding of it is in flight under a lease: a backlog of sweeps after an
+    outage sends it once, not once per sweep. It is given up only after the last send's backoff ran out too.
+    """
     conf = grading_settings()
     grace = float(conf["FOLLOW_UP_GRACE_SECONDS"])
     limit = int(conf["FOLLOW_UP_MAX_ATTEMPTS"])
     now = timezone.now()
-    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True, created_at__lte=now - timedelta(seconds=grace))
-                 .select_related("episode").order_by("created_at")[:BATCH])
+    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True).select_related("episode")
+                 .order_by("created_at")[:BATCH])
     for row in open_rows:
         if row.kind == GradingFollowUp.Kind.OBSERVATION:
             try:
@@ -104,13 +120,19 @@ def _finish_follow_ups(report: ReconcileReport) -> None:
         if current_fluency_coding(row.episode) is not None:
             _close(row)
             report.follow_ups_closed += 1
-        elif row.attempts >= limit:
+            continue
+        if row.lease_expires_at is not None and row.lease_expires_at >= now:
+            continue  # a coding is in flight; it closes the row when it is stored
+        due = (row.last_sent_at or row.created_at) + timedelta(seconds=grace * 2 ** row.attempts)
+        if now < due:
+            continue
+        if row.attempts >= limit:
             _close(row, f"gave up after {limit} sends; run `manage.py code_logs` once the coder works")
             report.follow_ups_closed += 1
-        elif now >= row.created_at + timedelta(seconds=grace * 2 ** row.attempts):
+        else:
             if not _send(CODE_LOG, [row.episode_id], report):
                 return
-            GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1)
+            GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, last_sent_at=now)
             report.codings_sent += 1
 
 
@@ -120,12 +142,23 @@ def _retract_withdrawn(report: ReconcileReport) -> None:
             participant_id=participant_id, reason="participant withdrew (completed by the reconciliation sweep)")
 
 
+def _resend_parses(report: ReconcileReport) -> None:
+    """Send a parse for every episode whose transcript does not match its log files (idempotent if doubled)."""
+    now = timezone.now()
+    settled = now - timedelta(seconds=float(grading_settings()["REQUEUE_AFTER_SECONDS"]))
+    for pk in episodes_owing_transcript(settled_before=settled, recent_since=now - timedelta(days=1), limit=BATCH):
+        if not _send(PARSE_LOG, [pk], report):
+            return
+        report.parses_sent += 1
+
+
 def grading_reconcile() -> ReconcileReport:
     """Run one reconciliation sweep and report what it did."""
     report = ReconcileReport()
     _finish_follow_ups(report)
     _retract_withdrawn(report)
     _resend_grading(report)
+    _resend_parses(report)
     if any(v for k, v in vars(report).items()):
         logger.info("reconcile: %s", report)
     return report

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -12,19 +11,14 @@ from grading.models import EpisodeTranscript
 from grading.transcripts import FileStatus, FileTranscript, Format, parse_log, transcript_metrics
 from grading.transcripts.metrics import METRIC_FIELDS
 from grading.transcripts.model import unreadable
+from grading.transcripts.version import PARSER_VERSION, files_fingerprint
 from studies.models import Episode, EpisodeFile
 
 logger = logging.getLogger(__name__)
 
-# Bump when parsing or metrics change so stored transcripts are rebuilt on the next pass.
-PARSER_VERSION = "1"
-
 
 def _fingerprint(files: list[EpisodeFile]) -> str:
-    digest = hashlib.sha256(PARSER_VERSION.encode())
-    for f in files:
-        digest.update(f"{f.name}\0{f.sha256}\0".encode())
-    return digest.hexdigest()
+    return files_fingerprint((f.name, f.sha256) for f in files)
 
 
 def _parse_stored(f: EpisodeFile) -> FileTranscript:
@@ -74,7 +68,14 @@ def episode_transcript_build(*, episode_id: int, force: bool = False) -> Episode
     files = list(episode.files.filter(kind=EpisodeFile.Kind.LOG).order_by("name"))
     fingerprint = _fingerprint(files)
     existing = EpisodeTranscript.objects.filter(episode=episode).first()
-    if existing is not None and not force and existing.files_fingerprint == fingerprint:
+    if existing is not None and not force and existing.files_fingerprint == fingerprint \
+            and existing.parser_version == PARSER_VERSION:
+        newest = max((f.uploaded_at for f in files), default=None)
+        if newest is not None and newest > existing.parsed_at:
+            # The web server's clock ran ahead of this worker's: mark these files read, or the sweep
+            # (a file uploaded after the parse) would send this episode again every minute.
+            EpisodeTranscript.objects.filter(pk=existing.pk).update(parsed_at=newest)
+            existing.parsed_at = newest
         return existing
     values = _values([_parse_stored(f) for f in files], fingerprint)
     try:

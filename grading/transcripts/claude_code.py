@@ -3,7 +3,8 @@
 Each line is a record with `type` (user, assistant, summary, system, …), `message` {role, content},
 `isSidechain` (sub-agent chains), `timestamp`, `uuid`/`parentUuid`. Content is a string or a list of
 parts (text, tool_use, tool_result, thinking, image). Tool results come back as `type: user` records whose
-parts are tool_result: they are not the worker's prompts; neither are meta records (`isMeta`), compaction
+parts are tool_result: they are not the worker's prompts; nor are the CLI's own "API Error" replies agent
+turns (`isApiErrorMessage`). Neither are meta records (`isMeta`), compaction
 summaries, local command output, bare slash commands (/clear, /cost) or the "[Request interrupted by user…]"
 markers (counted as interventions).
 """
@@ -85,6 +86,10 @@ def _user(record: dict[str, Any], content: Any, b: TranscriptBuilder, state: dic
 
 def _assistant(record: dict[str, Any], message: dict[str, Any], b: TranscriptBuilder) -> None:
     at, side = record.get("timestamp"), bool(record.get("isSidechain"))
+    if record.get("isApiErrorMessage"):  # "API Error: …" written by the CLI itself, not the model's reply
+        b.skip("api error")
+        b.time(at)
+        return
     content = message.get("content")
     message_id = message.get("id") or record.get("requestId") or record.get("uuid")
     parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -97,13 +102,13 @@ def _assistant(record: dict[str, Any], message: dict[str, Any], b: TranscriptBui
             text = str(part.get("text", ""))
             if text.strip():
                 b.turn(Role.AGENT, text, at, sidechain=side, message_id=message_id)
-        elif kind in ("tool_use", "server_tool_use"):
+        elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
             b.turn(Role.TOOL_CALL, f"{part.get('name', '?')} {compact(part.get('input'))}", at, sidechain=side,
                    message_id=message_id)
         elif kind in ("thinking", "redacted_thinking"):
             b.skip("thinking")
             b.time(at)
-        elif kind == "web_search_tool_result":
+        elif isinstance(kind, str) and kind.endswith("_tool_result"):  # server tools: web search, fetch, code
             b.turn(Role.TOOL_RESULT, compact(part.get("content")), at, sidechain=side)
         else:
             b.unknown(f"assistant part {kind}")

@@ -3,7 +3,11 @@
 Current files wrap every line in an envelope {timestamp, type, payload} with types session_meta,
 response_item (message with role user/assistant, function_call, function_call_output, reasoning, …),
 event_msg (user_message, agent_message, token_count, turn_aborted, …) and turn_context. The response items
-are the conversation; user_message/agent_message events mirror them and are not counted twice. Older
+are the conversation; a user_message/agent_message event with the text of a response item mirrors it and is
+not counted twice, but reduced rollouts (written by other Codex front-ends) hold the dialogue only as these
+events, so an event without its response item is a turn of its own: a first pass collects the response
+items' texts (the mirror may come before or after its item). Likewise the exec/patch/MCP/web-search begin
+and end events are the tool calls of a file that holds no call items, and mirrors otherwise. Older
 files hold the bare items one per line (after a bare session header), or one JSON document: a list of
 items or {"session": …, "items": […]}. Injected context (environment, AGENTS.md instructions) is not a
 prompt the worker typed.
@@ -11,7 +15,11 @@ prompt the worker typed.
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from grading.transcripts.lines import compact, json_lines
@@ -21,19 +29,26 @@ _CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instruc
             "<turn_aborted>")
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
-_ITEMS = _CALLS | _OUTPUTS | {"message", "reasoning", "compaction", "compaction_summary"}
+_ITEMS = _CALLS | _OUTPUTS | {"message", "reasoning", "compaction", "compaction_summary", "ghost_snapshot"}
+# Dialogue events: a turn of their own unless they mirror a response item with the same text.
+_DIALOGUE_EVENTS = {"user_message": "user", "agent_message": "assistant"}
+# Tool events: the calls themselves in files that hold no call items (reduced rollouts), else mirrors.
+_TOOL_EVENTS = {"exec_command_begin": Role.TOOL_CALL, "mcp_tool_call_begin": Role.TOOL_CALL,
+                "patch_apply_begin": Role.TOOL_CALL, "web_search_begin": Role.TOOL_CALL,
+                "exec_command_end": Role.TOOL_RESULT, "mcp_tool_call_end": Role.TOOL_RESULT,
+                "patch_apply_end": Role.TOOL_RESULT, "web_search_end": Role.TOOL_RESULT}
+# Context the CLI injects is tagged on the user_message event by some versions.
+_CONTEXT_KINDS = frozenset({"environment_context", "user_instructions"})
 _EVENTS_IGNORED = frozenset({
-    "user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content", "token_count",
-    "task_started", "task_complete", "exec_command_begin", "exec_command_end", "exec_command_output_delta",
-    "patch_apply_begin", "patch_apply_end", "mcp_tool_call_begin", "mcp_tool_call_end", "web_search_begin",
-    "web_search_end", "session_configured", "plan_update", "background_event", "stream_error", "error",
+    "agent_reasoning", "agent_reasoning_raw_content", "token_count", "task_started", "task_complete",
+    "exec_command_output_delta", "session_configured", "plan_update", "background_event", "stream_error", "error",
     "turn_diff", "get_history_entry_response", "entered_review_mode", "exited_review_mode", "view_image_tool_call",
-    "agent_reasoning_section_break", "user_message_edit", "context_compacted",
+    "agent_reasoning_section_break", "user_message_edit", "context_compacted", "undo_started", "undo_completed",
 })
 _ENVELOPES_IGNORED = frozenset({"session_meta", "turn_context", "compacted"})
 
 
-def _content_text(content: Any) -> str:
+def _content_text(content: Any, *, images: bool = True) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -44,7 +59,7 @@ def _content_text(content: Any) -> str:
             continue
         if part.get("type") in ("input_text", "output_text", "text"):
             texts.append(str(part.get("text", "")))
-        elif part.get("type") in ("input_image", "image"):
+        elif images and part.get("type") in ("input_image", "image"):
             texts.append("[image]")
     return "\n".join(t for t in texts if t.strip())
 
@@ -84,11 +99,97 @@ def _item(item: dict[str, Any], at: Any, b: TranscriptBuilder) -> None:
         b.time(at)
     elif kind in ("compaction", "compaction_summary"):
         b.skip("compaction")
+    elif kind == "ghost_snapshot":  # the undo snapshot newer versions take after a turn changes files
+        b.skip("ghost_snapshot")
+        b.time(at)
     else:
         b.unknown(kind)
 
 
-def _records(records: Iterable[dict[str, Any]], b: TranscriptBuilder) -> None:
+def _key(role: str, text: str) -> tuple[str, int]:
+    """Return the key a dialogue event and its response item share (a hash: memory stays small)."""
+    return role, hash(" ".join(text.split()))
+
+
+@dataclass
+class Mirrors:
+    """What a rollout's response items hold, so the events that merely mirror them are not counted twice."""
+
+    texts: Counter[tuple[str, int]] = field(default_factory=Counter)
+    has_calls: bool = False
+
+
+_CALL_ITEM = re.compile(rb'"type"\s*:\s*"(?:function_call|custom_tool_call|local_shell_call|web_search_call)"')
+
+
+def mirrored_items(lines: Iterable[bytes]) -> Mirrors:
+    """Return the (role, text) of every user/assistant response item and whether any tool call item exists."""
+    found = Mirrors()
+    seen = found.texts
+    for raw in lines:
+        if b"response_item" not in raw:
+            continue
+        if not found.has_calls and _CALL_ITEM.search(raw):
+            found.has_calls = True
+        if b'"message"' not in raw:
+            continue  # cheap filter: only message items can be mirrored by dialogue events
+        try:
+            record = json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))
+        except ValueError:
+            continue
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if record.get("type") == "response_item" and isinstance(payload, dict) and payload.get("type") == "message" \
+                and payload.get("role") in ("user", "assistant"):
+            seen[_key(str(payload["role"]), _content_text(payload.get("content"), images=False))] += 1
+    return found
+
+
+def _tool_event_text(payload: dict[str, Any]) -> str:
+    name = str(payload.get("type", "")).rsplit("_", 1)[0]
+    if isinstance(payload.get("invocation"), dict):  # MCP: {server, tool, arguments}
+        name = f"{payload['invocation'].get('server', '?')}.{payload['invocation'].get('tool', '?')}"
+    rest = {k: v for k, v in payload.items() if k not in ("type", "call_id", "invocation", "turn_id")}
+    return f"{name} {compact(rest)}"
+
+
+def _event(payload: dict[str, Any], at: Any, b: TranscriptBuilder, mirrors: Mirrors) -> None:
+    event = payload.get("type")
+    if event == "turn_aborted":
+        b.interrupt(at)
+    elif event in _TOOL_EVENTS:
+        if mirrors.has_calls:
+            b.skip(f"event {event}")
+            b.time(at)
+        else:
+            b.turn(_TOOL_EVENTS[event], _tool_event_text(payload), at)
+    elif event in _DIALOGUE_EVENTS:
+        text = payload.get("message")
+        text = text if isinstance(text, str) else ""
+        key = _key(_DIALOGUE_EVENTS[event], text)
+        if mirrors.texts[key] > 0:
+            mirrors.texts[key] -= 1
+            b.skip(f"event {event}")
+            b.time(at)
+        elif event == "user_message":
+            if payload.get("kind") in _CONTEXT_KINDS or not text.strip() or text.lstrip().startswith(_CONTEXT):
+                b.skip("injected context")
+                b.time(at)
+            else:
+                images = payload.get("images") or payload.get("local_images") or ()
+                b.turn(Role.USER, "\n".join([text, *("[image]" for _ in images)]), at)
+        elif text.strip():
+            b.turn(Role.AGENT, text, at, message_id=object())
+        else:
+            b.skip(f"event {event}")
+    elif event in _EVENTS_IGNORED:
+        b.skip(f"event {event}")
+        b.time(at)
+    else:
+        b.unknown(f"event {event}")
+
+
+def _records(records: Iterable[dict[str, Any]], b: TranscriptBuilder, mirrors: Mirrors | None = None) -> None:
+    mirrors = Mirrors(has_calls=True) if mirrors is None else mirrors
     for record in records:
         kind = record.get("type")
         at = record.get("timestamp")
@@ -97,14 +198,7 @@ def _records(records: Iterable[dict[str, Any]], b: TranscriptBuilder) -> None:
             if kind == "response_item":
                 _item(payload, at, b)
             elif kind == "event_msg":
-                event = payload.get("type")
-                if event == "turn_aborted":
-                    b.interrupt(at)
-                elif event in _EVENTS_IGNORED:
-                    b.skip(f"event {event}")
-                    b.time(at)
-                else:
-                    b.unknown(f"event {event}")
+                _event(payload, at, b, mirrors)
             elif kind in _ENVELOPES_IGNORED:
                 b.skip(str(kind))
                 b.time(at)
@@ -122,9 +216,12 @@ def _records(records: Iterable[dict[str, Any]], b: TranscriptBuilder) -> None:
 
 
 def parse(name: str, stream: IO[bytes]) -> FileTranscript:
-    """Parse one Codex CLI rollout (JSON Lines) in a single streaming pass."""
+    """Parse one Codex CLI rollout (JSON Lines): a light pass for the mirrored texts, then the parse."""
     b = TranscriptBuilder(name, Format.CODEX)
-    _records(json_lines(stream, b), b)
+    start = stream.tell()
+    mirrors = mirrored_items(stream)
+    stream.seek(start)
+    _records(json_lines(stream, b), b, mirrors)
     return b.finish()
 
 

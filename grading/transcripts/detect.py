@@ -79,6 +79,59 @@ def _document(name: str, stream: IO[bytes], size: int) -> FileTranscript | None:
     return result
 
 
+def _document_format(head: bytes, complete: bool) -> Format:
+    """Return the agent a single JSON document came from, from the whole file or, if longer, its head."""
+    if complete:
+        try:
+            document: Any = json.loads(head.decode("utf-8", "replace"))
+        except ValueError:
+            return Format.UNKNOWN
+        if gemini.looks_like(document):
+            return Format.GEMINI
+        items = document.get("items") if isinstance(document, dict) else document
+        if isinstance(items, list) and items and isinstance(items[0], dict) and (
+                isinstance(document, dict) or items[0].get("type") in ("message", "function_call", "reasoning")):
+            return Format.CODEX
+        return Format.UNKNOWN
+    # A longer document: its first keys say which layout it is (a checkpoint opens with a role and its parts).
+    text = head[:HEAD_BYTES].decode("utf-8", "replace")
+    if '"projectHash"' in text or '"sessionId"' in text and '"messages"' in text \
+            or '"role"' in text and '"parts"' in text:
+        return Format.GEMINI
+    if '"items"' in text:
+        return Format.CODEX
+    return Format.UNKNOWN
+
+
+def sniff_log_format(head: bytes, *, complete: bool) -> Format:
+    """Return which agent wrote a log file from its first bytes, without parsing it (checked on upload).
+
+    `complete` says the head is the whole file. The answer agrees with the format `parse_log` reports for
+    every file whose first record fits in the head; a screenshot is SCREENSHOT, anything unrecognised UNKNOWN.
+    """
+    if not head.strip() or _looks_binary(head) and image_media_type(head) is None:
+        return Format.UNKNOWN
+    if image_media_type(head) is not None:
+        return Format.SCREENSHOT
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if stripped[:1] not in (b"{", b"["):
+        return Format.TERMINAL
+    dialect = _jsonl_format(stripped)
+    if dialect in (Format.CLAUDE_CODE, Format.CODEX):
+        return dialect
+    if dialect is None or stripped[:1] == b"[":
+        return _document_format(stripped, complete)
+    return Format.UNKNOWN
+
+
+def detect_log_format(stream: IO[bytes], size: int) -> Format:
+    """Return which agent wrote a stored log file, reading its head (or its first record, if longer)."""
+    head = stream.read(HEAD_BYTES)
+    if size > len(head) and b"\n" not in head.strip() and head.lstrip()[:1] == b"{":
+        head += stream.readline(MAX_DOCUMENT_BYTES) + b"\n"
+    return sniff_log_format(head, complete=size <= len(head))
+
+
 def parse_log(name: str, stream: IO[bytes], *, size: int | None = None) -> FileTranscript:
     """Parse one collaboration-log file into a normalised transcript; problems become a report, not an error."""
     try:

@@ -67,6 +67,12 @@ def _content(entry: dict[str, Any], b: TranscriptBuilder) -> None:
                 texts.append(str(part["text"]))
         elif "inlineData" in part or "fileData" in part:
             texts.append("[file]")
+        elif "executableCode" in part:  # the model's built-in code execution: a call and its result
+            flush()
+            b.turn(Role.TOOL_CALL, f"code_execution {compact((part['executableCode'] or {}).get('code'))}")
+        elif "codeExecutionResult" in part:
+            flush()
+            b.turn(Role.TOOL_RESULT, compact((part["codeExecutionResult"] or {}).get("output")))
         else:
             b.unknown(f"part {'/'.join(sorted(part))[:40]}")
     flush()

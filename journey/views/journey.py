@@ -27,6 +27,7 @@ from studies.invitations import (
     claim_from_personal_token,
     claim_from_query,
     participant_id_from_resume_token,
+    personal_link_signs_in,
     resume_path,
 )
 from studies.markdown import render_markdown
@@ -140,15 +141,19 @@ def _join(request: HttpRequest, study: Study, claim: PlatformClaim) -> HttpRespo
 
 def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) -> HttpResponse:
     login_url = f"{reverse('login')}?{urlencode({'next': request.get_full_path()})}"
-    known_id = bool(claim.worker_id) and ParticipantIdentity.objects.filter(
+    owner = ParticipantIdentity.objects.filter(
         study=study, platform=claim.platform, platform_worker_id=claim.worker_id
-    ).exists()
-    form = SignupForm(request.POST or None) if not known_id else None
+    ).select_related("participant__user", "participant__study").first() if claim.worker_id else None
+    if owner is not None and claim.signed and personal_link_signs_in(owner.participant.user):
+        login(request, owner.participant.user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect(journey_state(owner.participant).url)
+    known_id = owner is not None
+    form = SignupForm(request.POST or None, password_optional=claim.signed) if not known_id else None
     if request.method == "POST" and form is not None and form.is_valid():
         try:
             participant = participant_signup(
                 study=study, claim=claim, username=form.cleaned_data["username"],
-                password=form.cleaned_data["password1"], email=form.cleaned_data.get("email") or "",
+                password=form.cleaned_data["password1"] or None, email=form.cleaned_data.get("email") or "",
             )
         except (IdentityConflict, StudyNotOpen) as exc:
             return _join_problem(request, study, exc, status=409 if isinstance(exc, IdentityConflict) else 410)

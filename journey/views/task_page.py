@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from grading.selectors import episode_log_format_warnings
 from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
 from pairing.services import episode_assign
@@ -84,6 +85,9 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
     editable = episode.status in EDITABLE_STATUSES and participant.status != Participant.Status.WITHDRAWN
     now = timezone.now()
     checklist = submission_checklist(episode, files) if editable else []
+    warnings = episode_log_format_warnings(episode, files) if editable else {}
+    for f in files:
+        f.format_warning = warnings.get(f.pk, "")
     context = {
         "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
@@ -302,9 +306,11 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
         return redirect(back)
     files = episode_files(episode)
     uploaded = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
+    warnings = episode_log_format_warnings(episode, files)
     return render(request, "worker/submit_confirm.html", {
         "episode": episode, "participant": episode.participant, "study": episode.participant.study,
         "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),
         "missing_expected": [n for n in episode.task.expected_deliverables or [] if n not in uploaded],
+        "log_warnings": [(f.name, warnings[f.pk]) for f in files if f.pk in warnings],
         "late": bool(episode.deadline_at and timezone.now() > episode.deadline_at), "back": back,
     })

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
+from grading.selectors import episode_log_format_warnings
 from journey.forms import UploadForm
 from journey.views.task_page import task_url
 from journey.views.worker import error_response, wants_json
@@ -93,12 +94,16 @@ def _upload(request: HttpRequest, episode: Episode, limiter: FileSizeLimitHandle
                                           replace=form.cleaned_data["replace"]))
         except StudyError as exc:
             refused.append(exc)
+    warnings = episode_log_format_warnings(episode, saved)  # told at once; submitting stays allowed
     if wants_json(request):
         if refused:
             return error_response(request, refused[0], fallback_url=task_url(episode))
-        return JsonResponse({"ok": True, "files": [_file_json(episode, f) for f in saved]})
+        return JsonResponse({"ok": True, "files": [{**_file_json(episode, f), "warning": warnings.get(f.pk, "")}
+                                                   for f in saved]})
     for record in saved:
         messages.success(request, f"“{record.name}” uploaded ({filesizeformat(record.size)}).")
+        if record.pk in warnings:
+            messages.warning(request, f"“{record.name}”: {warnings[record.pk]}")
     for problem in refused:
         messages.error(request, problem.message)
     return redirect(task_url(episode) + "#uploads")

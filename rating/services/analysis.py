@@ -7,6 +7,7 @@ model checks, which pages then read. ``rating_report`` calls them directly.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,54 @@ def study_fit(study: Study, arrays: ObservationArrays | GradeArrays | None = Non
     )
 
 
+JUDGE_AWARE_BASIS = (
+    "Judge-aware model: each grade is corrected by its grader's fitted leniency and, where measured, "
+    "self-preference; an episode's corrected grades are averaged and the averages resampled with those "
+    "corrections held at their estimates (as the variance components are), so the uncertainty of the "
+    "corrections themselves is in the leaderboard's intervals, not in these tables."
+)
+
+
+def judge_aware_episode_arrays(study: Study, fit: FitResult | None = None) -> tuple[ObservationArrays, ModelSpec]:
+    """Return the judge-aware model's episode scores as an observation ledger, and the model to analyse it.
+
+    Each grade minus its grader's leniency (relative to the study's reference) and minus the grader's
+    self-preference when it grades its own family's agent (only terms the design identifies), averaged over
+    the episode. An average of m grades has variance sigma_episode^2 + beta^2 / m under the judge-aware fit, so
+    it carries the weight proportional to the inverse of that (mean weight 1). The stability tables and the
+    held-out checks of the per-episode models then apply unchanged; ``fit`` (the judge-aware fit of the same
+    grades) is refitted when not given.
+    """
+    ledger = grade_arrays(study)
+    spec = study_model_spec(study)
+    basis = dataclasses.replace(spec, kind="calibrated")
+    if ledger.n == 0:
+        empty = np.zeros(0)
+        return ObservationArrays(empty.astype(np.int64), empty.astype(np.int64), empty.astype(object), empty,
+                                 empty), basis
+    fit = study_fit(study, ledger) if fit is None else fit
+    graders = fit.diagnostics.get("graders", {})
+    leniency = {row["grader"]: row["leniency"] or 0.0 for row in graders.get("leniency", [])}
+    preference = {row["grader"]: row["estimate"] for row in graders.get("self_preference", [])
+                  if row["identifiable"] and row["estimate"] is not None}
+    own = (ledger.grader_families == ledger.agent_families) & (ledger.grader_families != "")
+    shift = np.array([leniency.get(g, 0.0) for g in ledger.graders.tolist()], dtype=float)
+    shift += own * np.array([preference.get(g, 0.0) for g in ledger.graders.tolist()], dtype=float)
+    _, first, inverse = np.unique(ledger.episode_ids, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse).astype(float)
+    means = np.bincount(inverse, weights=ledger.y - shift) / counts
+    hyper = fit.hyper or {}
+    beta = float(hyper.get("beta", {}).get("estimate", 1.0))
+    sigma_episode = float(hyper.get("sigma_episode", {}).get("estimate", 0.0))
+    precision = 1.0 / (sigma_episode**2 + beta**2 / counts)
+    arrays = ObservationArrays(
+        agent_ids=ledger.agent_ids[first], participant_ids=ledger.participant_ids[first],
+        task_ids=np.full(first.shape[0], "", dtype=object), y=means, w=precision / precision.mean(),
+    )
+    return arrays, basis
+
+
 STABILITY_CLUSTERS = ("observation", "human")
 
 
@@ -80,7 +129,13 @@ def study_stability_report(
     """
     if cluster not in (None, *STABILITY_CLUSTERS):
         raise ValueError(f"cluster must be one of {STABILITY_CLUSTERS}, got {cluster!r}")
-    arrays = observations_arrays(study)
+    spec = study_model_spec(study)
+    basis = None
+    if spec.kind == "judge_aware":
+        arrays, spec = judge_aware_episode_arrays(study)
+        basis = JUDGE_AWARE_BASIS
+    else:
+        arrays = observations_arrays(study)
     if arrays.n == 0:
         return None
     pseudonyms = participant_pseudonyms(study, arrays.participant_ids)
@@ -92,7 +147,7 @@ def study_stability_report(
         arrays.y,
         arrays.task_groups(),
         None if bool(np.all(arrays.w == 1.0)) else arrays.w,
-        spec=study_model_spec(study),
+        spec=spec,
         rounds=rounds,
         seed=seed,
         cluster=None if cluster == "observation" else cluster,
@@ -103,6 +158,7 @@ def study_stability_report(
     report["cluster"] = cluster or "observation"
     report["rounds"] = rounds
     report["seed"] = seed
+    report["basis"] = basis
     return report
 
 
@@ -129,19 +185,31 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
     Residual SD against the model's β and the fitted hyperparameters (from one fit of the study's model),
     a standardized-residual QQ sample, k-fold held-out coverage of the 95 % predictive interval, and the
     calibrated vs calibrated + task comparison (AIC, likelihood ratio) when observations name tasks.
-    ``None`` without active observations.
+    For the judge-aware model the fit, residuals and hyperparameters are its own (per grade) and the held-out
+    coverage is of its corrected episode scores (:func:`judge_aware_episode_arrays`). ``None`` without active
+    observations.
     """
-    arrays = observations_arrays(study)
-    if arrays.n == 0:
-        return None
     spec = study_model_spec(study)
-    fit = study_fit(study, arrays)
+    basis = None
+    if spec.kind == "judge_aware":
+        ledger = grade_arrays(study)
+        if ledger.n == 0:
+            return None
+        fit = study_fit(study, ledger)
+        arrays, spec = judge_aware_episode_arrays(study, fit)
+        basis = JUDGE_AWARE_BASIS
+    else:
+        arrays = observations_arrays(study)
+        if arrays.n == 0:
+            return None
+        fit = study_fit(study, arrays)
     agents, humans = arrays.agent_ids, arrays.participant_ids
     weights = None if bool(np.all(arrays.w == 1.0)) else arrays.w
     tasks = arrays.task_groups()
     summary = fit.to_dict()
     checks: dict[str, Any] = {
-        "model": spec.to_dict(),
+        "model": study_model_spec(study).to_dict(),
+        "basis": basis,
         "hyper": summary["hyper"],
         "diagnostics": summary["diagnostics"],
         "residual_qq": _residual_qq(fit.standardized_residuals),
@@ -157,7 +225,10 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
         )
     except ValueError as exc:
         checks["coverage_note"] = f"Held-out coverage not computed: {exc}"
-    if tasks is None:
+    if basis is not None:
+        checks["comparison_note"] = ("The judge-aware model is set against today's panel mean in the graders panel; "
+                                     "the held-out coverage above is of its corrected episode scores.")
+    elif tasks is None:
         checks["comparison_note"] = "No observation names its task, so the task-difficulty model cannot be compared."
     else:
         try:
@@ -201,7 +272,9 @@ def _grader_verdict(report: dict[str, Any]) -> str:
         sentence = (f"The {worst['grader']} judge scores {worst['family']} agents {abs(worst['estimate']):.1f} points "
                     f"({worst['ci_low']:.1f} to {worst['ci_high']:.1f}) {direction} than the other graders do")
         if len(clear) > 1:
-            sentence += f" (and {len(clear) - 1} more judge{'s' if len(clear) > 2 else ''} show a clear preference)"
+            more = len(clear) - 1
+            sentence += (f" (and {more} more judge{'s' if more > 1 else ''} with a clear preference for "
+                         f"{'their' if more > 1 else 'its'} own family)")
     elif measured:
         largest = max(measured, key=lambda t: abs(t["estimate"]))
         sentence = (f"No judge measurably favours its own family's agents (largest: {largest['grader']}, "

@@ -60,7 +60,7 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
         # Redis expires keys in whole seconds and treats a zero timeout as "do not store".
         if not cache.add(key, 1, timeout=max(1, math.ceil(debounce))):
             return False
-        current_app.send_task(REFRESH_POSTERIOR, args=[study_id], countdown=debounce)
+        current_app.send_task(REFRESH_POSTERIOR, args=[study_id], countdown=debounce, ignore_result=True)
     except Exception:
         logger.warning("could not schedule the refresh of study %s; the sweep will do it", study_id, exc_info=True)
         with contextlib.suppress(Exception):  # the cache may be down too; the key then expires on its own

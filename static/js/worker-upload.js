@@ -79,6 +79,11 @@
     var link = document.createElement("a");
     link.href = file.download_url; link.textContent = file.name;
     nameCell.appendChild(link);
+    if (file.warning) {  // the file is not the agent's own session file: said, never refused
+      var warning = document.createElement("p");
+      warning.className = "file-warning"; warning.setAttribute("role", "note"); warning.textContent = file.warning;
+      nameCell.appendChild(warning);
+    }
     var sizeCell = document.createElement("td");
     sizeCell.textContent = file.size_label;
     var actionCell = document.createElement("td");

@@ -65,6 +65,12 @@ class Episode(models.Model):
     expert_score = models.FloatField(null=True, blank=True, help_text="Score from submitted expert grades.")
     score_source = models.CharField(max_length=16, choices=ScoreSource.choices, blank=True)
     needs_expert_review = models.BooleanField(default=False, db_index=True)
+    in_calibration_sample = models.BooleanField(
+        default=False, db_index=True, help_text="Drawn at random for expert grading to measure the judges.")
+    calibration_probability = models.FloatField(
+        null=True, blank=True,
+        help_text="Probability with which the calibration draw would include this episode, fixed when it was "
+                  "first graded automatically; empty: not drawn (never graded automatically, or sampling off).")
     grading_note = models.TextField(blank=True, help_text="Why grading is waiting or failed (staff only).")
     is_simulated = models.BooleanField(default=False)
     is_gold = models.BooleanField(default=False, help_text="Known-answer episode planted for expert QA.")

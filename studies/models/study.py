@@ -6,6 +6,7 @@ import secrets
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -153,6 +154,44 @@ class Study(models.Model):
         default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share of episodes graded by two experts for agreement statistics.",
     )
+    class GateMode(models.TextChoices):
+        OFF = "off", "Off: judges' criterion scores always count"
+        REPORT = "report", "Report: measure judges against the experts, change no score"
+        ENFORCE = "enforce", "Enforce: a judge's category scores count only where it passes the gate"
+
+    # The expert-anchored gate and its calibration sample (rating/expert_gate.py; docs/rating-models.md).
+    calibration_rate = models.FloatField(
+        default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of automatically graded episodes drawn at random for expert grading, so judges are "
+                  "measured against experts without selection bias (0 turns the sample off).",
+    )
+    calibration_min_per_family = models.PositiveSmallIntegerField(
+        default=5, validators=[MaxValueValidator(1000)],
+        help_text="The first this many graded episodes of each agent family are always sampled (then the rate), "
+                  "so a rarely used agent is measured too; weights of 1 / probability undo the over-sampling.",
+    )
+    gate_mode = models.CharField(
+        max_length=8, choices=GateMode.choices, default=GateMode.REPORT,
+        help_text="Enforce leaves a failing judge's scores of a rubric category out of the automated score; "
+                  "an episode whose category no judge passes is held and sent to experts.",
+    )
+    gate_min_agreement = models.FloatField(
+        default=0.4, validators=[MinValueValidator(-1.0), MaxValueValidator(1.0)],
+        help_text="Lowest acceptable lower bound of the 95 % interval of the judge–expert quadratic-weighted kappa.",
+    )
+    gate_max_bias = models.FloatField(
+        default=10.0, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
+        help_text="Largest acceptable |bias| of the judge against the experts, in points per 100 of a criterion.",
+    )
+    gate_min_episodes = models.PositiveIntegerField(
+        default=10, validators=[MinValueValidator(2), MaxValueValidator(100000)],
+        help_text="Co-graded calibration episodes a judge needs before its category scores can pass.",
+    )
+    gate_bias_width = models.FloatField(
+        default=10.0, validators=[MinValueValidator(0.1), MaxValueValidator(100.0)],
+        help_text="Target width (points) of the judge-bias interval; the gate page says how many more expert "
+                  "grades reach it.",
+    )
     # Agent pairing design (pairing/design.py). New studies start uniform: every assignment then has a known,
     # positive probability, so weighted analyses work from the first session. Studies that existed before the
     # field keep the least-used-first pairing they ran under (the migration sets them to balanced).
@@ -183,6 +222,13 @@ class Study(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if self.gate_mode == self.GateMode.ENFORCE and self.score_source == self.ScoreSource.AUTO:
+            raise ValidationError({"gate_mode": "Enforcing the gate holds episodes for experts, but with the "
+                                                "automated score source their expert grades never count; choose "
+                                                "the blended or expert score source first."})
 
     def current_consent(self) -> ConsentVersion | None:
         return self.consent_versions.order_by("-version").first()

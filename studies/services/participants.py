@@ -71,13 +71,16 @@ def participant_join(*, study: Study, user: Any, claim: PlatformClaim) -> Partic
                            "moment. Please reload the page.")
 
 
-def participant_signup(*, study: Study, claim: PlatformClaim, username: str, password: str,
+def participant_signup(*, study: Study, claim: PlatformClaim, username: str, password: str | None,
                        email: str = "") -> Participant:
-    """Create a worker account and its participant in one transaction.
+    """Create a worker account and its participant in one transaction (``password=None``: an account without a
+    usable password, for recruits whose signed personal link is their credential).
 
     When the join is refused (the platform id was taken by a concurrent sign-up, or the study closed), the
     new account is rolled back with it, so a race on one invitation never leaves orphan accounts.
     """
+    if password is None and not claim.signed:
+        raise ValueError("Only a signed personal invitation can stand in for a password.")
     with transaction.atomic():
         user = get_user_model().objects.create_user(username=username, email=email, password=password)
         return participant_join(study=study, user=user, claim=claim)

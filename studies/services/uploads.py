@@ -21,6 +21,8 @@ from studies.conf import upload_limits
 from studies.exceptions import DuplicateFileName, EpisodeLocked, UploadRejected
 from studies.files import FileRejected, check_type, sanitize_filename, sha256_and_size
 from studies.models import Episode, EpisodeFile, TaskFile
+from studies.task_names import PARSE_LOG
+from studies.task_sending import send_task_on_commit
 
 SCREENSHOT_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "gif", "webp", "pdf"})
 EDITABLE_STATUSES = (Episode.Status.ASSIGNED, Episode.Status.IN_PROGRESS)
@@ -88,6 +90,9 @@ def episode_file_add(*, episode: Episode, kind: str, upload: UploadedFile, repla
                 replaced.delete()
                 transaction.on_commit(lambda: default_storage.delete(old_path))
             record.save()
+            if kind == EpisodeFile.Kind.LOG:
+                # Parsed at once, not at grading: the worker sees a format warning and staff the metrics.
+                send_task_on_commit(PARSE_LOG, [locked.pk])
     except BaseException:
         default_storage.delete(record.file.name)
         raise
@@ -127,6 +132,8 @@ def episode_file_remove(*, episode: Episode, file_id: int) -> None:
         path = record.file.name
         record.delete()
         transaction.on_commit(lambda: default_storage.delete(path))
+        if record.kind == EpisodeFile.Kind.LOG:
+            send_task_on_commit(PARSE_LOG, [locked.pk])
 
 
 class _ChunkSink:

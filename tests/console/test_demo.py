@@ -51,6 +51,12 @@ def test_make_run_prints_the_link_and_accounts_on_every_start_not_only_the_first
     call_command("demo", "--no-cohort", "--if-empty", "--base-url", "http://127.0.0.1:8123")
     out = capsys.readouterr().out
     assert "demo not loaded" in out and f"/join/{study.invite_code}/" in out
+    # What `make run` prints again below the worker's banner: the same lines, nothing loaded or changed.
+    tasks = TaskInstance.objects.count()
+    call_command("demo", "--access", "--base-url", "http://127.0.0.1:8123")
+    out = capsys.readouterr().out
+    assert f"http://127.0.0.1:8123/join/{study.invite_code}/" in out and "demo-staff" in out
+    assert "Demo study" not in out and TaskInstance.objects.count() == tasks
 
 
 def test_every_occupation_of_the_demo_reaches_a_full_session_through_the_real_matcher():
@@ -159,3 +165,22 @@ def test_the_demo_writes_one_snapshot_and_the_refreshes_it_queued_add_none():
         refresh_posterior(study.pk)
     call_command("demo")  # loading again changes nothing, so no new snapshot either
     assert RatingSnapshot.objects.filter(study=study).count() == 1
+
+
+def test_the_demo_judges_planted_leniency_and_self_preference_are_found_by_the_grader_report():
+    from console.demo import JUDGE_LENIENCY, SELF_PREFERENCE
+    from rating.models import GradeObservation
+    from rating.services.analysis import study_grader_report
+
+    call_command("demo")
+    study = Study.objects.get(slug="collabskill-demo")
+    simulated = study.episodes.filter(is_simulated=True)
+    assert GradeObservation.objects.filter(study=study, active=True).count() == 2 * simulated.count()
+    report = study_grader_report(study)
+    for term in report["self_preference"]:
+        assert term["identifiable"] and term["ci_low"] < SELF_PREFERENCE < term["ci_high"] and term["p_value"] < 0.05
+    gap = JUDGE_LENIENCY["anthropic"] - JUDGE_LENIENCY["openai"]
+    leniency = {row["family"]: row for row in report["leniency"]}
+    measured = leniency["anthropic"]["leniency"] - leniency["openai"]["leniency"]
+    assert abs(measured - gap) < 3 * (leniency["anthropic"]["se"] + leniency["openai"]["se"])
+    assert "higher than the other graders do" in report["verdict"]

@@ -5,6 +5,7 @@ No pytest import: these are plain helpers the test module composes.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -117,15 +118,25 @@ def child_pids(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
+# `bench/grading_recovery.py` sets this to run the scenarios with the production defaults (60 s lease and sweep,
+# the real retry counts and delays) instead of the test's shortened ones.
+PRODUCTION_TIMING = os.environ.get("GRADING_CHAOS_TIMING") == "production"
+
+
 def worker_chaos_env(broker_url: str, openai_base: str, anthropic_base: str, **extra: str) -> dict[str, str]:
-    """Environment for a chaos worker: our broker, the fake providers, short leases and a fast sweep."""
+    """Environment for a chaos worker: our broker, the fake providers, short leases and a fast sweep (or, under
+    PRODUCTION_TIMING, every grading knob at its default)."""
+    fast = {} if PRODUCTION_TIMING else {
+        "GRADING_RETRY_BASE_DELAY": "0.01", "GRADING_MAX_RETRIES": "1", "GRADING_TASK_RETRIES": "2",
+        "GRADING_TASK_RETRY_DELAY": "1", "GRADING_LEASE_SECONDS": "4", "GRADING_SWEEP_SECONDS": "2",
+        "GRADING_REQUEUE_AFTER_SECONDS": "3", "GRADING_FOLLOW_UP_GRACE_SECONDS": "2",
+        "RATING_REFRESH_DEBOUNCE_SECONDS": "0.5",
+    }
     return {
         "CELERY_BROKER_URL": broker_url,
         "OPENAI_API_KEY": "test-openai-key", "OPENAI_BASE_URL": openai_base,
         "ANTHROPIC_API_KEY": "test-anthropic-key", "ANTHROPIC_BASE_URL": anthropic_base,
-        "GRADING_ANTHROPIC_MODEL": "claude-sonnet-4-6", "GRADING_RETRY_BASE_DELAY": "0.01",
-        "GRADING_MAX_RETRIES": "1", "GRADING_TASK_RETRIES": "2", "GRADING_TASK_RETRY_DELAY": "1",
-        "GRADING_LEASE_SECONDS": "4", "GRADING_SWEEP_SECONDS": "2", "GRADING_REQUEUE_AFTER_SECONDS": "3",
-        "GRADING_FOLLOW_UP_GRACE_SECONDS": "2", "RATING_REFRESH_DEBOUNCE_SECONDS": "0.5",
+        "GRADING_ANTHROPIC_MODEL": "claude-sonnet-4-6",
+        **fast,
         **extra,
     }

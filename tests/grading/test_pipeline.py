@@ -25,7 +25,7 @@ from tests.llm_server import ErrorReply
 
 pytestmark = pytest.mark.django_db
 
-RATING = ("rating.tasks.record_observation",)
+RATING = ("grading.tasks.record_observation",)
 
 
 def grade(episode, capture, **kwargs):
@@ -47,7 +47,7 @@ def test_a_new_task_gets_a_rubric_then_two_judges_and_the_mean_score(llm_server,
     assert {(r.provider, r.total, r.is_current) for r in runs} == {("openai", 80, True), ("anthropic", 70, True)}
     rubric = episode.task.rubrics.get()
     assert all(r.rubric == rubric for r in runs)
-    assert ("rating.tasks.record_observation", [episode.pk]) in sent_tasks
+    assert ("grading.tasks.record_observation", [episode.pk]) in sent_tasks
     assert ("grading.tasks.code_log", [episode.pk]) in sent_tasks
 
 
@@ -244,7 +244,7 @@ def test_one_judge_failing_for_good_holds_the_episode_out_of_the_rating_and_asks
     assert episode.auto_score is None and episode.needs_expert_review
     assert episode.grading_note.startswith("Held out of the rating: only 1 of 2 judges scored it (openai/gpt-4.1 80)")
     assert "model not available" in episode.grading_note
-    assert not [name for name, _args in sent_tasks if name == "rating.tasks.record_observation"]
+    assert not [name for name, _args in sent_tasks if name == "grading.tasks.record_observation"]
     assert list(episodes_held(episode.study)) == [episode]
     # The missing judge succeeds on a later pass: the full panel's score goes in, the hold is gone.
     outcome = grade(episode, django_capture_on_commit_callbacks)
@@ -297,7 +297,7 @@ def test_a_new_rubric_version_regrades_with_new_runs_and_keeps_the_old_ones(
     assert set(JudgeRun.objects.filter(is_current=True).values_list("rubric", flat=True)) == {second.pk}
     assert not JudgeRun.objects.filter(pk__in=old_runs, is_current=True).exists()
     assert set(JudgeRun.objects.filter(pk__in=old_runs).values_list("total", flat=True)) == {80}
-    assert [t for t in sent_tasks if t[0] in RATING] == [("rating.tasks.record_observation", [episode.pk])]
+    assert [t for t in sent_tasks if t[0] in RATING] == [("grading.tasks.record_observation", [episode.pk])]
 
 
 def test_a_new_judge_model_adds_runs_without_overwriting_earlier_ones(

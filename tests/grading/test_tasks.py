@@ -34,7 +34,7 @@ def test_grade_episode_grades_and_returns_the_outcome(llm_server, sent_tasks, dj
     with django_capture_on_commit_callbacks(execute=True):
         result = tasks.grade_episode.apply(args=[episode.pk]).get()
     assert result["status"] == "graded" and result["score"] == 80
-    assert ("rating.tasks.record_observation", [episode.pk]) in sent_tasks
+    assert ("grading.tasks.record_observation", [episode.pk]) in sent_tasks
 
 
 def test_a_duplicate_delivery_produces_one_score(llm_server, sent_tasks, django_capture_on_commit_callbacks):
@@ -44,7 +44,7 @@ def test_a_duplicate_delivery_produces_one_score(llm_server, sent_tasks, django_
         second = tasks.grade_episode.apply(args=[episode.pk]).get()
     assert second["status"] == "unchanged"
     assert JudgeRun.objects.count() == 2 and Rubric.objects.count() == 1
-    assert sent_tasks.count(("rating.tasks.record_observation", [episode.pk])) == 1
+    assert sent_tasks.count(("grading.tasks.record_observation", [episode.pk])) == 1
 
 
 def test_provider_errors_are_retried_by_the_task_then_fail_with_the_reason(llm_server, sent_tasks):

@@ -9,7 +9,13 @@ from rating import selectors
 from rating.exceptions import InvalidScore
 from rating.grader_fit import fit_graded
 from rating.models import EntityRating, GradeObservation
-from rating.services.analysis import study_grader_report
+from rating.services.analysis import (
+    judge_aware_episode_arrays,
+    study_fit,
+    study_grader_report,
+    study_model_checks,
+    study_stability_report,
+)
 from rating.services.ledger import (
     SUPERSEDED,
     GradeInput,
@@ -257,3 +263,49 @@ def test_a_sessions_file_of_a_judge_aware_study_is_refused_unless_another_model_
               "rating_model": {"kind": "judge_aware", "k": 3.0, "reference": "panel"}}
     with pytest.raises(SessionsImportError, match="judge-aware model"):
         sessions_model([header])
+
+
+def test_judge_aware_episode_scores_remove_each_graders_fitted_leniency_and_self_preference() -> None:
+    study = _judge_aware_study(seed=5, n_participants=12)
+    ledger = selectors.grade_arrays(study)
+    fit = study_fit(study, ledger)
+    episode = Episode.objects.filter(study=study).order_by("pk").first()
+    # A third grade on one episode: its average holds more grades, so it weighs more.
+    episode_grades_record(episode_id=episode.pk, kind="expert", grades=[
+        GradeInput(grader="expert:1", family="", y=71.0, source_id=1)])
+    arrays, basis = judge_aware_episode_arrays(study, fit)
+    assert basis.kind == "calibrated" and arrays.n == Episode.objects.filter(study=study).count()
+    graders = fit.diagnostics["graders"]
+    leniency = {r["grader"]: r["leniency"] for r in graders["leniency"]}
+    preference = {r["grader"]: r["estimate"] for r in graders["self_preference"] if r["identifiable"]}
+    rows = GradeObservation.objects.filter(study=study, active=True)
+    for index in (0, 5, arrays.n - 1):
+        agent, participant = int(arrays.agent_ids[index]), int(arrays.participant_ids[index])
+        grades = rows.filter(agent_id=agent, participant_id=participant)
+        expected = np.mean([
+            g.y - leniency.get(g.grader, 0.0)
+            - (preference.get(g.grader, 0.0) if g.grader_family == g.agent_family else 0.0)
+            for g in grades
+        ])
+        assert arrays.y[index] == pytest.approx(expected, abs=1e-9)
+    first = list(zip(arrays.agent_ids.tolist(), arrays.participant_ids.tolist(), strict=True)).index(
+        (episode.agent_id, episode.participant_id))
+    assert arrays.w[first] > np.median(arrays.w) and arrays.w.mean() == pytest.approx(1.0)
+
+
+def test_a_judge_aware_study_gets_stability_tables_and_model_checks_on_its_corrected_scores() -> None:
+    study = _judge_aware_study(seed=3, n_participants=30)
+    report = study_stability_report(study, rounds=200, seed=1)
+    fit = study_fit(study)
+    assert report["basis"].startswith("Judge-aware model")
+    assert report["n_observations"] == Episode.objects.filter(study=study).count()
+    # The tables rank the agents as the judge-aware fit does, at nearly its levels.
+    by_agent = {row["agent_id"]: row for row in report["leaderboard"]}
+    order = [str(a) for a in fit.agent_ids[np.argsort(-fit.agent_mu)]]
+    assert sorted(by_agent, key=lambda a: by_agent[a]["rank"]) == order
+    for i, agent in enumerate(fit.agent_ids.astype(str)):
+        assert by_agent[agent]["mu"] == pytest.approx(fit.agent_mu[i], abs=0.25 * fit.agent_sigma()[i])
+    checks = study_model_checks(study)
+    assert checks["model"]["kind"] == "judge_aware" and "sigma_episode" in checks["hyper"]
+    assert checks["coverage"]["n_predicted"] > 0 and "graders panel" in checks["comparison_note"]
+    assert study_stability_report(StudyFactory(rating_model=Study.RatingModel.JUDGE_AWARE), rounds=10) is None

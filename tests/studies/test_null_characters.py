@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
+import uuid
 from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
-from django.urls import reverse
+from django.urls import URLResolver, get_resolver, reverse
+from rest_framework.parsers import FileUploadParser
 from rest_framework.test import APIClient
+from rest_framework.views import APIView
 
+from console.api.parsers import NulRefusingFormParser, NulRefusingMultiPartParser
 from experts.models import ExpertAssignment, ExpertCriterionGrade
-from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
+from studies.models import TaskInstance
+from tests.factories import OccupationFactory, SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.experts import make_expert
 from tests.factories.grading import make_rubric
 from tests.factories.scenarios import make_episode
@@ -98,3 +104,81 @@ def test_a_nul_in_a_posted_form_field_is_a_400_and_nothing_is_saved(assignment, 
 def test_text_without_nul_characters_passes_untouched(signed_in):
     response = signed_in.get(reverse("worker:occupation-search"), {"q": "Accountants"})
     assert response.status_code == 200
+
+
+def _task_table(title: str = "Imported task") -> io.BytesIO:
+    occupation = OccupationFactory()
+    row = f"{uuid.uuid4()},{occupation.sector.code},{occupation.soc_code},{title}"
+    upload = io.BytesIO(f"task_id,sector,occupation,prompt\n{row}\n".encode())
+    upload.name = "tasks.csv"
+    return upload
+
+
+@pytest.mark.parametrize("fields", [
+    {"study": "beta\x00"},  # the text field that reached PostgreSQL and answered 500
+    {"dry_run": "true\x00"},
+    {"no\x00te": "x"},
+])
+def test_a_nul_in_a_text_field_of_an_api_upload_is_a_400_naming_it_and_imports_nothing(staff_api, fields):
+    StudyFactory(slug="beta")
+    response = staff_api.post("/api/tasks/import/", {"file": _task_table(), **fields}, format="multipart")
+    assert response.status_code == 400
+    name = next(iter(fields)).replace("\x00", "\\x00")
+    assert response.json() == {"error": {"code": "invalid", "message": "Some fields are invalid.",
+                                         "fields": {name: ["Null characters are not allowed."]}}}
+    assert not TaskInstance.objects.exists()
+
+
+def test_a_nul_in_the_field_name_of_a_file_part_is_a_400_and_imports_nothing(staff_api):
+    # (A NUL in the file's own name never arrives: Django drops unprintable characters from file names.)
+    response = staff_api.post("/api/tasks/import/", {"file": _task_table(), "fi\x00le": _task_table()},
+                              format="multipart")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"fi\\x00le": ["Null characters are not allowed."]}
+    assert not TaskInstance.objects.exists()
+
+
+def test_the_same_upload_without_nul_characters_imports(staff_api):
+    response = staff_api.post("/api/tasks/import/", {"file": _task_table(), "dry_run": "false"}, format="multipart")
+    assert response.status_code == 200, response.content
+    assert TaskInstance.objects.filter(title="Imported task").count() == 1
+
+
+def _views(patterns, prefix: str = ""):
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _views(entry.url_patterns, prefix + str(entry.pattern))
+        else:
+            yield prefix + str(entry.pattern), entry.callback
+
+
+# Plain Django views that parse their own multipart body, and what refuses a NUL there.
+_SELF_PARSING_DJANGO_VIEWS = {
+    "journey.views.uploads.upload": "its fields go through journey.forms.UploadForm, whose fields refuse NUL",
+    "console.api.errors.not_found": "reads no body",
+}
+
+
+def test_every_view_that_parses_its_own_form_or_upload_refuses_nul_characters():
+    """The middleware checks multipart bodies only for views that are not CSRF-exempt; every other one must
+    parse with a NUL-refusing parser (DRF) or be listed above with what protects it."""
+    unguarded = []
+    for route, callback in _views(get_resolver().url_patterns):
+        view_class = getattr(callback, "cls", None)
+        if view_class is not None and issubclass(view_class, APIView):
+            parser_lists = [view_class.parser_classes]
+            for action_name in (getattr(callback, "actions", None) or {}).values():
+                action_kwargs = getattr(getattr(view_class, action_name, None), "kwargs", {})
+                parser_lists.append(action_kwargs.get("parser_classes", view_class.parser_classes))
+            for parsers in parser_lists:
+                for parser in parsers:
+                    if parser.media_type in ("multipart/form-data", "application/x-www-form-urlencoded") and \
+                            not issubclass(parser, NulRefusingFormParser | NulRefusingMultiPartParser):
+                        unguarded.append(f"{route}: {parser.__name__}")
+                    if issubclass(parser, FileUploadParser):
+                        unguarded.append(f"{route}: {parser.__name__}")
+        elif getattr(callback, "csrf_exempt", False):
+            name = f"{callback.__module__}.{callback.__name__}"
+            if name not in _SELF_PARSING_DJANGO_VIEWS:
+                unguarded.append(f"{route}: {name}")
+    assert unguarded == []

@@ -12,11 +12,13 @@ from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import NotAuthenticated, PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 
+from console.api.parsers import NulRefusingFormParser, NulRefusingMultiPartParser
 from console.api.permissions import IsStaff, is_staff
 from console.api.serializers import TokenSerializer
 
@@ -38,6 +40,7 @@ class StaffTokenView(ObtainAuthToken):
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
+    parser_classes = [NulRefusingFormParser, NulRefusingMultiPartParser, JSONParser]  # ObtainAuthToken's, guarded
     # Per client address (NUM_PROXIES-aware), on top of the per-user lockout: slows spraying many usernames.
     throttle_classes = [AnonRateThrottle]
 

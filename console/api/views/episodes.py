@@ -7,7 +7,7 @@ from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from django_filters import utils
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -57,11 +57,20 @@ class ParticipantViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
         return visible_participants(self.request.user, queryset)
 
 
-# Documented with the staff representation; the scoped variants are subsets of it.
+
+
+def _episode_for_caller(many: bool) -> PolymorphicProxySerializer:
+    """The representation each role gets: exactly one of the three validates any answer (the scoped ones are
+    closed, and the staff one requires the scores they lack)."""
+    return PolymorphicProxySerializer(
+        component_name="EpisodeForCaller", resource_type_field_name=None, many=many,
+        serializers=[EpisodeSerializer, WorkerEpisodeSerializer, ExpertEpisodeSerializer])
+
+
 @extend_schema_view(
     list=extend_schema(description="Episodes, filterable by status, agent, sector, participant, study and task."
-                                   + _SCOPE_NOTE),
-    retrieve=extend_schema(description="One episode." + _SCOPE_NOTE),
+                                   + _SCOPE_NOTE, responses=_episode_for_caller(many=True)),
+    retrieve=extend_schema(description="One episode." + _SCOPE_NOTE, responses=_episode_for_caller(many=False)),
 )
 class EpisodeViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = EpisodeSerializer

@@ -9,11 +9,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.filters import TaskFilter
+from console.api.parsers import NulRefusingFormParser, NulRefusingMultiPartParser
 from console.api.permissions import IsStaff, StaffOrScopedReader, visible_reference_tasks
 from console.api.serializers import (
     ErrorSerializer,
@@ -49,8 +49,8 @@ class TaskViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
                     "first; if anything is wrong, every problem is listed in `error.fields` (keyed "
                     "`path:field`) and nothing is written.",
     )
-    @action(detail=False, methods=["post"], url_path="import", parser_classes=[MultiPartParser, FormParser],
-            filterset_class=None, pagination_class=None)
+    @action(detail=False, methods=["post"], url_path="import", filterset_class=None, pagination_class=None,
+            parser_classes=[NulRefusingMultiPartParser, NulRefusingFormParser])
     def import_bundles(self, request: Request) -> Response:
         data = TaskImportSerializer(data=request.data)
         data.is_valid(raise_exception=True)

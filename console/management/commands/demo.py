@@ -17,12 +17,22 @@ class Command(BaseCommand):
         parser.add_argument("--if-empty", action="store_true",
                             help="Do nothing when a study other than the demo exists (the demo itself is updated).")
         parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="Where the site is served.")
+        parser.add_argument("--access", action="store_true",
+                            help="Only print the demo accounts, the invitation link and the dashboard address "
+                                 "(`make run` prints them again once the worker is up, below its banner).")
 
     def handle(self, *args, no_cohort: bool = False, if_empty: bool = False, base_url: str = "http://127.0.0.1:8000",
-               **options) -> None:
+               access: bool = False, **options) -> None:
         reason = demo_refused_reason()
         if reason:
             raise CommandError(reason)
+        if access:
+            study = Study.objects.filter(slug=DEMO_SLUG).first()
+            if study is None:
+                self.stdout.write(f"Staff dashboard: {base_url.rstrip('/')}{reverse('dashboard:index')}")
+            else:
+                self._print_access(study, base_url)
+            return
         if if_empty and Study.objects.exclude(slug=DEMO_SLUG).exists():
             self.stdout.write("Studies other than the demo exist; demo not loaded.")
             study = Study.objects.filter(slug=DEMO_SLUG).first()

@@ -36,7 +36,7 @@ class Command(BaseCommand):
             if force:
                 raise CommandError("--force needs --sync (queued codings never replace a current one).")
             for pk in ids:
-                current_app.send_task(task_names.CODE_LOG, args=[pk])
+                current_app.send_task(task_names.CODE_LOG, args=[pk], ignore_result=True)
             self.stdout.write(f"Queued log coding for {len(ids)} episode(s).")
             return
         counts: Counter[str] = Counter()

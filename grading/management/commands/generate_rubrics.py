@@ -37,7 +37,7 @@ class Command(BaseCommand):
         skipped = len(tasks) - len(todo)
         if enqueue:
             for t in todo:
-                current_app.send_task(task_names.GENERATE_RUBRIC, args=[t.pk])
+                current_app.send_task(task_names.GENERATE_RUBRIC, args=[t.pk], ignore_result=True)
             self.stdout.write(f"Queued rubric generation for {len(todo)} task(s); {skipped} already had a rubric.")
             return
         generated = failed = waiting = 0

@@ -53,9 +53,9 @@ class Command(BaseCommand):
             runs = list(solo_runs_pending_grading().values_list("pk", flat=True))
         if not sync:
             for pk in episodes:
-                current_app.send_task(task_names.GRADE_EPISODE, args=[pk])
+                current_app.send_task(task_names.GRADE_EPISODE, args=[pk], ignore_result=True)
             for pk in runs:
-                current_app.send_task(task_names.GRADE_SOLO_RUN, args=[pk])
+                current_app.send_task(task_names.GRADE_SOLO_RUN, args=[pk], ignore_result=True)
             self.stdout.write(f"Queued grading for {len(episodes)} episode(s) and {len(runs)} solo run(s).")
             return
         counts: Counter[str] = Counter()

@@ -12,9 +12,10 @@ from studies.models import Episode, EpisodeFile
 
 class Command(BaseCommand):
     help = ("Parse episodes' collaboration-log files into normalised transcripts and store the process metrics "
-            "(prompts, agent turns, tool calls, time, initiative, effort). Grading does this before coding a "
-            "log; use this for episodes coded earlier or after a parser update. Files unchanged since the last "
-            "parse are skipped unless --force.")
+            "(prompts, agent turns, tool calls, time, initiative, effort). Logs are parsed when they are "
+            "uploaded and the reconciliation sweep catches up on any parse that was lost or is outdated; use "
+            "this to parse at once without a worker. Files unchanged since the last parse are skipped unless "
+            "--force.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         target = parser.add_mutually_exclusive_group(required=True)

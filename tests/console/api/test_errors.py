@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.test import Client
 from rest_framework import exceptions
 from rest_framework.test import APIClient
 from rest_framework.throttling import AnonRateThrottle
 
 from console.api.errors import exception_handler
+from console.api.views.studies import StudyViewSet
 from studies.exceptions import StudyError
 from studies.files import FileRejected
 from studies.task_bundle_format import Problem, TaskBundleInvalid
@@ -110,3 +112,36 @@ def test_a_missing_trailing_slash_gets_a_hint(world, staff_client):
     assert response.status_code == 404
     assert "Did you mean /api/studies/" in _error(response)["message"]
     assert "Did you mean" not in _error(staff_client.get("/api/nothing-here"))["message"]
+
+
+@pytest.mark.parametrize("path", ["/api/no%0Asuch/", "/api/studies/%0A/", "/api/%0A", "/api/studies%0D%0A/"])
+def test_a_path_holding_an_encoded_newline_is_a_json_404(world, staff_client, path):
+    response = staff_client.get(path)
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert _error(response)["code"] == "not_found"
+
+
+def test_an_unexpected_exception_in_the_api_is_a_json_500(world, staff_client, monkeypatch):
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(StudyViewSet, "get_queryset", broken)
+    staff_client.raise_request_exception = False
+    response = staff_client.get("/api/studies/")
+    assert response.status_code == 500 and response["Content-Type"] == "application/json"
+    assert _error(response)["code"] == "server_error" and "boom" not in response.content.decode()
+
+
+def test_a_request_refused_before_any_view_runs_is_a_json_400_under_the_api(db, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 2
+    body = "username=a&password=b&extra=c"
+    api = Client().post("/api/auth/token/", body, content_type="application/x-www-form-urlencoded")
+    assert api.status_code == 400 and api["Content-Type"] == "application/json"
+    assert _error(api)["code"] == "bad_request"
+    site = Client().post("/accounts/login/", body, content_type="application/x-www-form-urlencoded")
+    assert site.status_code == 400 and site["Content-Type"].startswith("text/html")
+
+
+def test_site_pages_keep_their_html_error_pages(db):
+    response = Client().get("/no-such-page%0A/")
+    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")

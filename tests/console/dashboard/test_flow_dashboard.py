@@ -66,8 +66,9 @@ def test_the_study_list_shows_counts_and_links(staff_client, populated):
     text = response.content.decode()
     assert populated.study.name in text
     assert reverse("dashboard:overview", args=[populated.study.slug]) in text
-    assert f'<td class="num">{len(populated.participants)}</td>' in text
-    assert f'<td class="num">{len(populated.episodes)}</td>' in text
+    slug = populated.study.slug
+    assert f'data-count="participants" data-study="{slug}">{len(populated.participants)}</span>' in text
+    assert f'data-count="episodes" data-study="{slug}">{len(populated.episodes)}</span>' in text
 
 
 @pytest.mark.django_db

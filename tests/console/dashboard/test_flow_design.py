@@ -14,9 +14,9 @@ def test_an_empty_study_shows_the_design_panel_with_planning(staff_client, empty
     response = staff_client.get(reverse("dashboard:leaderboard", args=[empty_study.slug]))
     text = response.content.decode()
     assert response.status_code == 200
-    assert "Pairing design and sessions still needed" in text
+    assert "Pairing design and episodes still needed" in text
     assert 'action="{}"'.format(reverse("dashboard:plan_run", args=[empty_study.slug])) in text
-    assert "Estimate sessions still needed" not in text, "no estimate without data"
+    assert "Estimate episodes still needed" not in text, "no estimate without data"
 
 
 @pytest.mark.django_db
@@ -102,16 +102,16 @@ def test_planning_defaults_come_from_an_earlier_studys_calibrated_fit(staff_clie
 
 
 @pytest.mark.django_db
-def test_adaptive_with_no_repeats_where_every_worker_meets_every_agent_says_it_cannot_save(staff_client, empty_study):
+@pytest.mark.parametrize("mode", ["uniform", "balanced", "adaptive"])
+def test_where_every_worker_meets_every_agent_the_panel_says_why_the_designs_are_equal(staff_client, empty_study, mode):
     from tests.factories import AgentFactory
 
     empty_study.agents.add(*[AgentFactory() for _ in range(5)])
-    Study.objects.filter(pk=empty_study.pk).update(tasks_per_session=5, design_mode="adaptive", design_repeat_limit=1)
+    Study.objects.filter(pk=empty_study.pk).update(tasks_per_session=5, design_mode=mode, design_repeat_limit=1)
     url = reverse("dashboard:leaderboard", args=[empty_study.slug])
     text = staff_client.get(url).content.decode()
-    assert 'id="design-repeat-advice"' in text and "cannot save sessions" in text
-    assert f"Allow {power.RECOMMENDED_REPEAT_LIMIT} tasks per worker with one agent" in text
+    assert 'id="design-repeat-advice"' in text and "need the same number of episodes" in text
+    assert f"allow {power.RECOMMENDED_REPEAT_LIMIT} tasks per worker with one agent" in text
+    assert "every worker meets every agent, so the three designs assign the same pairs" in text  # the verdict
     Study.objects.filter(pk=empty_study.pk).update(design_repeat_limit=power.RECOMMENDED_REPEAT_LIMIT)
     assert 'id="design-repeat-advice"' not in staff_client.get(url).content.decode()
-    Study.objects.filter(pk=empty_study.pk).update(design_repeat_limit=1, design_mode="uniform")
-    assert 'id="design-repeat-advice"' not in staff_client.get(url).content.decode(), "uniform never repeats"

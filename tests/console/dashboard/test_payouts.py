@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from console.dashboard import services
@@ -77,8 +79,8 @@ def test_without_identities_the_detailed_file_uses_pseudonyms(populated):
     rows = payout_rows(populated.study)
     text = _csv(rows, "detailed")
     records = list(csv.DictReader(io.StringIO(text)))
-    assert list(records[0]) == ["participant_id", "status", "completed_tasks", "base_pay", "adjustments", "rank",
-                                "rank_bonus", "amount", "currency"]
+    assert list(records[0]) == ["participant_id", "is_simulated", "status", "completed_tasks", "base_pay",
+                                "adjustments", "rank", "rank_bonus", "amount", "currency"]
     assert {r["participant_id"] for r in records} == {p.pseudonym for p in populated.participants}
     assert "PROLIFIC" not in text
     assert _csv(rows, "prolific") == ""  # no platform ids: nothing Prolific could match
@@ -110,3 +112,39 @@ def test_a_platform_id_that_looks_like_a_formula_is_neutralised_but_negative_amo
     ids = {r["participant_id"] for r in records}
     assert "'=cmd|' /C calc'!A0" in ids and "=cmd|' /C calc'!A0" not in ids
     assert any(r["adjustments"].startswith("-") and Decimal(r["adjustments"]) < 0 for r in records)
+
+
+@pytest.mark.django_db
+def test_simulated_participants_get_no_rank_bonus_and_are_marked_in_the_detailed_file(populated):
+    populated.study.rank_bonuses = ["100.00", "50.00"]
+    populated.study.save()
+    ranked = list(
+        EntityRating.objects.filter(snapshot=populated.snapshot, entity_kind="human").order_by("rank")
+        .values_list("entity_id", flat=True)
+    )
+    Participant.objects.filter(pk=ranked[0]).update(is_simulated=True)
+    ranks = bonus_ranks(populated.study)
+    assert ranked[0] not in ranks
+    assert ranks[ranked[1]] == 1  # the best real participant moves up to the first bonus
+    records = {r["participant_id"]: r for r in csv.DictReader(io.StringIO(_csv(payout_rows(populated.study),
+                                                                               "detailed")))}
+    pseudonym = dict(Participant.objects.values_list("pk", "pseudonym"))
+    simulated, first_real = records[pseudonym[ranked[0]]], records[pseudonym[ranked[1]]]
+    assert (simulated["is_simulated"], simulated["rank"], simulated["rank_bonus"]) == ("True", "", "0.00")
+    assert (first_real["is_simulated"], first_real["rank"], first_real["rank_bonus"]) == ("False", "1", "100.00")
+
+
+@pytest.mark.django_db
+def test_the_payout_form_offers_and_defaults_to_what_the_user_can_produce(populated, staff_user, pii_user, client):
+    url = reverse("dashboard:exports", args=[populated.study.slug])
+    client.force_login(staff_user)
+    page = client.get(url).content.decode()
+    options = re.findall(r'<option value="(\w+)"( selected)?>', page)
+    assert options == [("detailed", " selected")]
+    assert "Use recruitment-platform worker ids" not in page  # no option named that is not on the page
+    with pytest.raises(JobRefused, match="detailed file"):
+        services.payouts_request(study=populated.study, actor=staff_user, file_format="prolific")
+    client.force_login(pii_user)
+    page = client.get(url).content.decode()
+    assert re.findall(r'<option value="(\w+)"( selected)?>', page) == [("detailed", " selected"), ("prolific", "")]
+    assert 'name="include_pii"' in page and "Use recruitment-platform worker ids" in page

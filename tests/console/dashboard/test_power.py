@@ -48,6 +48,7 @@ def test_the_estimate_runs_as_a_job_with_progress_and_shows_every_design(staff_c
         for q in per_mode.values():
             assert q["low"] is None or q["median"] is None or q["low"] <= q["median"]
     text = staff_client.get(reverse("dashboard:leaderboard", args=[populated.study.slug])).content.decode()
-    assert "simulated futures drawn from the current posterior" in text
+    assert "simulated futures</a> drawn from the current" in text
+    assert "To identify the top agent with P ≥ 0.95, the current design needs" in text  # the panel's verdict
     assert "(current)" in text
     cache.delete(posterior_cache_key(populated.study.pk))

@@ -166,5 +166,6 @@ def test_a_calibrated_study_shows_its_fitted_hyperparameters_and_no_warning(staf
     page = staff_client.get(reverse("dashboard:leaderboard", args=[populated.study.slug])).content.decode()
     assert "Model warning." not in page
     assert "Fitted hyperparameters" in page
-    for name in summary["hyper"]:
-        assert f'<th scope="row">{name}</th>' in page
+    for name in summary["hyper"]:  # a readable label first, the technical name beside it
+        assert f'<code class="dash-muted">{name}</code>' in page
+    assert "Spread of participant skill" in page

@@ -68,7 +68,7 @@ def test_the_grading_queue_reports_counts_and_failure_reasons(populated):
     assert queue["oldest_waiting"] >= timedelta(hours=5)
     (failed,) = queue["failed_episodes"]
     assert failed["grading_note"] == "All judges failed" and failed["judge_error"] == "HTTP 500 from provider"
-    assert queue["judge_runs"]["failed"] == 1
+    assert queue["judge_runs"]["Failed"] == 1
 
 
 @pytest.mark.django_db

@@ -124,3 +124,25 @@ def test_the_collaboration_page_shows_the_process_metrics_and_effort_curves(
     row = EpisodeTranscript.objects.get(episode=with_transcripts.episodes[1])
     row.save()
     assert "data-status-url" in staff_client.get(url).content.decode()
+
+
+@pytest.mark.django_db
+def test_without_scores_or_an_llm_key_the_page_shows_what_the_logs_gave(staff_client, settings):
+    from grading.services.transcripts import episode_transcript_build
+    from tests.factories.scenarios import submitted_episode
+    from tests.grading.transcripts.conftest import SAMPLES
+
+    settings.GRADING = {**settings.GRADING, "OPENAI_API_KEY": None, "ANTHROPIC_API_KEY": None}
+    episode = submitted_episode(logs={"rollout.jsonl": (SAMPLES / "codex_reduced_rollout.jsonl").read_bytes()})
+    submitted_episode(study=episode.study)  # a submission without a log
+    url = reverse("dashboard:collaboration", args=[episode.study.slug])
+    page = staff_client.get(url).content.decode()
+    assert "1 uploaded log is waiting to be read" in page and "parse_transcripts" not in page
+    episode_transcript_build(episode_id=episode.pk)
+    page = staff_client.get(url).content.decode()
+    assert "Of 2 submitted episodes, 1 came with log files: 1 was read" in page
+    assert "Formats: Codex CLI session (JSONL) 1." in page
+    assert "their correlation with the score shows once episodes are scored" in page
+    prompts = page[page.index("Worker prompts"):].split("</tr>")[0]
+    assert '<td class="num">1</td><td class="num">3.00</td><td class="num">3.00</td><td class="num">0</td>' in prompts
+    assert not BackgroundJob.objects.filter(study=episode.study).exists()  # read at page time, no job needed

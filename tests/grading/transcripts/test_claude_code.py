@@ -91,3 +91,20 @@ def test_a_bare_slash_command_is_not_a_prompt_but_one_with_arguments_is():
     result = parse_log("s.jsonl", io.BytesIO("\n".join(lines).encode()))
     assert result.user_prompts == 1 and result.turns[0].text == "/review the budget sheet"
     assert result.skipped == {"slash command": 1}
+
+
+def test_a_newer_session_file_reads_every_record_shape_it_writes(parse_sample):
+    result = parse_sample("claude_code_session_v2.jsonl")
+    assert (result.format, result.status, result.unknown) == (Format.CLAUDE_CODE, FileStatus.PARSED, {})
+    # The request, the queued follow-up (once, from its user record) and /review with its arguments;
+    # not /init, the compaction summary, the queue records or the cost printout.
+    prompts = [t.text for t in result.turns if t.role is Role.USER]
+    assert prompts == ["Compare our prices in prices.csv with the three competitor sheets and suggest where to move.",
+                       "Stay premium, but close the gap on the top three.",
+                       "/review check proposal.md for arithmetic errors"]
+    # The CLI's own "API Error: 529" reply is not an agent turn; server web search is a call and a result.
+    assert result.agent_turns == 2 and not any("API Error" in t.text for t in result.turns)
+    assert (result.tool_calls, result.tool_results) == (3, 3)
+    assert result.skipped == {"file-history-snapshot": 1, "slash command": 1, "thinking": 1, "queue-operation": 2,
+                              "api error": 1, "system": 2, "meta": 1}
+    assert result.duration_seconds == 242 and result.agent_questions == 1

@@ -6,15 +6,16 @@ import io
 
 import pytest
 
-from grading.transcripts import FileStatus, Format, parse_log
+from grading.transcripts import FileStatus, Format, detect, parse_log
 from tests.factories.files import png_bytes
+from tests.grading.transcripts.conftest import SAMPLES
 
 
 @pytest.mark.parametrize(("name", "fmt"), [
     ("claude_code_session.jsonl", Format.CLAUDE_CODE), ("codex_rollout.jsonl", Format.CODEX),
     ("codex_legacy.jsonl", Format.CODEX), ("codex_legacy.json", Format.CODEX),
     ("gemini_checkpoint.json", Format.GEMINI), ("gemini_session.json", Format.GEMINI),
-    ("terminal_transcript.txt", Format.TERMINAL),
+    ("terminal_transcript.txt", Format.TERMINAL), ("codex_reduced_rollout.jsonl", Format.CODEX),
 ])
 def test_each_sample_is_recognised_by_content(parse_sample, name, fmt):
     assert parse_sample(name).format is fmt
@@ -89,3 +90,12 @@ def test_a_byte_order_mark_does_not_break_the_first_record():
     data = b'\xef\xbb\xbf{"type": "user", "sessionId": "s", "message": {"role": "user", "content": "hi"}}\n'
     result = parse_log("s.jsonl", io.BytesIO(data))
     assert (result.user_prompts, result.bad_lines) == (1, 0)
+
+
+@pytest.mark.parametrize("head_bytes", [64 * 1024, 200])
+def test_the_upload_check_names_the_same_format_the_parser_finds_for_every_sample(monkeypatch, head_bytes):
+    monkeypatch.setattr(detect, "HEAD_BYTES", head_bytes)
+    for path in sorted(SAMPLES.iterdir()):
+        data = path.read_bytes()
+        parsed = detect.parse_log(path.name, io.BytesIO(data)).format
+        assert detect.detect_log_format(io.BytesIO(data), len(data)) is parsed, path.name

@@ -12,10 +12,17 @@ def test_a_checkpoint_counts_prompts_without_setup_context_or_function_responses
     result = parse_sample("gemini_checkpoint.json")
     assert result.format is Format.GEMINI
     assert result.user_prompts == 2  # the memo request and "Leadership…"; function responses are tool results
-    assert result.agent_turns == 3 and result.tool_calls == 2 and result.tool_results == 2
+    # Two function calls and the model's built-in code execution (an executableCode part).
+    assert result.agent_turns == 3 and result.tool_calls == 3 and result.tool_results == 2
     assert result.skipped == {"setup context": 2, "thinking": 1}
-    assert result.unknown == {"part executableCode": 1} and result.status is FileStatus.PARTIAL
+    assert result.unknown == {} and result.status is FileStatus.PARSED
     assert result.duration_seconds is None  # checkpoints carry no timestamps
+
+
+def test_a_part_of_a_kind_no_gemini_version_wrote_is_counted_as_drift():
+    chat = [{"role": "user", "parts": [{"text": "Go"}]}, {"role": "model", "parts": [{"futurePart": {"x": 1}}]}]
+    result = parse_log("checkpoint-x.json", io.BytesIO(json.dumps(chat).encode()))
+    assert result.unknown == {"part futurePart": 1} and result.status is FileStatus.PARTIAL
 
 
 def test_text_before_a_function_call_stays_before_it(parse_sample):
@@ -46,3 +53,14 @@ def test_session_messages_with_content_parts_are_read():
     ]}).encode()
     result = parse_log("session.json", io.BytesIO(data))
     assert [t.text for t in result.turns] == ["Summarise the memo.", "Here it is."]
+
+
+def test_a_newer_recorded_session_reads_part_lists_cancelled_calls_and_cli_notices(parse_sample):
+    result = parse_sample("gemini_session_v2.json")
+    assert (result.format, result.status, result.unknown) == (Format.GEMINI, FileStatus.PARSED, {})
+    prompts = [t.text for t in result.turns if t.role is Role.USER]
+    assert prompts == ["Turn survey.xlsx into a two-page summary with one chart per question.",
+                       "Use matplotlib, not a script of your own. Which questions need a chart?"]
+    assert (result.agent_turns, result.tool_calls, result.tool_results) == (2, 2, 2)
+    assert result.skipped == {"thinking": 1, "info": 1, "error": 1}
+    assert result.duration_seconds == 390  # startTime to lastUpdated

@@ -1,0 +1,446 @@
+"""The task model's core system in blocks: agents as a dense border, tasks block-diagonal by connected group.
+
+Once the participants are eliminated, two tasks are coupled only when some participant met both, so the
+task part of the core Schur complement is block-diagonal over the connected groups of the participant x task
+graph (a department's lecturers, a benchmark suite's tasks). With the agents (fixed effects, few) as the
+border,
+
+.. math::
+
+    S = \\begin{pmatrix} A & B^\\top \\\\ B & T \\end{pmatrix},\\qquad
+    M = A - B^\\top T^{-1} B,\\qquad
+    S^{-1} = D_0 + V M^{-1} V^\\top,\\quad V = \\begin{pmatrix} I \\\\ -T^{-1}B \\end{pmatrix},
+
+with :math:`D_0 = \\mathrm{blockdiag}(0, T^{-1})` and :math:`\\log|S| = \\log|T| + \\log|M|`. Each block is
+factorised on its own (blocks of one size together, batched), so the cost is the sum of the cubes of the
+block sizes instead of the cube of the number of tasks; a design in which every task is reachable from every
+other has one block and costs what the dense system does. Everything is exact: the same REML, the same
+estimates as the dense path to rounding.
+
+Every per-evaluation sum over participants goes through precomputed pair operators: a participant's factor
+:math:`1/d_h` depends on the participant only through their total weight, so
+:math:`\\sum_h b_{hi} b_{hj} / d_h` is a sparse matrix (pattern entries x weight groups) times the vector of
+:math:`1/d_g`, built once per design.
+
+Pure numpy/scipy: no Django, no settings, no I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+import scipy.sparse.csgraph
+from threadpoolctl import threadpool_limits
+
+# Blocks at least this large are factorised one by one with LAPACK; smaller ones batched by size.
+_LOOP_BLOCK = 48
+# Below this block size BLAS runs on one thread: small factorisations only lose to thread hand-offs,
+# badly so on a loaded machine.
+_THREADED_BLOCK = 2048
+# Pairs gathered at once (bounds the temporaries of the per-participant pair walks).
+_PAIR_CHUNK = 1 << 21
+
+
+@dataclass(frozen=True, eq=False)
+class TaskBlocks:
+    """The block layout of a design's tasks and the pair operators of its core Schur complement."""
+
+    n_agents: int  # p: core columns 0..p-1 are the agents
+    n_tasks: int
+    order: np.ndarray  # tasks in block order (grouped by block size, then block)
+    position: np.ndarray  # per task, its place in ``order``
+    classes: tuple[tuple[int, int, int, int], ...]  # (block size k, n blocks, first position, storage offset)
+    task_dest: np.ndarray  # per task, storage index of its own diagonal entry's block start (class offset + b k^2)
+    task_local: np.ndarray  # per task, its index inside its block
+    task_size: np.ndarray  # per task, the size of its block
+    storage: int  # floats held by all task blocks
+    group: np.ndarray  # per participant, its weight group
+    group_count: np.ndarray  # participants per group
+    group_weight: np.ndarray  # the total weight n_g of each group
+    gram_agent: np.ndarray  # sum w per agent (the agent block of X'WX is diagonal)
+    gram_task: np.ndarray  # sum w per task
+    gram_cross: np.ndarray  # K_t x p: sum w over observations of (task, agent)
+    elim_aa: PairSums  # into p x p
+    elim_ta: PairSums  # into K_t x p
+    elim_tt: PairSums  # into the task blocks' storage
+    couplings_agent: scipy.sparse.csr_matrix  # H x p
+    couplings_task: scipy.sparse.csr_matrix  # H x K_t
+
+    @property
+    def n_blocks(self) -> int:
+        return int(sum(n for _, n, _, _ in self.classes))
+
+    @property
+    def largest(self) -> int:
+        return int(max((k for k, _, _, _ in self.classes), default=0))
+
+    def dest(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Return the storage index of task pair ``(i, j)`` (both in one block)."""
+        return self.task_dest[i] + self.task_local[i] * self.task_size[i] + self.task_local[j]
+
+    def same_block(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return self.task_dest[i] == self.task_dest[j]
+
+
+@dataclass(frozen=True, eq=False)
+class PairSums:
+    r""":math:`\sum_{h \in g} L_{hi} R_{hj}` per weight group, kept as (destination, group, value) entries.
+
+    ``self @ c`` returns the storage vector :math:`\sum_g c_g \sum_{h \in g} L_{hi} R_{hj}` at each
+    pair's destination: one scatter-add over the entries.
+    """
+
+    dest: np.ndarray
+    group: np.ndarray
+    value: np.ndarray
+    size: int
+
+    @property
+    def nnz(self) -> int:
+        return int(self.value.shape[0])
+
+    def __matmul__(self, weights_g: np.ndarray) -> np.ndarray:
+        return np.bincount(self.dest, weights=self.value * weights_g[self.group], minlength=self.size)
+
+
+def _pair_sums(
+    left: scipy.sparse.csr_matrix,
+    right: scipy.sparse.csr_matrix,
+    group: np.ndarray,
+    n_groups: int,
+    row_base: np.ndarray,
+    col_offset: np.ndarray,
+    size: int,
+) -> PairSums:
+    """Return the grouped pair sums of ``left`` x ``right`` at destinations ``row_base[i] + col_offset[j]``.
+
+    Spreading the left factor's columns over the groups (row ``g * n + i`` of the transpose) turns the
+    per-group sums into one compiled sparse product.
+    """
+    n_rows, n_left = left.shape
+    coo = left.tocoo()
+    spread = scipy.sparse.csr_matrix(
+        (coo.data, (group[coo.row].astype(np.int64) * n_left + coo.col, coo.row)), shape=(n_groups * n_left, n_rows)
+    )
+    del coo
+    product = spread @ right
+    counts = np.diff(product.indptr)
+    rows = np.arange(n_groups * n_left, dtype=np.int64)
+    dest = np.repeat(row_base[rows % n_left], counts) + col_offset[product.indices]
+    g = np.repeat((rows // n_left).astype(np.int32), counts)
+    return PairSums(dest=dest, group=g, value=product.data, size=size)
+
+
+def task_blocks(
+    couplings: scipy.sparse.csr_matrix,
+    n_agents: int,
+    n_human: np.ndarray,
+    agent: np.ndarray,
+    task: np.ndarray,
+    omega: np.ndarray,
+) -> TaskBlocks:
+    """Lay out the tasks in connected blocks and build the pair operators of the core Schur complement.
+
+    ``couplings`` is the participants x core matrix (agents first, then tasks); ``agent`` and ``task`` the
+    observations' core-free codes (task -1 where an observation has none).
+    """
+    n_h, n_core = couplings.shape
+    n_t = n_core - n_agents
+    c_agent = couplings[:, :n_agents].tocsr()
+    c_task = couplings[:, n_agents:].tocsr()
+    c_agent.sort_indices()
+    c_task.sort_indices()
+    # Connected groups of tasks: components of the bipartite participant-task graph.
+    adjacency = scipy.sparse.bmat([[None, c_task], [c_task.T, None]], format="csr")
+    _, labels = scipy.sparse.csgraph.connected_components(adjacency, directed=False)
+    task_label = labels[n_h:]
+    _, task_block = np.unique(task_label, return_inverse=True)
+    task_block = task_block.reshape(-1)
+    sizes = np.bincount(task_block)
+    # Order the blocks by size (one batch per size), then the tasks by block.
+    block_rank = np.lexsort((np.arange(sizes.shape[0]), sizes))
+    rank_of = np.empty_like(block_rank)
+    rank_of[block_rank] = np.arange(block_rank.shape[0])
+    order = np.lexsort((np.arange(n_t), rank_of[task_block]))
+    position = np.empty(n_t, dtype=np.int64)
+    position[order] = np.arange(n_t)
+    classes = []
+    task_dest = np.empty(n_t, dtype=np.int64)
+    task_local = np.empty(n_t, dtype=np.int64)
+    task_size = sizes[task_block].astype(np.int64)
+    first, offset = 0, 0
+    sorted_sizes = sizes[block_rank]
+    for k in np.unique(sorted_sizes):
+        k = int(k)
+        count = int(np.count_nonzero(sorted_sizes == k))
+        classes.append((k, count, first, offset))
+        tasks = order[first : first + count * k]
+        within = np.arange(count * k)
+        task_dest[tasks] = offset + (within // k) * k * k
+        task_local[tasks] = within % k
+        first += count * k
+        offset += count * k * k
+    values, group = np.unique(n_human, return_inverse=True)
+    group = group.reshape(-1)
+    n_groups = values.shape[0]
+
+    agents = np.arange(n_agents, dtype=np.int64)
+    elim_aa = _pair_sums(c_agent, c_agent, group, n_groups, agents * n_agents, agents, n_agents * n_agents)
+    tasks_idx = np.arange(n_t, dtype=np.int64)
+    elim_ta = _pair_sums(c_task, c_agent, group, n_groups, tasks_idx * n_agents, agents, n_t * n_agents)
+    elim_tt = _pair_sums(c_task, c_task, group, n_groups, task_dest + task_local * task_size, task_local, offset)
+
+    has_task = task >= 0
+    gram_cross = np.bincount(
+        task[has_task] * n_agents + agent[has_task], weights=omega[has_task], minlength=n_t * n_agents
+    ).reshape(n_t, n_agents)
+    return TaskBlocks(
+        n_agents=n_agents,
+        n_tasks=n_t,
+        order=order,
+        position=position,
+        classes=tuple(classes),
+        task_dest=task_dest,
+        task_local=task_local,
+        task_size=task_size,
+        storage=offset,
+        group=group,
+        group_count=np.bincount(group, minlength=n_groups).astype(np.float64),
+        group_weight=values,
+        gram_agent=np.bincount(agent, weights=omega, minlength=n_agents),
+        gram_task=np.bincount(task[has_task], weights=omega[has_task], minlength=n_t),
+        gram_cross=gram_cross,
+        elim_aa=elim_aa,
+        elim_ta=elim_ta,
+        elim_tt=elim_tt,
+        couplings_agent=c_agent,
+        couplings_task=c_task,
+    )
+
+
+class SingularSystem(ValueError):
+    """The core system is not positive definite: the model is not identified by these observations."""
+
+
+@dataclass(frozen=True, eq=False)
+class BlockFactor:
+    """The core Schur complement factorised in blocks at one set of variance ratios (see the module text)."""
+
+    blocks: TaskBlocks
+    t_inv: np.ndarray  # storage: every task block's inverse (full, symmetric)
+    w: np.ndarray  # K_t x p: T^{-1} B
+    m_inv: np.ndarray  # p x p
+    m_chol: np.ndarray  # lower Cholesky factor of M
+    logdet: float  # log |S|
+
+    @property
+    def n_core(self) -> int:
+        return self.blocks.n_agents + self.blocks.n_tasks
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """Return :math:`S^{-1} r` for a core vector or a (core x m) matrix."""
+        p = self.blocks.n_agents
+        r_a, r_t = rhs[:p], rhs[p:]
+        t_r = self._t_apply(r_t)
+        x_a = scipy.linalg.cho_solve((self.m_chol, True), r_a - self.w.T @ r_t, check_finite=False)
+        return np.concatenate([x_a, t_r - self.w @ x_a])
+
+    def _t_apply(self, r_t: np.ndarray) -> np.ndarray:
+        """Return :math:`T^{-1} r` (rows of ``r`` in task order)."""
+        b = self.blocks
+        vec = r_t.ndim == 1
+        r = (r_t[:, None] if vec else r_t)[b.order]
+        out = np.empty_like(r)
+        for k, count, first, offset in b.classes:
+            inv = self.t_inv[offset : offset + count * k * k].reshape(count, k, k)
+            part = r[first : first + count * k].reshape(count, k, -1)
+            out[first : first + count * k] = np.matmul(inv, part).reshape(count * k, -1)
+        res = out[b.position]
+        return res[:, 0] if vec else res
+
+    def inverse_diagonal(self) -> np.ndarray:
+        """Return the diagonal of :math:`S^{-1}` (agents, then tasks)."""
+        b = self.blocks
+        idx = np.arange(b.n_tasks)
+        d_t = self.t_inv[b.dest(idx, idx)] + np.einsum("ij,jk,ik->i", self.w, self.m_inv, self.w)
+        return np.concatenate([np.diag(self.m_inv).copy(), d_t])
+
+    def trace_weighted_gram(self, weights_g: np.ndarray) -> float:
+        """Return :math:`\\mathrm{tr}(S^{-1} \\sum_h c_h b_h b_h^\\top)` with ``c`` constant on weight groups."""
+        b = self.blocks
+        p = b.n_agents
+        g_aa = (b.elim_aa @ weights_g).reshape(p, p)
+        g_ta = (b.elim_ta @ weights_g).reshape(b.n_tasks, p)
+        g_tt = b.elim_tt @ weights_g
+        d0 = float(np.dot(g_tt, self.t_inv))
+        # V^T G V = G_aa - W^T G_ta - G_ta^T W + W^T G_tt W, with G_tt W applied block by block.
+        g_tt_w = self._block_apply(g_tt, self.w)
+        vgv = g_aa - self.w.T @ g_ta - g_ta.T @ self.w + self.w.T @ g_tt_w
+        return d0 + float(np.sum(self.m_inv * vgv))
+
+    def _block_apply(self, storage: np.ndarray, r_t: np.ndarray) -> np.ndarray:
+        b = self.blocks
+        r = r_t[b.order]
+        out = np.empty_like(r)
+        for k, count, first, offset in b.classes:
+            mat = storage[offset : offset + count * k * k].reshape(count, k, k)
+            part = r[first : first + count * k].reshape(count, k, -1)
+            out[first : first + count * k] = np.matmul(mat, part).reshape(count * k, -1)
+        return out[b.position]
+
+
+def blas_threads(blocks: TaskBlocks) -> contextlib.AbstractContextManager[object]:
+    """Return a context keeping BLAS on one thread when every block is small (enter it once per fit)."""
+    if blocks.largest < _THREADED_BLOCK:
+        return threadpool_limits(limits=1, user_api="blas")
+    return contextlib.nullcontext()
+
+
+def _row_chunks(c: scipy.sparse.csr_matrix) -> list[tuple[int, int]]:
+    sizes = np.diff(c.indptr).astype(np.int64)
+    cum = np.cumsum(sizes**2)
+    out = []
+    start, n = 0, c.shape[0]
+    while start < n:
+        base = cum[start - 1] if start else 0
+        stop = min(n, max(start + 1, int(np.searchsorted(cum, base + _PAIR_CHUNK, side="right"))))
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def factorise(blocks: TaskBlocks, inv_d_g: np.ndarray, task_prior: float, agent_prior: float = 0.0) -> BlockFactor:
+    """Assemble the core Schur complement at group factors ``1/d_g`` and factorise it in blocks.
+
+    Raises :class:`SingularSystem` when a block or the agents' Schur complement is not positive definite.
+    """
+    b = blocks
+    p, n_t = b.n_agents, b.n_tasks
+    a = np.diag(b.gram_agent + agent_prior) - (b.elim_aa @ inv_d_g).reshape(p, p)
+    a = 0.5 * (a + a.T)
+    cross = b.gram_cross - (b.elim_ta @ inv_d_g).reshape(n_t, p)
+    storage = -(b.elim_tt @ inv_d_g)
+    idx = np.arange(n_t)
+    storage[b.dest(idx, idx)] += b.gram_task + task_prior
+    t_inv = np.empty_like(storage)
+    logdet = 0.0
+    for k, count, _, offset in b.classes:
+        mats = storage[offset : offset + count * k * k].reshape(count, k, k)
+        out = t_inv[offset : offset + count * k * k].reshape(count, k, k)
+        if k >= _LOOP_BLOCK:
+            for i in range(count):
+                chol, info = scipy.linalg.lapack.dpotrf(mats[i], lower=1, clean=1)
+                if info != 0:
+                    raise SingularSystem("the model is not identified by these observations (singular task block)")
+                logdet += 2.0 * float(np.log(np.diag(chol)).sum())
+                inv, info = scipy.linalg.lapack.dpotri(chol, lower=1)
+                if info != 0:
+                    raise SingularSystem("the model is not identified by these observations (singular task block)")
+                inv = np.tril(inv)
+                out[i] = inv + np.tril(inv, -1).T
+        else:
+            try:
+                chol = np.linalg.cholesky(mats)
+            except np.linalg.LinAlgError as exc:
+                raise SingularSystem(f"the model is not identified by these observations (singular task block): {exc}")
+            logdet += 2.0 * float(np.log(np.diagonal(chol, axis1=1, axis2=2)).sum())
+            inv_l = np.linalg.inv(chol)
+            out[:] = np.matmul(np.swapaxes(inv_l, 1, 2), inv_l)
+    empty = np.zeros((p, p))
+    factor = BlockFactor(blocks=b, t_inv=t_inv, w=np.zeros((n_t, p)), m_inv=empty, m_chol=empty, logdet=0.0)
+    w = factor._t_apply(cross) if p else np.zeros((n_t, 0))
+    m = a - cross.T @ w
+    m = 0.5 * (m + m.T)
+    if p:
+        try:
+            m_chol = scipy.linalg.cholesky(m, lower=True, check_finite=False)
+        except np.linalg.LinAlgError as exc:
+            raise SingularSystem(f"the model is not identified by these observations (singular system): {exc}")
+        inv, info = scipy.linalg.lapack.dpotri(m_chol, lower=1)
+        if info != 0:
+            raise SingularSystem("the model is not identified by these observations (singular system)")
+        inv = np.tril(inv)
+        m_inv = inv + np.tril(inv, -1).T
+        logdet += 2.0 * float(np.log(np.diag(m_chol)).sum())
+    else:
+        m_chol = m_inv = np.zeros((0, 0))
+    return BlockFactor(blocks=b, t_inv=t_inv, w=w, m_inv=m_inv, m_chol=np.tril(m_chol), logdet=logdet)
+
+
+def participant_forms(factor: BlockFactor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return ``(b_s_b, tbt, z, e)`` per participant row.
+
+    ``b_s_b`` is :math:`b_h^\top S^{-1} b_h`, ``tbt`` its task-block part :math:`b_{hT}^\top T^{-1} b_{hT}`,
+    ``z`` the border part :math:`V^\top b_h` and ``e`` the vector :math:`T^{-1} b_{hT}` at the row's own
+    task entries (aligned with ``couplings_task.data``): one walk over each row's pairs of task entries.
+    """
+    b = factor.blocks
+    c = b.couplings_task
+    z = b.couplings_agent.toarray() - np.asarray(c @ factor.w)
+    e = np.zeros(c.nnz)
+    for start, stop in _row_chunks(c):
+        lo = int(c.indptr[start])
+        sub = c[start:stop]
+        nl = np.diff(sub.indptr).astype(np.int64)
+        reps = nl * nl
+        row = np.repeat(np.arange(stop - start, dtype=np.int64), reps)
+        k = np.arange(int(reps.sum()), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+        n_row = nl[row]
+        first = sub.indptr[row] + k // np.maximum(n_row, 1)
+        second = sub.indptr[row] + k % np.maximum(n_row, 1)
+        ti, tj = sub.indices[first].astype(np.int64), sub.indices[second].astype(np.int64)
+        vals = sub.data[second] * factor.t_inv[b.dest(ti, tj)]
+        e[lo : lo + sub.nnz] = np.bincount(first, weights=vals, minlength=sub.nnz)
+    row_of = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
+    tbt = np.bincount(row_of, weights=c.data * e, minlength=c.shape[0])
+    return tbt + np.einsum("ij,ij->i", z @ factor.m_inv, z), tbt, z, e
+
+
+def observation_forms(
+    factor: BlockFactor,
+    d: np.ndarray,
+    human: np.ndarray,
+    agent: np.ndarray,
+    task: np.ndarray,
+    tbt: np.ndarray,
+    z: np.ndarray,
+    e: np.ndarray,
+) -> np.ndarray:
+    """Return :math:`x_o^\top C^{-1} x_o` for every observation (agent ``agent``, task ``task`` or -1).
+
+    With the participants eliminated it is :math:`1/d_h + v^\top S^{-1} v`, :math:`v = x_c - b_h/d_h`; split
+    as :math:`v_T^\top T^{-1} v_T + (V^\top v)^\top M^{-1} (V^\top v)`. ``tbt``, ``z``, ``e`` come from
+    :func:`participant_forms`.
+    """
+    b = factor.blocks
+    c = b.couplings_task
+    dh = d[human]
+    has = task >= 0
+    t = np.where(has, task, 0)
+    # The task part: T^{-1}[t, t] - 2/d_h (T^{-1} b_h)[t] + tbt_h / d_h^2, with (T^{-1} b_h)[t] read at the
+    # row's entry for t (rows' indices are sorted: one search over the row keys).
+    part = tbt[human] / dh**2
+    part[has] += factor.t_inv[b.dest(t[has], t[has])]
+    row_of = np.repeat(np.arange(c.shape[0], dtype=np.int64), np.diff(c.indptr))
+    keys = row_of * b.n_tasks + c.indices
+    where = np.searchsorted(keys, human[has].astype(np.int64) * b.n_tasks + t[has])
+    part[has] -= 2.0 * e[where] / dh[has]
+    # The border part: y = e_agent - W[task] - z_h / d_h.
+    out = 1.0 / dh + part
+    n = human.shape[0]
+    chol_inv = scipy.linalg.cholesky(factor.m_inv, lower=True, check_finite=False) if b.n_agents else None
+    step = max(1, (1 << 22) // max(b.n_agents, 1))
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        y = -z[human[start:stop]] / dh[start:stop, None]
+        y[np.arange(stop - start), agent[start:stop]] += 1.0
+        sub_has = has[start:stop]
+        y[sub_has] -= factor.w[t[start:stop][sub_has]]
+        if chol_inv is not None:
+            proj = y @ chol_inv
+            out[start:stop] += np.einsum("ij,ij->i", proj, proj)
+    return out

@@ -1,0 +1,147 @@
+"""The task model on its block core (rating/task_blocks.py) equals the dense core and an independent REML."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rating import fit as fit_module
+from rating.fit import ModelSpec, _fit_calibrated, _observations, _structure, fit_model
+from rating.task_blocks import factorise
+from tests.rating.test_fit import dense_reml
+
+
+def clustered(
+    rng: np.random.Generator,
+    *,
+    n_agents: int,
+    n_humans: int,
+    n_tasks: int,
+    n_obs: int,
+    n_groups: int,
+    untasked: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """Participants rate the tasks of one group each (lecturers of a department), known truth."""
+    group_of = rng.integers(0, n_groups, n_humans)
+    human = np.concatenate([np.arange(n_humans), rng.integers(0, n_humans, n_obs - n_humans)])
+    rng.shuffle(human)
+    per = n_tasks // n_groups
+    task = group_of[human] * per + rng.integers(0, per, n_obs)
+    agent = rng.integers(0, n_agents, n_obs)
+    y = (
+        70.0
+        + rng.normal(0.0, 3.0, n_agents)[agent]
+        + rng.normal(0.0, 6.0, n_humans)[human]
+        + rng.normal(0.0, 4.0, n_tasks)[task]
+        + rng.normal(0.0, 10.0, n_obs)
+    )
+    if untasked:
+        task = np.where(rng.random(n_obs) < untasked, -1, task)
+    return {"agent": agent, "human": human, "task": task, "y": y}
+
+
+def both_cores(data: dict[str, np.ndarray], spec: ModelSpec, weights: np.ndarray | None = None, monkeypatch=None):
+    task = np.where(data["task"] >= 0, data["task"], None) if (data["task"] < 0).any() else data["task"]
+    obs = _observations(data["agent"], data["human"], data["y"], task, weights)
+    fits = {}
+    original = fit_module._structure
+    for blocks in (False, True):
+        monkeypatch.setattr(
+            fit_module,
+            "_structure",
+            lambda o, *, tasks, random_agents=False, blocks=None, _b=blocks: original(
+                o, tasks=tasks, random_agents=random_agents, blocks=_b
+            ),
+        )
+        fits[blocks] = _fit_calibrated(obs, spec)
+    monkeypatch.setattr(fit_module, "_structure", original)
+    return fits[False], fits[True]
+
+
+CASES = [
+    # (agents, humans, tasks, observations, groups, share without a task, weighted)
+    (4, 80, 24, 500, 4, 0.0, False),
+    (3, 60, 12, 400, 1, 0.0, False),  # one connected block: the border-only elimination
+    (5, 150, 60, 900, 3, 0.1, True),  # observations without a task, unequal weights
+    (2, 300, 120, 2400, 2, 0.0, False),  # blocks of 60 tasks: factorised one by one with LAPACK
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("integrate", [False, True])
+def test_block_core_equals_the_dense_core(case, integrate, monkeypatch) -> None:
+    n_a, n_h, n_t, n, groups, untasked, weighted = case
+    rng = np.random.default_rng(n_h + n_t)
+    data = clustered(
+        rng, n_agents=n_a, n_humans=n_h, n_tasks=n_t, n_obs=n, n_groups=groups, untasked=untasked
+    )
+    weights = rng.uniform(0.5, 2.0, n) if weighted else None
+    spec = ModelSpec(kind="calibrated_task", integrate_hyper=integrate)
+    dense, block = both_cores(data, spec, weights, monkeypatch)
+    assert dense.diagnostics.get("task_blocks") is None
+    assert block.diagnostics["task_blocks"]["blocks"] == groups
+    for name in ("agent_mu", "agent_cov", "human_mu", "human_sigma", "task_mu", "task_sigma", "residuals"):
+        np.testing.assert_allclose(getattr(block, name), getattr(dense, name), rtol=0, atol=1e-10, err_msg=name)
+    np.testing.assert_allclose(block.standardized_residuals, dense.standardized_residuals, rtol=0, atol=1e-10)
+    assert block.log_likelihood == pytest.approx(dense.log_likelihood, rel=0, abs=1e-10)
+    for key, value in dense.hyper.items():
+        for field, number in value.items():
+            assert block.hyper[key][field] == pytest.approx(number, rel=1e-10, abs=1e-12, nan_ok=True)
+    np.testing.assert_allclose(block.prob_greater(), dense.prob_greater(), atol=1e-10)
+
+
+def test_block_core_reml_equals_an_independent_dense_reml() -> None:
+    rng = np.random.default_rng(5)
+    data = clustered(rng, n_agents=3, n_humans=40, n_tasks=12, n_obs=160, n_groups=3)
+    obs = _observations(data["agent"], data["human"], data["y"], data["task"], None)
+    assert _structure(obs, tasks=True, blocks=True).blocks is not None
+    # Force the block core through the public entry point: every core is "large".
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fit_module, "_DENSE_CORE", 0)
+        fit = fit_model(
+            data["agent"], data["human"], data["y"], data["task"],
+            spec=ModelSpec(kind="calibrated_task", integrate_hyper=False),
+        )  # fmt: skip
+    assert fit.diagnostics["task_blocks"]["blocks"] == 3
+    sds, loglik = dense_reml(data["agent"], data["human"], data["y"], data["task"])
+    assert fit.hyper["beta"]["estimate"] == pytest.approx(sds[0], rel=1e-6)
+    assert fit.hyper["sigma_human"]["estimate"] == pytest.approx(sds[1], rel=1e-6)
+    assert fit.hyper["sigma_task"]["estimate"] == pytest.approx(sds[2], rel=1e-6)
+    assert fit.log_likelihood == pytest.approx(loglik, rel=1e-10)
+
+
+def test_block_factor_solves_and_inverts_the_assembled_schur_complement() -> None:
+    rng = np.random.default_rng(9)
+    data = clustered(rng, n_agents=3, n_humans=50, n_tasks=15, n_obs=300, n_groups=3)
+    obs = _observations(data["agent"], data["human"], data["y"], data["task"], None)
+    st = _structure(obs, tasks=True, blocks=True)
+    dense_st = _structure(obs, tasks=True, blocks=False)
+    gamma_h, gamma_t = 0.4, 0.2
+    d = dense_st.n_human + 1.0 / gamma_h
+    c = dense_st.couplings.toarray()
+    schur = dense_st.gram_core + np.diag(np.r_[np.zeros(3), np.full(15, 1.0 / gamma_t)]) - c.T @ (c / d[:, None])
+    factor = factorise(st.blocks, 1.0 / (st.blocks.group_weight + 1.0 / gamma_h), 1.0 / gamma_t)
+    inverse = np.linalg.inv(schur)
+    rhs = rng.normal(size=(18, 2))
+    np.testing.assert_allclose(factor.solve(rhs), inverse @ rhs, atol=1e-12)
+    np.testing.assert_allclose(factor.inverse_diagonal(), np.diag(inverse), atol=1e-12)
+    np.testing.assert_allclose(factor.m_inv, inverse[:3, :3], atol=1e-12)
+    assert factor.logdet == pytest.approx(np.linalg.slogdet(schur)[1], abs=1e-10)
+    weights = 1.0 / d**2
+    assert factor.trace_weighted_gram(1.0 / (st.blocks.group_weight + 1.0 / gamma_h) ** 2) == pytest.approx(
+        float(np.trace(inverse @ (c.T @ (c * weights[:, None])))), rel=1e-12
+    )
+
+
+def test_disjoint_groups_of_agents_participants_and_tasks_fit_block_by_block() -> None:
+    # Each agent is seen only in its own group of participants and tasks: two blocks, both identified
+    # (the agents are fixed effects, so each block's level goes to its agent).
+    agent = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    human = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    task = np.array([0, 1, 0, 1, 2, 3, 2, 3])
+    y = np.array([1.0, 2.0, 1.5, 2.5, 3.0, 4.0, 3.5, 4.5])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fit_module, "_DENSE_CORE", 0)
+        fit = fit_model(agent, human, y, task, spec=ModelSpec(kind="calibrated_task", integrate_hyper=False))
+    assert fit.diagnostics["task_blocks"]["blocks"] == 2
+    assert np.all(np.isfinite(fit.agent_mu))

@@ -1,0 +1,45 @@
+"""The documented production stack serves static files from the proxy, stamps arrivals for the overload
+answer, and sizes gunicorn from the machine it runs on."""
+
+from __future__ import annotations
+
+import os
+import runpy
+
+import yaml
+
+from tests.conftest import ROOT
+
+
+def test_the_proxy_serves_the_collected_static_files_without_a_python_worker():
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    proxy, web, migrate = services["proxy"], services["web"], services["migrate"]
+    assert "8000:80" in proxy["ports"] and "ports" not in web, "clients reach gunicorn only through the proxy"
+    assert "static:/srv/static:ro" in proxy["volumes"]
+    assert "static:/app/static" in web["volumes"] and "static:/app/static" in migrate["volumes"]
+    assert "collectstatic" in " ".join(migrate["command"]), "every deploy refreshes the files the proxy serves"
+    assert "STATIC_ROOT=/app/static" in (ROOT / "Dockerfile").read_text()
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "location /static/" in conf and "alias /srv/static/;" in conf
+    assert 'add_header Cache-Control "public, max-age=31536000, immutable"' in conf
+    assert "busy.html" in conf and (ROOT / "static" / "busy.html").exists()
+
+
+def test_the_proxy_stamps_each_request_for_the_overload_answer_and_buffers_uploads():
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert 'proxy_set_header X-Request-Start "t=${msec}";' in conf
+    assert "proxy_request_buffering on;" in conf
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    assert services["web"]["environment"]["TRUSTED_PROXY_COUNT"] == "${TRUSTED_PROXY_COUNT:-1}"
+
+
+def test_gunicorn_runs_one_worker_per_cpu_plus_one(monkeypatch):
+    monkeypatch.delenv("GUNICORN_WORKERS", raising=False)
+    monkeypatch.delenv("GUNICORN_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    assert (conf["workers"], conf["threads"], conf["worker_class"]) == (3, 8, "gthread")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["workers"] == 9
+    monkeypatch.setenv("GUNICORN_WORKERS", "2")
+    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["workers"] == 2
