@@ -90,7 +90,7 @@ def _fits(page, name: str, size: dict[str, int] = PHONE) -> None:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["phone-390", "desktop-1280"])
 def test_every_worker_page_fits_the_screen_with_long_names(browser, live_server, tmp_path, monkeypatch, size):
-    monkeypatch.setattr("studyapp.celery.app.send_task", lambda name, args: None)
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda name, args, **options: None)
     study = _world()
     files = {}
     for name, content in ((SESSION, b'{"type":"user"}\n'), (DELIVERABLE, XLSX), ("same.xlsx", XLSX)):
