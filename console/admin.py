@@ -168,7 +168,8 @@ class EpisodeFileInline(admin.TabularInline):
 class EpisodeAdmin(admin.ModelAdmin):
     list_display = ("id", "participant", "agent", "task", "position", "status", "score", "score_source",
                     "needs_expert_review", "timed_out", "expert_grading")
-    list_filter = ("study", "status", "agent", "needs_expert_review", "timed_out", "is_simulated", "score_source")
+    list_filter = ("study", "status", "skip_reason", "agent", "needs_expert_review", "timed_out", "is_simulated",
+                   "score_source")
     search_fields = ("participant__pseudonym", "task__title")
     raw_id_fields = ("participant", "task", "agent", "study")
     # Scores change only through grading services so every change is audited.

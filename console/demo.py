@@ -21,7 +21,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
+from django.utils.text import slugify
 
 from console import demo_catalogue
 from grading.providers import JudgeSpec, study_judges
@@ -249,6 +251,7 @@ def _sample_submissions(study: Study, agents: list[Agent], tasks: list[TaskInsta
                 status=Episode.Status.SUBMITTED, prior_experience="few", ready_at=submitted - timedelta(minutes=80),
                 started_at=submitted - timedelta(minutes=90), submitted_at=submitted, notes=log_text,
             )
+            _assigned_when_started(Episode.objects.filter(pk=episode.pk))
             for name, kind in deliverables.items():
                 _store_episode_file(episode, EpisodeFile.Kind.DELIVERABLE, name,
                                     _deliverable(kind, task.title, index))
@@ -259,9 +262,12 @@ def _sample_submissions(study: Study, agents: list[Agent], tasks: list[TaskInsta
                 rubric = Rubric.objects.create(task=task, version=1, status=Rubric.Status.APPROVED,
                                                origin=Rubric.Origin.EXPERT, approved_at=now,
                                                details={"evaluation_notes": task.hidden_info})
+                # Five criteria: the least the rubric editor accepts (the demo passes the app's own rules).
                 for order, (category, points, label, text) in enumerate((
-                    (Criterion.Category.CORRECTNESS, 40, Criterion.Label.CRITICAL,
+                    (Criterion.Category.CORRECTNESS, 30, Criterion.Label.CRITICAL,
                      f"The key findings are right: {task.hidden_info}"),
+                    (Criterion.Category.CORRECTNESS, 10, Criterion.Label.PITFALL,
+                     "Totals or figures in the deliverables contain arithmetic errors."),
                     (Criterion.Category.COMPLETENESS, 20, Criterion.Label.IMPORTANT,
                      "Every expected deliverable is present: " + ", ".join(task.expected_deliverables) + "."),
                     (Criterion.Category.REQUIREMENTS, 25, Criterion.Label.IMPORTANT,
@@ -342,7 +348,13 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
                                        note="simulated")
                 n_episodes += 1
             _simulated_survey(participant, human_skill, rng)
+        _assigned_when_started(Episode.objects.filter(study=study, is_simulated=True))
     return COHORT_SIZE, n_episodes
+
+
+def _assigned_when_started(episodes) -> None:
+    """Date the assignment at the start, as the journey does (``assigned_at`` is filled with "now" on create)."""
+    episodes.update(assigned_at=F("started_at"))
 
 
 def _panel_grades(quality: float, agent: Agent, judges: list[JudgeSpec], rng: random.Random) -> list[GradeInput]:
@@ -447,7 +459,7 @@ def _store_task_file(task: TaskInstance, kind: str, name: str, data: bytes) -> N
 def _reference_file(kind: str, title: str, index: int) -> tuple[str, bytes]:
     rng = random.Random(index)
     rows = [(f"ITEM-{1000 + i}", f"Line item {i + 1}", round(rng.uniform(100, 5000), 2)) for i in range(12)]
-    slug = "-".join(title.lower().split()[:3])
+    slug = slugify(" ".join(title.split()[:3]))  # names as an upload would keep them: no apostrophes
     if kind == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)

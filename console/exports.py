@@ -431,10 +431,15 @@ def _participant_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str,
         yield {
             "participant_id": hasher("participant", row["pk"]), "status": row["status"],
             "occupation_soc": row["occupation__soc_code"], "occupation_title": row["occupation__title"],
-            "sector": row["occupation__sector__name"], "years_experience": row["years_experience"],
+            "sector": row["occupation__sector__name"], "years_experience": _years(row["years_experience"]),
             "consent_version": row["consent_version__version"], "consented_at": row["consented_at"],
             "completed_at": row["completed_at"], "n_episodes": row["n_episodes"], "is_simulated": row["is_simulated"],
         }
+
+
+def _years(value: float | None) -> float | int | None:
+    """Whole years as integers (7, not 7.0), half years as they are (3.5)."""
+    return int(value) if value is not None and float(value).is_integer() else value
 
 
 def _identity_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:

@@ -245,6 +245,19 @@ def occupations_offered(study: Study) -> QuerySet[Occupation]:
     return Occupation.objects.filter(sector_id__in=[sector for sector, n in reach.items() if n > 0])
 
 
+def occupations_by_sector(study: Study) -> list[tuple[str, list[Occupation]]]:
+    """Every occupation a worker may choose in the study, grouped by sector, each with its ``reach`` (for
+    browsing when a search finds nothing)."""
+    reach = sector_reach(study)
+    groups: dict[str, list[Occupation]] = {}
+    rows = (Occupation.objects.filter(sector_id__in=list(reach)).select_related("sector")
+            .order_by("sector__name", "title"))
+    for occupation in rows:
+        occupation.reach = reach.get(occupation.sector_id, 0) if occupation.sector_id is not None else 0
+        groups.setdefault(occupation.sector.name if occupation.sector else "", []).append(occupation)
+    return list(groups.items())
+
+
 def sector_reach(study: Study) -> dict[int, int]:
     """For each sector, how many of the study's tasks with free capacity a worker from it can be matched to
     (own sector plus its fallbacks, as the matching service tries them). Sectors that reach none are absent."""

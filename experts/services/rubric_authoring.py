@@ -122,7 +122,7 @@ def _lock_draft(rubric_id: int, author: Any, lock_version: int) -> Rubric:
     return rubric
 
 
-def _criterion_problems(rows: Sequence[CriterionInput]) -> list[tuple[int | None, str]]:
+def criterion_problems(rows: Sequence[CriterionInput]) -> list[tuple[int | None, str]]:
     """Return what blocks submission: lint errors, then categories and points."""
     problems: list[tuple[int | None, str]] = [
         (hint.index, hint.message)
@@ -249,7 +249,7 @@ def rubric_submit(*, rubric: Rubric, author: Any, lock_version: int) -> Rubric:
     with transaction.atomic():
         locked = _lock_draft(rubric.pk, author, lock_version)
         rows = draft_rows(locked)
-        problems = _criterion_problems(rows)
+        problems = criterion_problems(rows)
         if problems:
             raise RubricIncomplete("Your draft is saved, but it cannot be submitted yet:", problems=problems)
         points = fill_blank_points(rows)

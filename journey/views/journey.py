@@ -37,6 +37,7 @@ from studies.selectors import (
     journey_state,
     occupation_get,
     occupation_search,
+    occupations_by_sector,
     occupations_offered,
     participant_payments,
     participants_of_user,
@@ -287,10 +288,12 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
     if chosen is not None:
         chosen.reach = sector_reach(participant.study).get(chosen.sector_id, 0)
     step_visit_record(participant=participant, step="profile")
+    offered = occupations_by_sector(participant.study) if not locked else []
     return render(request, "worker/profile.html", {
         "participant": participant, "study": participant.study, "state": state, "form": form, "query": query,
         "results": results, "chosen": chosen, "locked": locked, "ping_step": "profile",
-        "tasks_total": participant.study.tasks_per_session,
+        "tasks_total": participant.study.tasks_per_session, "offered": offered,
+        "offered_count": sum(len(group) for _, group in offered), "browse": request.GET.get("browse") == "1",
     })
 
 

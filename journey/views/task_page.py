@@ -106,7 +106,7 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "outside_form": outside_form or OutsideExpertiseForm(),
         "match": task_match(episode),
         "log_unsaved": bool(log_form is not None and log_form.errors),
-        "page_address": task_url(episode) + (f"#{section}" if section else ""),
+        "page_address": f"{task_url(episode)}#{section}" if section else "",
         "log_form": log_form or LogForm(initial={"share_url": episode.share_url, "notes": episode.notes}),
         "wants_files_log": agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
         "wants_share_url": agent.log_mode in (Agent.LogMode.SHARE_URL, Agent.LogMode.EITHER),

@@ -44,8 +44,18 @@
     if (!items.length) {
       var p = document.createElement("p");
       p.className = "muted";
-      p.textContent = query ? "No occupation matches “" + query + "”. Try a shorter or more general word."
-                            : "Search above to see matching occupations.";
+      var offered = searchForm.dataset.offeredCount;
+      if (query) {
+        p.className += " no-match";
+        p.appendChild(document.createTextNode("No occupation in this study matches “" + query + "”. It covers " +
+          offered + (offered === "1" ? " occupation" : " occupations") + ": try a more general word, or "));
+        var link = document.createElement("a");
+        link.href = "?browse=1#occupation-browse"; link.textContent = "browse them all";
+        p.appendChild(link);
+        p.appendChild(document.createTextNode(" and choose the closest."));
+      } else {
+        p.textContent = "Search above to see matching occupations.";
+      }
       results.appendChild(p);
     }
   }

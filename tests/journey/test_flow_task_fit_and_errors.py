@@ -177,3 +177,68 @@ def test_profile_experience_takes_whole_or_half_years_like_the_pre_survey(client
     assert participant.years_experience == 3.5
     survey = client.get(reverse("worker:survey", args=["pilot", "pre"])).content.decode()
     assert 'value="3.5"' in survey, "the pre-survey's experience question starts from the profile's answer"
+
+
+def test_a_search_that_finds_nothing_says_how_many_occupations_the_study_covers_and_lists_them(client):
+    world = make_world(contact_email="team@example.org", contact_name="Dr. Contact")
+    OccupationFactory(soc_code="13-2051.00", title="Financial Analysts", sector=world.sector)
+    OccupationFactory(soc_code="45-2092.00", title="Farmworkers", sector=SectorFactory(code="farming"))
+    _login(client, world, status=m.Participant.Status.CONSENTED, occupation=None)
+    url = reverse("worker:profile", args=["pilot"])
+    first = client.get(url).content.decode()
+    assert "This study covers <strong>2 occupations</strong>" in first and 'id="occupation-browse"' not in first
+    page = client.get(url, {"q": "farmer"}).content.decode()
+    assert "No occupation in this study matches “farmer”. It covers 2 occupations" in page
+    browse = page.split('id="occupation-browse"')[1]
+    assert "Accountants and Auditors" in browse and "Financial Analysts" in browse
+    assert "Farmworkers" not in browse, "only occupations the study can give tasks to are offered"
+    assert "team@example.org" in browse
+    chosen = client.post(url, {"occupation": m.Occupation.objects.get(title="Financial Analysts").pk,
+                               "years_experience": "2"})
+    assert chosen.status_code == 302
+
+
+def test_the_overview_says_pay_is_recorded_until_it_is_paid_out(client):
+    from django.utils import timezone
+
+    from tests.factories import EpisodeFactory
+
+    world = make_world()
+    participant = _login(client, world)
+    episodes = [EpisodeFactory(participant=participant, study=world.study, task=world.tasks[i], position=i + 1,
+                               status=m.Episode.Status.SUBMITTED) for i in range(2)]
+    lines = [m.Payment.objects.create(participant=participant, episode=e, kind="task", amount=Decimal("20"))
+             for e in episodes]
+    overview = lambda: client.get(reverse("worker:study", args=["pilot"])).content.decode()  # noqa: E731
+    assert "pay recorded for 2 tasks, not paid out yet" in overview() and "paid for 2" not in overview()
+    m.Payment.objects.filter(pk=lines[0].pk).update(paid_at=timezone.now())
+    assert "pay recorded for 2 tasks: 1 paid out, 1 pending" in overview()
+    m.Payment.objects.filter(pk=lines[1].pk).update(paid_at=timezone.now())
+    assert "paid for 2 tasks" in overview()
+
+
+def test_a_completed_participant_is_offered_no_resume_link(client):
+    world = make_world()
+    _login(client, world, status=m.Participant.Status.COMPLETE)
+    page = client.get(reverse("worker:study", args=["pilot"])).content.decode()
+    assert "You have completed the study" in page
+    assert 'id="resume-link"' not in page and "come back with your resume link" not in page
+    assert "Withdraw from the study" in page
+
+
+def test_the_pre_survey_experience_question_keeps_the_same_half_year_rule():
+    from studies.exceptions import SurveyAnswerInvalid
+    from surveys.models import Question
+    from surveys.services import answer_code, instrument_install_default
+
+    d3 = Question.objects.get(instrument=instrument_install_default(), code="D3")
+    assert answer_code(d3, "3.5") == ("3.5", 3.5)
+    with pytest.raises(SurveyAnswerInvalid, match="whole or half years"):
+        answer_code(d3, "3.3")
+
+
+def test_a_plain_task_page_leaves_its_address_alone(client):
+    world = make_world()
+    _login(client, world)
+    _start(client)
+    assert 'id="page-address"' not in client.get(reverse("worker:task", args=["pilot", 1])).content.decode()

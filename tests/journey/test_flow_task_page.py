@@ -24,7 +24,7 @@ JSON = {"HTTP_ACCEPT": "application/json"}
 def sent(monkeypatch):
     calls = []
     monkeypatch.setattr("studyapp.celery.app.send_task",
-                        lambda name, args, **kw: calls.append((name, args)))
+                        lambda name, args, **options: calls.append((name, args)))
     return calls
 
 
