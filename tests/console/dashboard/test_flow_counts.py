@@ -34,7 +34,7 @@ def study_with_every_state(db, monkeypatch):
     episode = data.episodes[0]
     Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.SUBMITTED, submitted_at=timezone.now())
     JudgeRun.objects.filter(episode__in=data.episodes[1:3]).update(status=JudgeRun.Status.WAITING)
-    monkeypatch.setattr("celery.current_app.send_task", lambda name, args: None)
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: None)
     for kind in ("stability", "surveys", "collaboration", "graders"):
         try:
             job = services.analysis_request(study=study, kind=kind, actor=None)
