@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18700)
     parser.add_argument("--think", type=float, default=1.0, help="think-time multiplier (1 = a brisk person)")
     parser.add_argument("--arrivals", type=int, help="override the scenario's number of arrivals")
+    parser.add_argument("--duration", type=int, help="override steady100's duration in seconds")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     # A stop (Ctrl-C, timeout) still ends the servers this bench started.
@@ -161,6 +162,8 @@ def main() -> None:
     scenario = dict(SCENARIOS[args.scenario])
     if args.arrivals:
         scenario["arrivals"] = args.arrivals
+    if args.duration and scenario["steady"]:
+        scenario["duration"] = args.duration
 
     import django
 
