@@ -42,12 +42,33 @@ backlog = _int("GUNICORN_BACKLOG", 2048)
 # is restarted.
 timeout = _int("GUNICORN_TIMEOUT", 120)
 graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 60)
-keepalive = _int("GUNICORN_KEEPALIVE", 5)
+# Longer than a participant's pause between two clicks: a client that reuses a connection the server is just
+# closing gets "connection reset" on its POST (5 s produced such resets in the launch bench). Idle kept-alive
+# connections cost a gthread worker no thread, only a slot of worker_connections.
+keepalive = _int("GUNICORN_KEEPALIVE", 75)
 # Connections a worker accepts and keeps waiting for a free thread, beyond the ones being served.
 worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # Recycle workers now and then so a slow leak in a dependency cannot grow without bound.
-max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
-max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
+# The jitter is half the period, so workers that served the same load do not all restart at once (with ±10 %
+# all three restarted within 3 s in the launch bench and nothing was served for 25 s).
+max_requests = _int("GUNICORN_MAX_REQUESTS", 5000)
+max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", max_requests // 2)
+# Django is imported once in the arbiter and workers are forked from it: a replacement worker serves within
+# milliseconds instead of re-importing everything on a machine that is busy serving a launch.
+preload_app = os.environ.get("GUNICORN_PRELOAD", "1") != "0"
+
+
+def post_worker_init(worker) -> None:
+    """Import what the first requests would import lazily (the Redis cache client, the Celery broker transport)
+    before the worker's threads serve anything: under a launch burst two threads importing the same module at
+    once met it half-initialised ("cannot import name … from partially initialized module 'redis.client'")
+    and answered 500."""
+    from celery import current_app
+    from django.core.cache import caches
+
+    for cache in caches.all(initialized_only=False):
+        cache.get("gunicorn-worker-warm-up")
+    current_app.connection_for_write().transport_cls  # noqa: B018 - resolves and imports the transport class
 
 
 # Prometheus (studyapp/metrics.py): with PROMETHEUS_MULTIPROC_DIR set, every worker process writes its request

@@ -27,9 +27,14 @@ def prepare_study(*, arrivals: int) -> Any:
         demo_load()
     instrument_install_default()
     study = Study.objects.get(slug=DEMO_SLUG)
-    tasks = TaskInstance.objects.filter(studies=study, is_active=True).count()
+    from django.db.models import Count
+
+    # Every recruit picks the same occupation, whose sector (with its fallbacks) has only a few tasks, and
+    # earlier runs already used some capacity: leave room for two tasks per arrival on any single task.
+    taken = (TaskInstance.objects.filter(studies=study).annotate(n=Count("episodes"))
+             .order_by("-n").values_list("n", flat=True).first()) or 0
     study.status = Study.Status.RECRUITING
-    study.max_episodes_per_task = max(study.max_episodes_per_task, 2 * (arrivals + 200) // max(1, tasks) + 50)
+    study.max_episodes_per_task = max(study.max_episodes_per_task, taken + 2 * arrivals + 10)
     study.save(update_fields=["status", "max_episodes_per_task"])
     return study
 

@@ -37,6 +37,7 @@ from rating.conf import rating_settings
 from rating.models import EntityRating, RatingSnapshot
 from studies.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from studies.roles import file_jobs_visible
+from studies.selectors import sector_reach
 from studies.task_choice import task_available
 from surveys.selectors import answers_fingerprint
 
@@ -246,8 +247,12 @@ def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[s
         .order_by("last_activity_at", "pk")
     )
     stranded = []
+    reach = sector_reach(study)
     for participant in candidates[: limit * 4]:
-        if task_available(participant=participant):
+        sector = participant.occupation.sector_id if participant.occupation else None
+        # When a sector's own and fallback tasks are all full, everyone in it is stranded: no per-worker
+        # matching (five queries each) for the crowd a launch leaves there.
+        if sector in reach and task_available(participant=participant):
             continue
         occupation = participant.occupation
         stranded.append({

@@ -80,3 +80,17 @@ def test_a_new_snapshot_shows_on_the_next_leaderboard(populated):
 def test_computing_the_figures_stays_within_a_small_query_bound(staff_client, populated, page):
     queries, _ = _queries(staff_client, reverse(f"dashboard:{page}", args=[populated.study.slug]))
     assert queries <= 25
+
+
+def test_a_crowd_stranded_in_a_full_sector_costs_the_overview_no_query_per_worker():
+    from console.dashboard.selectors import stranded_workers
+    from pairing.services import episode_assign
+    from tests.factories.scenarios import make_participant, make_world
+
+    world = make_world(tasks=1, capacity=1, slug="crowd")
+    episode_assign(participant=make_participant(world), position=1)
+    crowd = [make_participant(world) for _ in range(30)]
+    with CaptureQueriesContext(connection) as queries:
+        stranded = stranded_workers(world.study)
+    assert {row["pk"] for row in stranded} <= {p.pk for p in crowd} and len(stranded) >= 10
+    assert len(queries) <= 5, len(queries)

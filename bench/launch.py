@@ -1,0 +1,274 @@
+"""Bench: a study launch on one machine — recruits arriving by personal link and walking the real journey
+(CSRF, occupation search, autosaved pre-survey, reference download, 1 MB deliverable + 200 KB log uploads,
+review, submit, task 2 opened) against the production server stack, driven by locust.
+
+Why: a launch sends hundreds of participants within minutes; every click should answer within a second while
+a coordinator watches the overview. Targets (issue 28): every worker step p95 ≤ 1 s and p99 ≤ 2 s, sign-up
+p95 ≤ 1 s, 0 errors, staff overview and leaderboard p95 ≤ 1 s, server CPU per worker request (median)
+≤ 15 ms. Latency on a shared machine depends on the neighbours, so the machine load is printed beside every
+figure, and the server's own CPU per request (the serving thread's CPU time, from the Server-Timing header)
+and query counts are printed per step: those do not depend on the load.
+
+Stack (own ports): gunicorn from gunicorn.conf.py (static files through whitenoise, as without the proxy),
+one Celery worker, PostgreSQL and Redis from DATABASE_URL / REDIS_URL, the load generator on the same
+machine (its own CPU printed). Afterwards the integrity check: participants = platform ids, every upload
+byte-identical, one payment per submitted task, no duplicates.
+
+    DATABASE_URL=postgres://… REDIS_URL=redis://…/N python bench/launch.py --scenario burst200 [--port 18700]
+    scenarios: burst200 (200 arrivals in 120 s), launch1000 (1 000 in 10 min),
+               steady100 (100 enrolled keep working, 3 staff refreshing, 5 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studyapp.settings")
+os.environ.setdefault("DJANGO_DEBUG", "0")
+BIN = Path(sys.executable).parent
+
+SCENARIOS = {
+    "burst200": {"arrivals": 200, "over_seconds": 120, "staff": 0, "steady": False},
+    "launch1000": {"arrivals": 1000, "over_seconds": 600, "staff": 0, "steady": False},
+    "steady100": {"arrivals": 100, "over_seconds": 60, "staff": 3, "steady": True, "duration": 300},
+}
+TARGETS = {"p95_ms": 1000, "p99_ms": 2000, "signup_p95_ms": 1000, "cpu_ms_median": 15.0, "staff_p95_ms": 1000}
+STAFF_STEPS = {"staff-overview", "staff-leaderboard", "staff-login", "staff-login-page"}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+class CpuSampler(threading.Thread):
+    """CPU seconds used by a process tree (gunicorn's master and workers, which max_requests recycles), and
+    the highest one-minute load seen."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.seen: dict[int, float] = {}
+        self.max_load = 0.0
+        self.running = True
+
+    def _sample(self) -> None:
+        import psutil
+
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                self.seen[process.pid] = times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+        self.max_load = max(self.max_load, os.getloadavg()[0])
+
+    def run(self) -> None:
+        while self.running:
+            self._sample()
+            time.sleep(0.5)
+
+    def total(self) -> float:
+        self._sample()
+        return sum(self.seen.values())
+
+
+def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def _wait_ready(url: str, seconds: float = 90) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"the server did not answer {url} within {seconds} s")
+
+
+def _summary(results: dict) -> dict:
+    by_step: dict[str, list] = defaultdict(list)
+    for step, ms, status, cpu, queries, _at in results["requests"]:
+        by_step[step].append((ms, status, cpu, queries))
+    steps = {}
+    for step, rows in by_step.items():
+        latencies = [r[0] for r in rows]
+        cpus = [r[2] for r in rows if r[2] is not None]
+        steps[step] = {
+            "n": len(rows), "p50_ms": round(_percentile(latencies, 50)), "p95_ms": round(_percentile(latencies, 95)),
+            "p99_ms": round(_percentile(latencies, 99)), "errors": sum(1 for r in rows if r[1] >= 400 or r[1] == 0),
+            "busy_503": sum(1 for r in rows if r[1] == 503),
+            "server_cpu_ms_median": round(statistics.median(cpus), 1) if cpus else None,
+            "queries_max": max((r[3] for r in rows if r[3] is not None), default=None),
+        }
+    worker_rows = [r for step, rows in by_step.items() if step not in STAFF_STEPS | {"static"} for r in rows]
+    worker_cpu = [r[2] for r in worker_rows if r[2] is not None]
+    return {"steps": steps, "requests": len(results["requests"]),
+            "worker_requests": len(worker_rows),
+            "worker_server_cpu_ms_median": round(statistics.median(worker_cpu), 1) if worker_cpu else None}
+
+
+def _verdict(summary: dict, journey_errors: int) -> dict:
+    steps = summary["steps"]
+    worker = {k: v for k, v in steps.items() if k not in STAFF_STEPS}
+    staff = {k: v for k, v in steps.items() if k in ("staff-overview", "staff-leaderboard")}
+    return {
+        "every_worker_step_p95_le_1s": all(v["p95_ms"] <= TARGETS["p95_ms"] for v in worker.values()),
+        "every_worker_step_p99_le_2s": all(v["p99_ms"] <= TARGETS["p99_ms"] for v in worker.values()),
+        "signup_p95_le_1s": steps.get("signup", {}).get("p95_ms", 10**9) <= TARGETS["signup_p95_ms"],
+        "staff_p95_le_1s": all(v["p95_ms"] <= TARGETS["staff_p95_ms"] for v in staff.values()) if staff else None,
+        "worker_cpu_median_le_15ms": (summary["worker_server_cpu_ms_median"] or 10**9) <= TARGETS["cpu_ms_median"],
+        "zero_errors": journey_errors == 0 and all(v["errors"] == 0 for v in steps.values()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="burst200")
+    parser.add_argument("--port", type=int, default=18700)
+    parser.add_argument("--think", type=float, default=1.0, help="think-time multiplier (1 = a brisk person)")
+    parser.add_argument("--arrivals", type=int, help="override the scenario's number of arrivals")
+    parser.add_argument("--duration", type=int, help="override steady100's duration in seconds")
+    parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = parser.parse_args()
+    # A stop (Ctrl-C, timeout) still ends the servers this bench started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"):
+        raise SystemExit("Set DATABASE_URL (PostgreSQL) and REDIS_URL: the bench runs the production stack.")
+    scenario = dict(SCENARIOS[args.scenario])
+    if args.arrivals:
+        scenario["arrivals"] = args.arrivals
+    if args.duration and scenario["steady"]:
+        scenario["duration"] = args.duration
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from bench.launch_study import integrity_check, prepare_study, recruits, survey_spec
+    from console.demo import DEMO_PASSWORD
+
+    study = prepare_study(arrivals=scenario["arrivals"])
+    call_command("collectstatic", "--noinput", "-v", "0")
+    run = f"l{uuid.uuid4().hex[:6]}"
+    plan = {
+        "recruits": [r.__dict__ for r in recruits(study, run=run, count=scenario["arrivals"])],
+        "survey": survey_spec(study), "think": args.think, "study_slug": study.slug,
+        "staff": scenario["staff"], "staff_username": "demo-staff", "staff_password": DEMO_PASSWORD,
+        "steady": scenario["steady"], "duration": scenario.get("duration"),
+        "tasks_per_session": study.tasks_per_session,
+    }
+    work = Path(tempfile.mkdtemp(prefix="launch-bench-", dir=settings.VAR_DIR))
+    (work / "plan.json").write_text(json.dumps(plan))
+
+    env = {**os.environ, "SERVER_TIMING": "1", "DJANGO_DEBUG": "0",
+           "GUNICORN_BIND": f"127.0.0.1:{args.port}", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           # Every simulated recruit arrives from 127.0.0.1; the per-address limit on invitation links is
+           # meant for one real network, not for a whole launch.
+           "JOIN_THROTTLE_RATE": "100000/min"}
+    server = _start([str(BIN / "gunicorn"), "--config", "gunicorn.conf.py", "studyapp.wsgi:application"],
+                    env, work / "gunicorn.log")
+    worker = _start([str(BIN / "celery"), "-A", "studyapp", "worker", "-Q", "default,grading,rating", "-c", "1",
+                     "--loglevel", "WARNING", "-n", f"launch-bench-{run}@%h"], env, work / "celery.log")
+    try:
+        _wait_ready(f"http://127.0.0.1:{args.port}/accounts/login/")
+        # Warm every worker process (imports, templates, URL conf) as a server that has run a while is;
+        # opening an invitation page creates nothing.
+        for _ in range(24):
+            _wait_ready(f"http://127.0.0.1:{args.port}{plan['recruits'][0]['join_path']}")
+        sampler = CpuSampler(server.pid)
+        sampler.start()
+        load_before = os.getloadavg()
+        cpu_before, started = sampler.total(), time.time()
+        users = scenario["arrivals"] + scenario["staff"]
+        rate = scenario["arrivals"] / scenario["over_seconds"]
+        run_time = scenario.get("duration") or scenario["over_seconds"] + 600
+        locust = subprocess.run(
+            [str(BIN / "locust"), "-f", str(ROOT / "bench" / "launch_locust.py"),
+             *(["Recruit_", "Staff"] if scenario["staff"] else ["Recruit_"]), "--headless", "-u", str(users),
+             "-r", f"{max(rate, 0.01):.4f}", "--run-time", f"{int(run_time)}s",
+             "--host", f"http://127.0.0.1:{args.port}", "--only-summary", "--loglevel", "WARNING",
+             "--stop-timeout", "60"],
+            cwd=ROOT, env={**env, "LAUNCH_PLAN": str(work / "plan.json"),
+                           "LAUNCH_RESULTS": str(work / "results.json")},
+            stdout=(work / "locust.log").open("wb"), stderr=subprocess.STDOUT)
+        elapsed = time.time() - started
+        server_cpu = sampler.total() - cpu_before
+        sampler.running = False
+        load_after = os.getloadavg()
+    finally:
+        for process in (server, worker):
+            process.terminate()
+        for process in (server, worker):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    results = json.loads((work / "results.json").read_text())
+    summary = _summary(results)
+    generator = results["generator"]
+    report = {
+        "scenario": args.scenario, "arrivals": scenario["arrivals"], "think": args.think,
+        "locust_exit": locust.returncode, "elapsed_s": round(elapsed, 1),
+        "requests_per_s": round(summary["requests"] / elapsed, 1),
+        "journeys_done": results["journeys_done"], "journey_errors": len(results["errors"]),
+        "journey_error_samples": sorted(set(results["errors"]))[:5], "busy_retries": results["busy"],
+        "server_cores_used": round(server_cpu / elapsed, 2),
+        "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, summary["requests"]), 1),
+        "worker_server_cpu_ms_median": summary["worker_server_cpu_ms_median"],
+        "generator_cores_used": round(generator["cpu_seconds"] / generator["wall_seconds"], 3),
+        "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
+        "load_max_1min": round(sampler.max_load, 2), "cpus": os.cpu_count(),
+        "steps": summary["steps"], "targets": TARGETS,
+        "integrity": integrity_check(study, run=run, arrivals=scenario["arrivals"]),
+        "logs": str(work),
+    }
+    report["verdict"] = _verdict(summary, len(results["errors"]))
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.write_text(text)
+    print(_table(report))
+    print(text)
+
+
+def _table(report: dict) -> str:
+    lines = [f"{'step':22s} {'n':>5s} {'p50':>6s} {'p95':>6s} {'p99':>6s} {'err':>4s} {'cpu ms':>7s} {'queries':>7s}"]
+    for step, row in report["steps"].items():
+        cpu = "-" if row["server_cpu_ms_median"] is None else row["server_cpu_ms_median"]
+        queries = "-" if row["queries_max"] is None else row["queries_max"]
+        lines.append(f"{step:22s} {row['n']:5d} {row['p50_ms']:6d} {row['p95_ms']:6d} {row['p99_ms']:6d} "
+                     f"{row['errors']:4d} {cpu:>7} {queries:>7}")
+    lines.append(f"load before {report['load_before']} after {report['load_after']} max {report['load_max_1min']} "
+                 f"on {report['cpus']} CPUs; generator {report['generator_cores_used']} cores; server "
+                 f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

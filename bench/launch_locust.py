@@ -1,0 +1,174 @@
+"""Locust users for `bench/launch.py` (run by it as ``locust -f bench/launch_locust.py``; not on its own).
+
+The plan (recruits, survey answers, think time, staff account) comes from the JSON file named by
+``LAUNCH_PLAN``; every request's latency, status and the server's own cost (``Server-Timing``: thread CPU and
+queries) go to the JSON file named by ``LAUNCH_RESULTS`` when the run stops, with this process's CPU time.
+A browser keeps the hashed static files a year (immutable), so each user fetches each one once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import sys
+import time
+from pathlib import Path
+
+import gevent
+from locust import HttpUser, between, events, task
+from locust.exception import StopUser
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.launch_flow import FlowError, Recruit, launch_journey, payload  # noqa: E402
+
+PLAN = json.loads(Path(os.environ["LAUNCH_PLAN"]).read_text())
+RESULTS: dict = {"requests": [], "errors": [], "busy": 0, "journeys_done": 0}
+_recruits = iter(PLAN["recruits"])
+_STATIC = re.compile(r'(?:href|src)="(/static/[^"]+)"')
+_TIMING = re.compile(r"cpu;dur=([\d.]+), db;desc=\"queries\";dur=(\d+)")
+_started = {"wall": time.time(), "cpu": 0.0}
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@events.test_start.add_listener
+def _on_start(**_kwargs) -> None:
+    _started.update(wall=time.time(), cpu=_cpu())
+
+
+@events.quitting.add_listener
+def _on_quit(**_kwargs) -> None:
+    wall = time.time() - _started["wall"]
+    RESULTS["generator"] = {"cpu_seconds": _cpu() - _started["cpu"], "wall_seconds": wall}
+    Path(os.environ["LAUNCH_RESULTS"]).write_text(json.dumps(RESULTS))
+
+
+class LocustHttp:
+    """The journey's Http protocol over a locust client: named requests, the server's cost recorded, one
+    fetch per static file, and the client's small retry on a "busy" answer (503 + Retry-After)."""
+
+    def __init__(self, user: HttpUser) -> None:
+        self.user = user
+        self.static_seen: set[str] = set()
+
+    def csrf(self) -> str:
+        return self.user.client.cookies.get("csrftoken", "")
+
+    def request(self, step, method, path, *, data=None, files=None, headers=None):
+        for attempt in range(4):
+            started = time.perf_counter()
+            response = self.user.client.request(
+                method, path, name=step, params=data if method == "GET" else None,
+                data=None if method == "GET" else data, files=files, headers=headers or {},
+                allow_redirects=False)
+            self._record(step, response, time.perf_counter() - started)
+            if response.status_code != 503 or attempt == 3:
+                break
+            RESULTS["busy"] += 1
+            gevent.sleep(min(10, int(response.headers.get("Retry-After", "5"))))
+        if method == "GET" and "text/html" in response.headers.get("Content-Type", ""):
+            self._static(response.text)
+        return response
+
+    def _record(self, step: str, response, seconds: float) -> None:
+        timing = _TIMING.search(response.headers.get("Server-Timing", ""))
+        RESULTS["requests"].append([step, round(seconds * 1000, 2), response.status_code,
+                                    float(timing.group(1)) if timing else None,
+                                    int(timing.group(2)) if timing else None, time.time()])
+
+    def _static(self, html: str) -> None:
+        for url in _STATIC.findall(html):
+            if url not in self.static_seen:
+                self.static_seen.add(url)
+                started = time.perf_counter()
+                response = self.user.client.get(url, name="static")
+                self._record("static", response, time.perf_counter() - started)
+
+
+def _pause(seconds: float) -> None:
+    gevent.sleep(seconds * PLAN["think"])
+
+
+class Recruit_(HttpUser):
+    """One recruit of the launch: the whole journey once, then leaves."""
+
+    weight = PLAN.get("recruit_weight", 1)
+    fixed_count = 0
+    wait_time = between(0, 0)
+
+    @task
+    def journey(self) -> None:
+        try:
+            recruit = Recruit(**next(_recruits))
+        except StopIteration:
+            raise StopUser()
+        try:
+            launch_journey(LocustHttp(self), recruit, PLAN["survey"], pause=_pause)
+        except FlowError as exc:
+            RESULTS["errors"].append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a connection reset is an error of the run, not of the bench
+            RESULTS["errors"].append(f"{type(exc).__name__}: {exc}")
+        RESULTS["journeys_done"] += 1
+        if RESULTS["journeys_done"] >= len(PLAN["recruits"]) and not PLAN.get("duration"):
+            # From its own greenlet: quitting stops every user, this one included.
+            gevent.spawn_later(0.5, self.environment.runner.quit)
+        if PLAN.get("steady"):
+            self._keep_working(recruit)
+        raise StopUser()
+
+    def _keep_working(self, recruit: Recruit) -> None:
+        """Steady state: an enrolled participant keeps opening tasks, uploading 5 MB and submitting."""
+        http = LocustHttp(self)
+        base = f"/study/{recruit.study_slug}"
+        deadline = _started["wall"] + PLAN["duration"]
+        position = 2  # the journey left task 2 open
+        while time.time() < deadline and position <= PLAN.get("tasks_per_session", 5):
+            page = http.request("task", "GET", f"{base}/tasks/{position}/")
+            found = re.search(r"/episodes/(\d+)/setup/", page.text)
+            if found is None:
+                http.request("task-assign", "POST", f"{base}/tasks/{position}/start/",
+                             headers={"X-CSRFToken": http.csrf()})
+                page = http.request("task", "GET", f"{base}/tasks/{position}/")
+                found = re.search(r"/episodes/(\d+)/setup/", page.text)
+            if page.status_code != 200 or not found:
+                RESULTS["errors"].append(f"steady task {position}: HTTP {page.status_code}")
+                return
+            episode = f"/episodes/{found.group(1)}"
+            http.request("setup", "POST", f"{episode}/setup/", data={"prior_experience": "few", "ready": "on"},
+                         headers={"X-CSRFToken": http.csrf()})
+            _pause(20)
+            for kind, name, size in (("deliverable", f"big-{position}.csv", 5 << 20),
+                                     ("log", f"session-log-{position}.txt", 200 * 1024)):
+                http.request("upload", "POST", f"{episode}/files/", data={"kind": kind},
+                             files={"file": (name, payload(recruit.worker_id, name, size), "text/plain")},
+                             headers={"X-CSRFToken": http.csrf(), "Accept": "application/json"})
+            http.request("review", "GET", f"{episode}/submit/")
+            http.request("submit", "POST", f"{episode}/submit/", headers={"X-CSRFToken": http.csrf()})
+            _pause(10)
+            position += 1
+
+
+class Staff(HttpUser):
+    """A coordinator refreshing the overview and the leaderboard during the run."""
+
+    fixed_count = PLAN.get("staff", 0)
+    wait_time = between(4, 6)
+
+    def on_start(self) -> None:
+        self.client.get("/admin/login/", name="staff-login-page")
+        self.client.post("/admin/login/", name="staff-login", allow_redirects=False, data={
+            "username": PLAN["staff_username"], "password": PLAN["staff_password"], "next": "/admin/",
+            "csrfmiddlewaretoken": self.client.cookies.get("csrftoken", "")})
+        self.http = LocustHttp(self)
+
+    @task
+    def refresh(self) -> None:
+        if time.time() > _started["wall"] + PLAN.get("duration", 0):
+            raise StopUser()
+        self.http.request("staff-overview", "GET", f"/admin/dashboard/{PLAN['study_slug']}/")
+        self.http.request("staff-leaderboard", "GET", f"/admin/dashboard/{PLAN['study_slug']}/leaderboard/")
