@@ -79,7 +79,7 @@ def test_a_new_snapshot_shows_on_the_next_leaderboard(populated):
 @pytest.mark.parametrize("page", ["overview", "leaderboard"])
 def test_computing_the_figures_stays_within_a_small_query_bound(staff_client, populated, page):
     queries, _ = _queries(staff_client, reverse(f"dashboard:{page}", args=[populated.study.slug]))
-    assert queries <= 25
+    assert queries <= 32  # the page's figures plus the shared counts every staff page shows (six queries)
 
 
 def test_a_crowd_stranded_in_a_full_sector_costs_the_overview_no_query_per_worker():
