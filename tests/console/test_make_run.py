@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -26,6 +27,7 @@ while true; do sleep 0.1; done
 """
 FAKE_PYTHON = """#!/bin/bash
 case "$*" in
+  "-m studyapp.supervise --"*) exec "$REAL_PYTHON" "$@";;  # the real supervisor runs the worker
   *"demo --access"*) echo "Demo accounts (password: demo-password):"; echo "Worker invitation link: $5";;
   *runserver*) for i in $(seq 1 100); do grep -q "celery@host ready" "$LOG" 2>/dev/null && break; sleep 0.1; done
                sleep 2; echo "web: stopping";;
@@ -48,7 +50,7 @@ def test_make_run_prints_the_accounts_after_the_worker_banner(tmp_path):
         result = subprocess.run(
             ["make", "--no-print-directory", "-o", "demo", "run", f"BIN={bin_dir}", "PORT=8765"],
             cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, timeout=60,
-            env={**os.environ, "LOG": str(log)},
+            env={**os.environ, "LOG": str(log), "REAL_PYTHON": sys.executable},
         )
     lines = log.read_text().splitlines()
     assert result.returncode == 0, lines
