@@ -40,7 +40,16 @@ from threadpoolctl import threadpool_limits
 
 from rating.arrays import finite_array, first_appearance, id_array, id_words, weight_array
 from rating.engine import RatingConfig, prob_greater_matrix, solve_bipartite
-from rating.linalg import eliminated_block, row_quadratic_forms
+from rating.linalg import chol_inverse, eliminated_block, inv_lower, row_quadratic_forms
+from rating.reml import (
+    BOUNDARY_TOL,
+    FLAT_SIGMA,
+    GH_NODES,
+    GH_WEIGHTS,
+    THETA_BOUNDS,
+    Mixture,
+    residual_diagnostics,
+)
 from rating.task_blocks import (
     BlockFactor,
     SingularSystem,
@@ -58,22 +67,16 @@ __all__ = [
     "compare_models",
     "fit_model",
     "heldout_coverage",
+    # shared with the judge-aware model (rating/grader_fit.py)
+    "code_ids",
+    "json_safe",
+    "row_forms",
 ]
 
 # "judge_aware" needs every grade with its episode, grader and families: it is fitted by
 # rating.grader_fit.fit_graded, not by fit_model.
 RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task", "judge_aware")
 
-# The agent prior of the bipartite config equivalent to fixed agent effects: precision 1e-12, below any
-# data precision by many orders of magnitude, so the bipartite solve reproduces the fixed-effect fit.
-_FLAT_SIGMA = 1e6
-# Bounds of the log variance ratios gamma = sigma^2 / beta^2 searched by REML.
-_THETA_BOUNDS = (-18.0, 14.0)
-# A log ratio this close to the lower bound means the component is estimated at zero.
-_BOUNDARY_TOL = 1e-3
-# Sigma-point (3-point Gauss-Hermite) nodes and weights for one standard normal dimension.
-_GH_NODES = np.array([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
-_GH_WEIGHTS = np.array([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
 # Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
 _DENSE_CORE = 256
 # Largest dense (humans x core) product S^{-1} b_h held at once (floats): 10^6 participants x 100 agents.
@@ -456,23 +459,6 @@ class _Evaluation:
         )
 
 
-def _inv_lower(chol: np.ndarray) -> np.ndarray:
-    """Return :math:`L^{-1}` of a lower-triangular factor (LAPACK ``trtri``; far cheaper than a solve for small L)."""
-    inv, info = scipy.linalg.lapack.dtrtri(chol, lower=1)
-    if info != 0:
-        raise ValueError("the model is not identified by these observations (singular factor)")
-    return np.tril(inv)
-
-
-def _chol_inverse(chol: np.ndarray) -> np.ndarray:
-    """Return :math:`S^{-1}` from the lower Cholesky factor of :math:`S` (LAPACK ``potri``)."""
-    inv, info = scipy.linalg.lapack.dpotri(chol, lower=1)
-    if info != 0:
-        raise ValueError("the model is not identified by these observations (singular system)")
-    inv = np.tril(inv)
-    return inv + np.tril(inv, -1).T
-
-
 def _core_prior(st: _Structure, gamma: dict[str, float]) -> np.ndarray:
     prior = np.zeros(st.n_core)
     for name, cols in st.component_cols.items():
@@ -628,7 +614,7 @@ def _gradient(st: _Structure, ev: _Evaluation) -> np.ndarray:
         return _gradient_blocks(st, ev)
     assert ev.chol is not None
     if ev.s_inv is None:
-        object.__setattr__(ev, "s_inv", _chol_inverse(ev.chol))
+        object.__setattr__(ev, "s_inv", chol_inverse(ev.chol))
     s_inv = ev.s_inv
     assert s_inv is not None
     grouped, core_mu = st.grouped, ev.core_mu
@@ -743,7 +729,7 @@ def _reml(st: _Structure) -> _Reml:
     zero and held there. The covariance of :math:`(\\tau, \\theta_{free})` is the inverse average information.
     """
     n_comp = len(st.components)
-    lo, hi = _THETA_BOUNDS
+    lo, hi = THETA_BOUNDS
     # Start where each component's variance is a fifth of the noise: typical of scored episodes, and the
     # line search makes the start matter only for the number of steps.
     theta = np.full(n_comp, math.log(0.2))
@@ -758,7 +744,7 @@ def _reml(st: _Structure) -> _Reml:
     last: tuple[np.ndarray, np.ndarray] | None = None
     for _ in range(200):
         grad = _profile_gradient(ev, grads)
-        free = (theta > lo + _BOUNDARY_TOL) | (grad > 0)
+        free = (theta > lo + BOUNDARY_TOL) | (grad > 0)
         if not free.any():
             converged = True
             break
@@ -781,7 +767,7 @@ def _reml(st: _Structure) -> _Reml:
         except np.linalg.LinAlgError:
             step = grad[idx]
         largest = float(np.max(np.abs(step)))
-        if largest < 1e-10 and np.all((theta[idx] > lo + _BOUNDARY_TOL) | (step > 0)):
+        if largest < 1e-10 and np.all((theta[idx] > lo + BOUNDARY_TOL) | (step > 0)):
             # The next point is within the tolerance of this one: converged without another solve.
             converged = True
             break
@@ -808,7 +794,7 @@ def _reml(st: _Structure) -> _Reml:
         if moved < 1e-10:
             converged = True
             break
-    free = theta > lo + _BOUNDARY_TOL
+    free = theta > lo + BOUNDARY_TOL
     tau = math.log(ev.q / ev.dfe)
     sub = np.concatenate([[0], 1 + np.flatnonzero(free)])
     info = _average_information(st, ev)[np.ix_(sub, sub)]
@@ -833,46 +819,6 @@ def _reml(st: _Structure) -> _Reml:
 # --------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class _Mixture:
-    """The agents' posterior as a quadrature mixture over the variance components.
-
-    Node ``k`` has weight ``weights[k]``, agent means ``means[k]`` and unit-noise covariance ``cov0[k]``;
-    at that node the noise variance takes the values ``beta2[k, l]`` with weights ``beta2_weights[k, l]``.
-    """
-
-    weights: np.ndarray
-    means: np.ndarray
-    cov0: np.ndarray
-    beta2: np.ndarray
-    beta2_weights: np.ndarray
-
-    def moments(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return the mixture mean and covariance (law of total covariance)."""
-        mean = self.weights @ self.means
-        e_beta2 = (self.beta2 * self.beta2_weights).sum(axis=1)
-        dev = self.means - mean
-        cov = np.einsum("k,kij->ij", self.weights * e_beta2, self.cov0) + np.einsum(
-            "k,ki,kj->ij", self.weights, dev, dev
-        )
-        return mean, 0.5 * (cov + cov.T)
-
-    def prob_greater(self) -> np.ndarray:
-        """Return :math:`P(s_i > s_j)` averaged over the mixture nodes (exact for the mixture)."""
-        n_a = self.means.shape[1]
-        total = np.zeros((n_a, n_a))
-        for k in range(self.weights.shape[0]):
-            diag = np.diag(self.cov0[k])
-            var0 = diag[:, None] + diag[None, :] - 2.0 * self.cov0[k]
-            np.fill_diagonal(var0, 1.0)
-            diff = self.means[k][:, None] - self.means[k][None, :]
-            for beta2, weight in zip(self.beta2[k], self.beta2_weights[k], strict=True):
-                z = diff / np.sqrt(np.maximum(beta2 * var0, np.finfo(float).tiny))
-                total += self.weights[k] * weight * norm.cdf(z)
-        np.fill_diagonal(total, 0.5)
-        return total
-
-
 def _agent_map(st: _Structure, n_agents: int) -> np.ndarray:
     """Return the linear map from core effects to agent skills (fixed: identity; random: mu + a_A)."""
     out = np.zeros((n_agents, st.n_core))
@@ -894,7 +840,7 @@ def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[n
     return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
 
 
-def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> tuple[_Mixture, bool]:
+def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> tuple[Mixture, bool]:
     """Build the quadrature over the variance components (Laplace approximation in log variances).
 
     The log variance ratios of the interior components take sigma-point nodes of their approximate
@@ -906,7 +852,7 @@ def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> 
     mean0, cov0 = _agent_moments(st, ev, lmap)
     cov = reml.cov
     if not integrate or not np.all(np.isfinite(cov)):
-        return _Mixture(
+        return Mixture(
             np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))
         ), False
     n_free = cov.shape[0] - 1
@@ -926,7 +872,7 @@ def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> 
             direction = evecs[:, axis] * math.sqrt(max(evals[axis], 0.0) * 3.0)
             for sign in (1.0, -1.0):
                 theta = ev.theta.copy()
-                theta[free_idx] = np.clip(theta[free_idx] + sign * direction, *_THETA_BOUNDS)
+                theta[free_idx] = np.clip(theta[free_idx] + sign * direction, *THETA_BOUNDS)
                 thetas.append(theta)
                 weights.append(1.0 / 6.0)
     means, covs, beta2, beta2_w = [], [], [], []
@@ -939,10 +885,10 @@ def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> 
         means.append(m)
         covs.append(c)
         tau_mean = reml.tau + (float(gain @ (theta[free_idx] - ev.theta[free_idx])) if n_free else 0.0)
-        beta2.append(np.exp(tau_mean + math.sqrt(cond_var) * _GH_NODES))
-        beta2_w.append(_GH_WEIGHTS)
+        beta2.append(np.exp(tau_mean + math.sqrt(cond_var) * GH_NODES))
+        beta2_w.append(GH_WEIGHTS)
     return (
-        _Mixture(np.asarray(weights), np.asarray(means), np.asarray(covs), np.asarray(beta2), np.asarray(beta2_w)),
+        Mixture(np.asarray(weights), np.asarray(means), np.asarray(covs), np.asarray(beta2), np.asarray(beta2_w)),
         True,
     )
 
@@ -1000,7 +946,7 @@ class FitResult:
     residuals: np.ndarray
     standardized_residuals: np.ndarray
     config: RatingConfig
-    _mixture: _Mixture | None = field(default=None, repr=False)
+    _mixture: Mixture | None = field(default=None, repr=False)
 
     def agent_sigma(self) -> np.ndarray:
         """Return the agents' posterior standard deviations."""
@@ -1057,34 +1003,6 @@ class FitResult:
         )
 
 
-def _diagnostics(
-    residuals: np.ndarray, beta: float, omega: np.ndarray, leverage: np.ndarray | None
-) -> tuple[dict[str, Any], np.ndarray]:
-    """Summarise the residuals against the model's noise: SD ratio, standardised residual tails."""
-    n = residuals.shape[0]
-    scale = beta / np.sqrt(omega)
-    if leverage is not None:
-        scale = scale * np.sqrt(np.clip(1.0 - leverage, 1e-12, None))
-    standardized = residuals / scale
-    residual_sd = float(np.sqrt(np.mean(residuals**2))) if n else math.nan
-    abs_z = np.abs(standardized)
-    return {
-        "n": int(n),
-        "beta": float(beta),
-        "residual_sd": residual_sd,
-        "ratio": residual_sd / beta if beta > 0 else math.nan,
-        "standardized": {
-            "mean": float(standardized.mean()),
-            "sd": float(standardized.std()),
-            "share_abs_gt_2": float(np.mean(abs_z > 2.0)),
-            "share_abs_gt_3": float(np.mean(abs_z > 3.0)),
-            "expected_abs_gt_2": float(2.0 * norm.sf(2.0)),
-            "expected_abs_gt_3": float(2.0 * norm.sf(3.0)),
-            "max_abs": float(abs_z.max()) if n else math.nan,
-        },
-    }, standardized
-
-
 def _counts(codes: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
 
@@ -1107,7 +1025,7 @@ def _fit_paper(obs: _Obs, spec: ModelSpec) -> FitResult:
     assert sol.var_humans is not None
     residuals = obs.y - sol.mu_agents[obs.agent] - sol.mu_humans[obs.human]
     # Standardised against the model's own noise claim beta / sqrt(omega): the check is whether it holds.
-    diagnostics, standardized = _diagnostics(residuals, config.beta, obs.omega, None)
+    diagnostics, standardized = residual_diagnostics(residuals, config.beta, obs.omega, None)
     diagnostics["standardization"] = "residual / (beta / sqrt(omega)) with the paper's fixed beta"
     return FitResult(
         spec=spec,
@@ -1143,7 +1061,7 @@ def _gather_rows(couplings: scipy.sparse.csr_matrix) -> bool:
     return couplings.shape[1] > _DENSE_CORE or 4 * int((sizes**2).sum()) < couplings.nnz * couplings.shape[1]
 
 
-def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.ndarray) -> np.ndarray:
+def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.ndarray) -> np.ndarray:
     """Return :math:`b_h^\\top S^{-1} b_h` for every row of ``couplings``.
 
     Few core columns: project every row on :math:`L^{-\\top}` in dense blocks. Many (the task model): a
@@ -1151,7 +1069,7 @@ def _row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.n
     """
     n_rows, n_core = couplings.shape
     if not _gather_rows(couplings):
-        return row_quadratic_forms(couplings, _inv_lower(chol).T)
+        return row_quadratic_forms(couplings, inv_lower(chol).T)
     indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
     sizes = np.diff(indptr).astype(np.int64)
     out = np.zeros(n_rows)
@@ -1205,7 +1123,7 @@ def _obs_quadratic(
             term[both] = s_inv[ci[both], cj[both]]
             x_s_x += term if cj is ci else 2.0 * term
     if b_s_b is None:
-        b_s_b = _row_forms(couplings, chol, s_inv)
+        b_s_b = row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
     if given and s_inv_b is not None:
         for ci in core_cols:
@@ -1280,7 +1198,7 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
         core_var = ev.factor.inverse_diagonal()
     else:
         var_h, leverage, core_var = _dense_core_forms(st, ev, beta2, obs.omega)
-    diagnostics, standardized = _diagnostics(residuals, beta, obs.omega, leverage)
+    diagnostics, standardized = residual_diagnostics(residuals, beta, obs.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"
 
@@ -1299,7 +1217,7 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
         beta=beta,
         k=spec.k,
         agent_mu0=level,
-        agent_sigma0=_FLAT_SIGMA,
+        agent_sigma0=FLAT_SIGMA,
         human_mu0=0.0,
         human_sigma0=max(sigma_h, 1e-12 * max(beta, 1.0)),
     )
@@ -1338,7 +1256,7 @@ def _dense_core_forms(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core."""
     assert ev.chol is not None
-    s_inv = ev.s_inv if ev.s_inv is not None else _chol_inverse(ev.chol)
+    s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
     s_inv_b = None
     if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
         # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
@@ -1350,7 +1268,7 @@ def _dense_core_forms(
         )
         del coo
     else:
-        b_s_b = _row_forms(st.couplings, ev.chol, s_inv)
+        b_s_b = row_forms(st.couplings, ev.chol, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
     leverage = omega * _obs_quadratic(
         st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
@@ -1595,7 +1513,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
         assert ev.chol is not None
         beta2, scale = math.exp(reml.tau), math.exp(reml.tau)
         couplings, d, chol, core_mu = st.couplings, ev.d, ev.chol, ev.core_mu
-        s_inv = _chol_inverse(chol)
+        s_inv = chol_inverse(chol)
         u_h = (st.r_human - st.couplings @ core_mu) / d
         prior_h_mean, prior_h_var = 0.0, ev.gamma["human"]
         core_cols = [np.where(ok, agent, 0)]
@@ -1627,7 +1545,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
         hs = human[seen_h]
         rows = couplings[hs]
         s_inv_b = rows @ s_inv  # (m x K)
-        inv_chol_t = _inv_lower(chol).T
+        inv_chol_t = inv_lower(chol).T
         b_s_b = row_quadratic_forms(rows.tocsr(), inv_chol_t)
         cross = np.zeros(hs.shape[0])
         idx = np.flatnonzero(seen_h)

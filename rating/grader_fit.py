@@ -35,23 +35,17 @@ from scipy.stats import norm
 
 from rating.arrays import finite_array, weight_array
 from rating.engine import RatingConfig
-from rating.fit import (
-    _BOUNDARY_TOL,
-    _FLAT_SIGMA,
-    _GH_NODES,
-    _GH_WEIGHTS,
-    _THETA_BOUNDS,
-    FitResult,
-    ModelSpec,
-    _chol_inverse,
-    _diagnostics,
-    _inv_lower,
-    _Mixture,
-    _row_forms,
-    code_ids,
-    json_safe,
+from rating.fit import FitResult, ModelSpec, code_ids, json_safe, row_forms
+from rating.linalg import chol_inverse, eliminated_block, inv_lower
+from rating.reml import (
+    BOUNDARY_TOL,
+    FLAT_SIGMA,
+    GH_NODES,
+    GH_WEIGHTS,
+    THETA_BOUNDS,
+    Mixture,
+    residual_diagnostics,
 )
-from rating.linalg import eliminated_block
 
 __all__ = ["REFERENCES", "fit_graded"]
 
@@ -654,7 +648,7 @@ def _evaluate(model: _Model, theta: np.ndarray, *, gradient: bool = False) -> _E
     d_logdet = d_q = None
     if gradient:
         assert el.d_gram is not None and el.d_rhs is not None and el.d_r2 is not None and el.d_pivots is not None
-        s_inv = _chol_inverse(chol)
+        s_inv = chol_inverse(chol)
         d_logdet = np.empty(len(model.components))
         d_q = np.empty(len(model.components))
         for j, name in enumerate(model.components):
@@ -720,7 +714,7 @@ def _reml(model: _Model) -> _Reml:
     information of the free ratios. A ratio that runs into the lower bound with the likelihood still rising
     towards it is estimated at zero and held there.
     """
-    lo, hi = _THETA_BOUNDS
+    lo, hi = THETA_BOUNDS
     n_comp = len(model.components)
     cache: dict[bytes, _Evaluation] = {}
 
@@ -763,7 +757,7 @@ def _reml(model: _Model) -> _Reml:
             ev_trial = _evaluate(model, trial, gradient=True)
             if ev_trial.profile_loglik(model) >= value - 1e-10 * abs(value):
                 theta, ev, value = trial, ev_trial, ev_trial.profile_loglik(model)
-    free = theta > lo + _BOUNDARY_TOL
+    free = theta > lo + BOUNDARY_TOL
     for _ in range(8):
         idx = np.flatnonzero(free)
         if idx.size == 0:
@@ -791,7 +785,7 @@ def _reml(model: _Model) -> _Reml:
         if not moved or float(np.max(np.abs(step))) < 1e-10:
             converged = converged or moved
             break
-    free = theta > lo + _BOUNDARY_TOL
+    free = theta > lo + BOUNDARY_TOL
     tau = math.log(ev.q / model.dfe)
     info = _information(model, theta, tau, free)
     try:
@@ -817,7 +811,7 @@ def _fixed_moments(model: _Model, ev: _Evaluation) -> tuple[np.ndarray, np.ndarr
     return ev.core_mu[: model.p].copy(), 0.5 * (cov0 + cov0.T)
 
 
-def _mixture(model: _Model, reml: _Reml, integrate: bool) -> tuple[_Mixture, bool]:
+def _mixture(model: _Model, reml: _Reml, integrate: bool) -> tuple[Mixture, bool]:
     """Return the fixed effects' posterior as a quadrature mixture over the variance components.
 
     The same rule as the calibrated models (:func:`rating.fit._mixture`): sigma points of the Laplace
@@ -829,7 +823,7 @@ def _mixture(model: _Model, reml: _Reml, integrate: bool) -> tuple[_Mixture, boo
     mean0, cov0 = _fixed_moments(model, ev)
     cov = reml.cov
     if not integrate or not np.all(np.isfinite(cov)):
-        single = _Mixture(np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1)))
+        single = Mixture(np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1)))
         return single, False
     free_idx = np.flatnonzero(reml.free)
     n_free = free_idx.shape[0]
@@ -846,7 +840,7 @@ def _mixture(model: _Model, reml: _Reml, integrate: bool) -> tuple[_Mixture, boo
             direction = evecs[:, axis] * math.sqrt(max(float(evals[axis]), 0.0) * 3.0)
             for sign in (1.0, -1.0):
                 theta = ev.theta.copy()
-                theta[free_idx] = np.clip(theta[free_idx] + sign * direction, *_THETA_BOUNDS)
+                theta[free_idx] = np.clip(theta[free_idx] + sign * direction, *THETA_BOUNDS)
                 thetas.append(theta)
                 weights.append(1.0 / 6.0)
     means, covs, beta2 = [], [], []
@@ -855,10 +849,10 @@ def _mixture(model: _Model, reml: _Reml, integrate: bool) -> tuple[_Mixture, boo
         means.append(m)
         covs.append(c)
         shift = float(gain @ (theta[free_idx] - ev.theta[free_idx])) if n_free else 0.0
-        beta2.append(np.exp(reml.tau + shift + math.sqrt(cond_var) * _GH_NODES))
-    mixture = _Mixture(
+        beta2.append(np.exp(reml.tau + shift + math.sqrt(cond_var) * GH_NODES))
+    mixture = Mixture(
         np.asarray(weights), np.asarray(means), np.asarray(covs), np.asarray(beta2),
-        np.tile(_GH_WEIGHTS, (len(thetas), 1)),
+        np.tile(GH_WEIGHTS, (len(thetas), 1)),
     )  # fmt: skip
     return mixture, True
 
@@ -923,7 +917,7 @@ def _leverages(
     n = x_core.shape[0]
     out = np.empty(n)
     if model.n_core <= _DENSE_CORE:
-        factor = _inv_lower(ev.chol).T  # S^{-1} = F F^T
+        factor = inv_lower(ev.chol).T  # S^{-1} = F F^T
         g_proj = np.asarray(g_ep @ factor)
         step = max(1, (1 << 22) // max(model.n_core, 1))
         for start in range(0, n, step):
@@ -931,13 +925,13 @@ def _leverages(
             proj = np.asarray(x_core[start:stop] @ factor) - g_proj[episode[start:stop]]
             out[start:stop] = np.einsum("ij,ij->i", proj, proj)
     else:
-        s_inv = _chol_inverse(ev.chol)
+        s_inv = chol_inverse(ev.chol)
         step = 1 << 16
         for start in range(0, n, step):
             stop = min(n, start + step)
             v = (x_core[start:stop] - g_ep[episode[start:stop]]).tocsr()
             v.eliminate_zeros()
-            out[start:stop] = _row_forms(v, ev.chol, s_inv)
+            out[start:stop] = row_forms(v, ev.chol, s_inv)
     return omega * (base + out)
 
 
@@ -1200,7 +1194,7 @@ def fit_graded(
     beta = math.sqrt(beta2)
     mixture, integrated = _mixture(model, reml, spec.integrate_hyper)
     fixed_mu, fixed_cov = mixture.moments()
-    agent_mixture = _Mixture(
+    agent_mixture = Mixture(
         mixture.weights, mixture.means[:, :n_a], mixture.cov0[:, :n_a, :n_a], mixture.beta2, mixture.beta2_weights
     )
     agent_mu, agent_cov = fixed_mu[:n_a], fixed_cov[:n_a, :n_a]
@@ -1215,8 +1209,8 @@ def fit_graded(
     dt = np.bincount(ep.human, weights=kappa * nu, minlength=n_h) + 1.0 / gamma_h
     core_mu = ev.core_mu
     u_h = (rho - c @ core_mu) / dt
-    s_inv = _chol_inverse(ev.chol)
-    var_h = beta2 * (1.0 / dt + _row_forms(c, ev.chol, s_inv) / dt**2)
+    s_inv = chol_inverse(ev.chol)
+    var_h = beta2 * (1.0 / dt + row_forms(c, ev.chol, s_inv) / dt**2)
     u_e = f * (r - b @ core_mu - nu * u_h[ep.human])
     fitted = x_core @ core_mu + u_e[g.episode] + u_h[g.ep_human[g.episode]]
     residuals = g.y - fitted
@@ -1224,7 +1218,7 @@ def fit_graded(
     e_of = g.episode
     base = f[e_of] + kappa[e_of] ** 2 / dt[g.ep_human[e_of]]
     leverage = _leverages(model, ev, x_core, e_of, g.omega, g_ep, base)
-    diagnostics, standardized = _diagnostics(residuals, beta, g.omega, leverage)
+    diagnostics, standardized = residual_diagnostics(residuals, beta, g.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x) of each grade"
 
@@ -1337,7 +1331,7 @@ def fit_graded(
         beta=beta,
         k=spec.k,
         agent_mu0=level,
-        agent_sigma0=_FLAT_SIGMA,
+        agent_sigma0=FLAT_SIGMA,
         human_mu0=0.0,
         human_sigma0=max(sigma_h, 1e-12 * max(beta, 1.0)),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse
 
 # Elements of a dense row block: keeps the per-block intermediates small, whatever the number of humans.
@@ -59,3 +60,20 @@ def row_quadratic_forms(couplings: scipy.sparse.csr_matrix, factor: np.ndarray) 
         projected = rows @ factor
         out[start:stop] = np.einsum("ij,ij->i", projected, projected)
     return out
+
+
+def inv_lower(chol: np.ndarray) -> np.ndarray:
+    """Return :math:`L^{-1}` of a lower-triangular factor (LAPACK ``trtri``; far cheaper than a solve for small L)."""
+    inv, info = scipy.linalg.lapack.dtrtri(chol, lower=1)
+    if info != 0:
+        raise ValueError("the model is not identified by these observations (singular factor)")
+    return np.tril(inv)
+
+
+def chol_inverse(chol: np.ndarray) -> np.ndarray:
+    """Return :math:`S^{-1}` from the lower Cholesky factor of :math:`S` (LAPACK ``potri``)."""
+    inv, info = scipy.linalg.lapack.dpotri(chol, lower=1)
+    if info != 0:
+        raise ValueError("the model is not identified by these observations (singular system)")
+    inv = np.tril(inv)
+    return inv + np.tril(inv, -1).T
