@@ -18,11 +18,15 @@ PLATFORM = "upwork"
 
 
 def prepare_study(*, arrivals: int) -> Any:
-    """Load the demo study if missing, open it, and give it room for ``arrivals`` recruits × 2 tasks."""
+    """Migrate the database, load the demo study if missing, open it, and give it room for ``arrivals``
+    recruits × 2 tasks."""
+    from django.core.management import call_command
+
     from console.demo import DEMO_SLUG, demo_load
     from studies.models import Study, TaskInstance
     from surveys.services import instrument_install_default
 
+    call_command("migrate", verbosity=0)
     if not Study.objects.filter(slug=DEMO_SLUG).exists():
         demo_load()
     instrument_install_default()
