@@ -159,10 +159,12 @@ def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) ->
             return _join_problem(request, study, exc, status=409 if isinstance(exc, IdentityConflict) else 410)
         login(request, participant.user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(journey_state(participant).url)
+    # A sign-up posted for a platform id that has joined meanwhile is refused like one that loses the race
+    # inside the service: 409, with the page that points to signing in.
     return render(request, "worker/join.html", {
         "study": study, "form": form, "login_url": login_url, "known_id": known_id, "claim": claim,
         "closed": study.status != Study.Status.RECRUITING,
-    })
+    }, status=409 if known_id and request.method == "POST" else 200)
 
 
 def _join_problem(request: HttpRequest, study: Study, error: StudyError, *, status: int) -> HttpResponse:

@@ -77,3 +77,13 @@ def test_a_race_of_sign_ups_with_one_platform_id_leaves_no_orphan_account():
     identity = m.ParticipantIdentity.objects.get(study=world.study, platform_worker_id="PRO-RACE")
     racers_created = get_user_model().objects.filter(username__startswith="racer-")
     assert list(racers_created) == [identity.participant.user], "losing sign-ups leave no account behind"
+
+
+@pytest.mark.django_db
+def test_a_sign_up_posted_after_the_platform_id_joined_is_refused_like_the_race_loser():
+    world = make_world()
+    url = reverse("worker:join", args=[world.study.invite_code]) + "?platform=prolific&worker_id=PRO-LATE"
+    assert _signup(Client(REMOTE_ADDR="198.51.100.20"), url, "first-comer").status_code == 302
+    late = _signup(Client(REMOTE_ADDR="198.51.100.21"), url, "late-comer")
+    assert late.status_code == 409
+    assert not get_user_model().objects.filter(username="late-comer").exists()
