@@ -3,7 +3,8 @@
 Per participant with unpaid payment lines or a rank bonus:
 
 - base pay: unpaid ``task`` ledger lines (one per submitted task, at the study's rate when it was earned);
-- adjustments: unpaid ``adjustment`` lines staff added (e.g. compensation for a failed agent setup);
+- adjustments: unpaid ``adjustment`` lines: staff-added ones (e.g. compensation for a failed agent setup) and
+  the task rate of an "outside my expertise" skip when the study pays such skips;
 - rank bonus: the study's ``rank_bonuses`` by rank among real (not simulated) participants who completed the
   study, ordered by their CollabSkill score in the latest posterior snapshot. Once a ``bonus`` line has been
   recorded for a participant, that line (if unpaid) replaces the computed bonus, so a bonus is never paid
