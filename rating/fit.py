@@ -49,6 +49,7 @@ from rating.reml import (
     THETA_BOUNDS,
     Mixture,
     residual_diagnostics,
+    variance_summary,
 )
 from rating.task_blocks import (
     BlockFactor,
@@ -1278,37 +1279,7 @@ def _dense_core_forms(
 
 def _hyper_summary(st: _Structure, reml: _Reml) -> dict[str, dict[str, float]]:
     """Return each standard deviation with its standard error and 95 % interval (delta method, log scale)."""
-    ev = reml.evaluation
-    free_idx = np.flatnonzero(reml.free)
-    out: dict[str, dict[str, float]] = {}
-
-    def scaled(log_sd: float, shift: float) -> float:
-        # A flat likelihood (few data) gives a huge log-scale SE: the interval is unbounded, not an overflow.
-        exponent = log_sd + shift
-        return math.inf if exponent > 700.0 else math.exp(exponent)
-
-    def entry(log_var: float, var_log: float, boundary: bool) -> dict[str, float]:
-        log_sd = 0.5 * log_var
-        sd = scaled(log_sd, 0.0)
-        se_log_sd = 0.5 * math.sqrt(var_log) if var_log >= 0 and math.isfinite(var_log) else math.nan
-        return {
-            "estimate": 0.0 if boundary else sd,
-            "se": math.nan if boundary else sd * se_log_sd,
-            "ci_low": 0.0 if boundary else scaled(log_sd, -1.96 * se_log_sd),
-            "ci_high": math.nan if boundary else scaled(log_sd, 1.96 * se_log_sd),
-            "at_zero": 1.0 if boundary else 0.0,
-        }
-
-    out["beta"] = entry(reml.tau, reml.cov[0, 0], False)
-    for j, name in enumerate(st.components):
-        log_var = reml.tau + float(ev.theta[j])
-        if reml.free[j]:
-            pos = 1 + int(np.searchsorted(free_idx, j))
-            var_log = reml.cov[0, 0] + reml.cov[pos, pos] + 2.0 * reml.cov[0, pos]
-            out[f"sigma_{name}"] = entry(log_var, var_log, False)
-        else:
-            out[f"sigma_{name}"] = entry(log_var, math.nan, True)
-    return out
+    return variance_summary(st.components, reml.evaluation.theta, reml.tau, reml.cov, reml.free, z=1.96)
 
 
 # --------------------------------------------------------------------------------------------------------

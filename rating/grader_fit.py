@@ -45,6 +45,7 @@ from rating.reml import (
     THETA_BOUNDS,
     Mixture,
     residual_diagnostics,
+    variance_summary,
 )
 
 __all__ = ["REFERENCES", "fit_graded"]
@@ -862,35 +863,7 @@ def _hyper(model: _Model, reml: _Reml) -> dict[str, dict[str, float]]:
 
     The same fields as the calibrated models' ``hyper``; ``beta`` is the noise of one grade.
     """
-    ev = reml.evaluation
-    free_idx = np.flatnonzero(reml.free)
-
-    def scaled(log_sd: float, shift: float) -> float:
-        exponent = log_sd + shift
-        return math.inf if exponent > 700.0 else math.exp(exponent)
-
-    def entry(log_var: float, var_log: float, boundary: bool) -> dict[str, float]:
-        log_sd = 0.5 * log_var
-        sd = scaled(log_sd, 0.0)
-        se_log_sd = 0.5 * math.sqrt(var_log) if var_log >= 0 and math.isfinite(var_log) else math.nan
-        return {
-            "estimate": 0.0 if boundary else sd,
-            "se": math.nan if boundary else sd * se_log_sd,
-            "ci_low": 0.0 if boundary else scaled(log_sd, -_Z95 * se_log_sd),
-            "ci_high": math.nan if boundary else scaled(log_sd, _Z95 * se_log_sd),
-            "at_zero": 1.0 if boundary else 0.0,
-        }
-
-    out = {"beta": entry(reml.tau, float(reml.cov[0, 0]), False)}
-    for j, name in enumerate(model.components):
-        log_var = reml.tau + float(ev.theta[j])
-        if reml.free[j]:
-            pos = 1 + int(np.searchsorted(free_idx, j))
-            var_log = float(reml.cov[0, 0] + reml.cov[pos, pos] + 2.0 * reml.cov[0, pos])
-            out[f"sigma_{name}"] = entry(log_var, var_log, False)
-        else:
-            out[f"sigma_{name}"] = entry(log_var, math.nan, True)
-    return out
+    return variance_summary(model.components, reml.evaluation.theta, reml.tau, reml.cov, reml.free, z=_Z95)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["BOUNDARY_TOL", "FLAT_SIGMA", "GH_NODES", "GH_WEIGHTS", "THETA_BOUNDS", "Mixture", "residual_diagnostics"]
+__all__ = [
+    "BOUNDARY_TOL", "FLAT_SIGMA", "GH_NODES", "GH_WEIGHTS", "THETA_BOUNDS", "Mixture", "residual_diagnostics",
+    "variance_summary",
+]
 
 # The agent prior of the bipartite config equivalent to fixed agent effects: precision 1e-12, below any
 # data precision by many orders of magnitude, so the bipartite solve reproduces the fixed-effect fit.
@@ -94,3 +97,41 @@ def residual_diagnostics(
             "max_abs": float(abs_z.max()) if n else math.nan,
         },
     }, standardized
+
+
+def variance_summary(
+    components: tuple[str, ...], theta: np.ndarray, tau: float, cov: np.ndarray, free: np.ndarray, *, z: float
+) -> dict[str, dict[str, float]]:
+    """Return each standard deviation with its standard error and ``z``-interval (delta method, log scale).
+
+    ``tau`` is the log noise variance, ``theta`` the log variance ratios of ``components``, ``cov`` the
+    covariance of (tau, free thetas) and ``free`` which components are interior (the others sit at zero).
+    """
+    free_idx = np.flatnonzero(free)
+
+    def scaled(log_sd: float, shift: float) -> float:
+        # A flat likelihood (few data) gives a huge log-scale SE: the interval is unbounded, not an overflow.
+        exponent = log_sd + shift
+        return math.inf if exponent > 700.0 else math.exp(exponent)
+
+    def entry(log_var: float, var_log: float, boundary: bool) -> dict[str, float]:
+        log_sd = 0.5 * log_var
+        sd = scaled(log_sd, 0.0)
+        se_log_sd = 0.5 * math.sqrt(var_log) if var_log >= 0 and math.isfinite(var_log) else math.nan
+        return {
+            "estimate": 0.0 if boundary else sd,
+            "se": math.nan if boundary else sd * se_log_sd,
+            "ci_low": 0.0 if boundary else scaled(log_sd, -z * se_log_sd),
+            "ci_high": math.nan if boundary else scaled(log_sd, z * se_log_sd),
+            "at_zero": 1.0 if boundary else 0.0,
+        }
+
+    out = {"beta": entry(tau, float(cov[0, 0]), False)}
+    for j, name in enumerate(components):
+        log_var = tau + float(theta[j])
+        if free[j]:
+            pos = 1 + int(np.searchsorted(free_idx, j))
+            out[f"sigma_{name}"] = entry(log_var, float(cov[0, 0] + cov[pos, pos] + 2.0 * cov[0, pos]), False)
+        else:
+            out[f"sigma_{name}"] = entry(log_var, math.nan, True)
+    return out
