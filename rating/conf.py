@@ -15,6 +15,17 @@ DEFAULTS: dict[str, Any] = {
     "REFRESH_DEBOUNCE_SECONDS": 5.0,
     # Bootstrap rounds of the ranking-stability analysis (paper: 10 000).
     "BOOTSTRAP_ROUNDS": 10_000,
+    # Live updates of the calibrated model between refits (rating.services.live): on or off, and the debounce
+    # of a refresh request that will be a live update.
+    "LIVE_UPDATES": True,
+    "LIVE_DEBOUNCE_SECONDS": 0.3,
+    # A refit (variance components re-estimated by REML) replaces live updates when the last one is older than
+    # this, when the REML score test rejects the fitted components at this level, when more participants
+    # changed at once than this, or while the ledger is smaller than this (a refit is then as fast).
+    "REML_INTERVAL_SECONDS": 900.0,
+    "LIVE_DRIFT_ALPHA": 0.01,
+    "LIVE_MAX_PARTICIPANTS": 2000,
+    "LIVE_MIN_OBSERVATIONS": 2000,
 }
 
 

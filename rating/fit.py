@@ -841,8 +841,11 @@ def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[n
     return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
 
 
-def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> tuple[Mixture, bool]:
-    """Build the quadrature over the variance components (Laplace approximation in log variances).
+def _mixture(
+    st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool
+) -> tuple[Mixture, bool, list[np.ndarray]]:
+    """Build the quadrature over the variance components (Laplace approximation in log variances); return it,
+    whether it integrates, and the log variance ratios of its nodes (the REML estimate first).
 
     The log variance ratios of the interior components take sigma-point nodes of their approximate
     posterior :math:`\\mathcal{N}(\\hat\\theta, \\Sigma_{\\theta\\theta})` (a node per axis and sign at
@@ -855,7 +858,7 @@ def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> 
     if not integrate or not np.all(np.isfinite(cov)):
         return Mixture(
             np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))
-        ), False
+        ), False, [ev.theta]
     n_free = cov.shape[0] - 1
     var_tau = cov[0, 0]
     thetas = [ev.theta]
@@ -891,6 +894,7 @@ def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> 
     return (
         Mixture(np.asarray(weights), np.asarray(means), np.asarray(covs), np.asarray(beta2), np.asarray(beta2_w)),
         True,
+        thetas,
     )
 
 
@@ -914,6 +918,25 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (float, np.floating)):
         return float(value) if math.isfinite(float(value)) else None
     return value
+
+
+@dataclass(frozen=True, eq=False)
+class VarianceNodes:
+    """The two-factor calibrated model's variance components as fitted, for live updates (`rating.live`).
+
+    ``gammas[j]`` is the participant variance ratio at quadrature node ``j`` (the REML estimate first), with the
+    node's weight and noise variances as the agents' mixture uses them; ``cov`` is the inverse information of
+    ``(tau, theta)`` (``theta`` only when ``free``).
+    """
+
+    gammas: np.ndarray
+    node_weights: np.ndarray
+    beta2: np.ndarray
+    beta2_weights: np.ndarray
+    tau: float
+    cov: np.ndarray
+    free: bool
+    integrated: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -948,6 +971,8 @@ class FitResult:
     standardized_residuals: np.ndarray
     config: RatingConfig
     _mixture: Mixture | None = field(default=None, repr=False)
+    # The calibrated two-factor model only: what a live update holds fixed.
+    variance_nodes: VarianceNodes | None = field(default=None, repr=False)
 
     def agent_sigma(self) -> np.ndarray:
         """Return the agents' posterior standard deviations."""
@@ -1181,7 +1206,7 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
     beta2 = math.exp(reml.tau)
     beta = math.sqrt(beta2)
     lmap = _agent_map(st, obs.n_agents)
-    mixture, integrated = _mixture(st, reml, lmap, spec.integrate_hyper)
+    mixture, integrated, node_thetas = _mixture(st, reml, lmap, spec.integrate_hyper)
     agent_mu, agent_cov = mixture.moments()
 
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
@@ -1249,6 +1274,25 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
         standardized_residuals=standardized,
         config=config,
         _mixture=mixture if integrated else None,
+        variance_nodes=_variance_nodes(st, reml, mixture, integrated, node_thetas),
+    )
+
+
+def _variance_nodes(
+    st: _Structure, reml: _Reml, mixture: Mixture, integrated: bool, thetas: list[np.ndarray]
+) -> VarianceNodes | None:
+    """Return the fitted variance components of a two-factor fit (agents fixed, participants random), else None."""
+    if st.components != ("human",) or st.blocks is not None or "agent" in st.component_cols:
+        return None
+    return VarianceNodes(
+        gammas=np.exp(np.array([float(theta[0]) for theta in thetas])),
+        node_weights=mixture.weights.copy(),
+        beta2=mixture.beta2.copy(),
+        beta2_weights=mixture.beta2_weights.copy(),
+        tau=float(reml.tau),
+        cov=reml.cov.copy(),
+        free=bool(reml.free[0]),
+        integrated=bool(integrated),
     )
 
 

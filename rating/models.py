@@ -99,8 +99,34 @@ class GradeObservation(models.Model):
         return f"grade {self.grader} of episode {self.episode_id}: {self.y:.2f}"
 
 
+class LedgerChange(models.Model):
+    """One change to what the posterior counts of an observation, with what it counted before: the queue of live
+    updates (`rating.services.live`). Written in the transaction that changes the observation; the refresh that
+    applies it (a live update or a refit) deletes it in the transaction that writes the snapshot."""
+
+    study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="ledger_changes")
+    observation_id = models.BigIntegerField()
+    participant_id = models.BigIntegerField()
+    was_active = models.BooleanField(help_text="Whether the observation counted before the change.")
+    old_agent_id = models.BigIntegerField(null=True, blank=True)
+    old_y = models.FloatField(null=True, blank=True)
+    old_weight = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "id"]
+        indexes = [models.Index(fields=["study", "id"], name="ledger_change_study")]
+
+    def __str__(self) -> str:
+        return f"change of observation {self.observation_id}"
+
+
 class RatingSnapshot(models.Model):
     """A posterior computed from the active ledger at one moment; pages read these, never recompute."""
+
+    class ProducedBy(models.TextChoices):
+        REFIT = "refit", "Refit (variance components re-estimated)"
+        UPDATE = "update", "Live update at the refit's variance components"
 
     study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="rating_snapshots")
     version = models.PositiveIntegerField()
@@ -119,6 +145,11 @@ class RatingSnapshot(models.Model):
         help_text="Hash of the active ledger and model settings it was computed from; an unchanged one is not "
                   "computed again by a refresh request.")
     computed_at = models.DateTimeField(auto_now_add=True)
+    produced_by = models.CharField(max_length=8, choices=ProducedBy.choices, default=ProducedBy.REFIT)
+    base = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="A live update's refit: its variance components, and the participants' ratings it carries.",
+    )
 
     class Meta:
         ordering = ["study", "-version"]
@@ -149,3 +180,29 @@ class EntityRating(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["snapshot", "entity_kind", "entity_id"], name="uniq_entity_rating")
         ]
+
+
+class PosteriorState(models.Model):
+    """A study's posterior in information form (`rating.live.InformationState`): what a live update starts from.
+
+    Every refresh of the study updates this row first, so two refreshes that overlap cannot both start from
+    the same state (the second waits, or under repeatable read fails and retries).
+    """
+
+    study = models.OneToOneField("studyapp.Study", on_delete=models.CASCADE, related_name="posterior_state")
+    snapshot = models.ForeignKey(
+        RatingSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The latest snapshot written from this state.",
+    )
+    refit = models.ForeignKey(
+        RatingSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The refit whose variance components the state holds.",
+    )
+    live = models.BooleanField(default=False, help_text="Whether the state allows live updates (the model has them).")
+    data = models.BinaryField(blank=True, default=b"", help_text="Empty when the model has no live updates.")
+    updates = models.PositiveIntegerField(default=0, help_text="Live updates since the refit.")
+    refitted_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"posterior state of study {self.study_id}"

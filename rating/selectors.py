@@ -285,6 +285,11 @@ def latest_snapshot(study: Study | int) -> RatingSnapshot | None:
     return RatingSnapshot.objects.filter(study_id=_study_id(study)).order_by("-version").first()
 
 
+def latest_version(study: Study | int) -> int | None:
+    """Return the version number of the study's newest snapshot (``None`` before the first)."""
+    return RatingSnapshot.objects.filter(study_id=_study_id(study)).aggregate(v=Max("version"))["v"]
+
+
 def active_observations(study: Study | int) -> QuerySet[Observation]:
     """Return the study's active ledger rows (what the current posterior is fitted to)."""
     return Observation.objects.filter(study_id=_study_id(study), active=True)
@@ -295,16 +300,31 @@ def active_grades(study: Study | int) -> QuerySet[GradeObservation]:
     return GradeObservation.objects.filter(study_id=_study_id(study), active=True)
 
 
+def _rows_of(snapshot: RatingSnapshot, kind: str) -> int | None:
+    """Return the snapshot whose rows rate ``kind``: a live update rates agents itself and carries its refit's
+    participants (their ratings change only with a refit)."""
+    if kind == EntityRating.Kind.HUMAN and snapshot.produced_by == RatingSnapshot.ProducedBy.UPDATE:
+        return snapshot.base_id
+    return snapshot.pk
+
+
+def _snapshot_rows(snapshot: RatingSnapshot) -> QuerySet[EntityRating]:
+    return EntityRating.objects.filter(
+        Q(snapshot_id=_rows_of(snapshot, EntityRating.Kind.AGENT), entity_kind=EntityRating.Kind.AGENT)
+        | Q(snapshot_id=_rows_of(snapshot, EntityRating.Kind.HUMAN), entity_kind=EntityRating.Kind.HUMAN)
+    )
+
+
 def snapshot_ratings_count(snapshot: RatingSnapshot) -> int:
     """Return how many entities (agents and participants) the snapshot rates."""
-    return EntityRating.objects.filter(snapshot=snapshot).count()
+    return _snapshot_rows(snapshot).count()
 
 
 def snapshot_rating_rows(snapshot: RatingSnapshot, *, exclude_participants: Any = ()) -> QuerySet[EntityRating]:
     """Return every rating of the snapshot, agents then participants, each by rank, leaving out the given
     participants (a queryset or list of participant pks: a snapshot taken before a withdrawal still rates them)."""
     return (
-        EntityRating.objects.filter(snapshot=snapshot)
+        _snapshot_rows(snapshot)
         .exclude(entity_kind=EntityRating.Kind.HUMAN, entity_id__in=exclude_participants)
         .order_by("entity_kind", "rank")
     )
@@ -342,7 +362,7 @@ def snapshot_ratings(snapshot: RatingSnapshot, kind: str) -> QuerySet[EntityRati
     """Return the snapshot's ratings of one kind ("agent" or "human"), best conservative score (rank 1) first."""
     if kind not in EntityRating.Kind.values:
         raise ValueError(f"kind must be 'agent' or 'human', got {kind!r}")
-    return EntityRating.objects.filter(snapshot=snapshot, entity_kind=kind).order_by("rank")
+    return EntityRating.objects.filter(snapshot_id=_rows_of(snapshot, kind), entity_kind=kind).order_by("rank")
 
 
 def leaderboard(study: Study | int, kind: str = EntityRating.Kind.AGENT) -> QuerySet[EntityRating]:

@@ -13,7 +13,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from rating import task_names
-from rating.services import ledger, refresh
+from rating.services import ledger, live, refresh
 from studies.models import Study
 
 logger = logging.getLogger(__name__)
@@ -44,9 +44,9 @@ def retract_participant(participant_id: int, reason: str) -> int:
 
 @shared_task(name=task_names.REFRESH_POSTERIOR, **RETRY)
 def refresh_posterior(study_id: int) -> dict[str, Any] | None:
-    """Write the study's next posterior snapshot, unless the ledger is unchanged since the latest one."""
+    """Write the study's next posterior snapshot (a live update or a refit), unless the ledger is unchanged."""
     try:
-        snapshot = refresh.posterior_refresh(study_id=study_id, only_if_changed=True)
+        snapshot = live.posterior_update(study_id=study_id)
     except Study.DoesNotExist:
         logger.info("rating refresh skipped: study %s no longer exists", study_id)
         return None

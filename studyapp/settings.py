@@ -426,6 +426,16 @@ RATING: dict[str, Any] = {
     "REFRESH_DEBOUNCE_SECONDS": float(
         os.environ.get("RATING_REFRESH_DEBOUNCE_SECONDS", rating_conf.DEFAULTS["REFRESH_DEBOUNCE_SECONDS"])),
     "BOOTSTRAP_ROUNDS": int(os.environ.get("RATING_BOOTSTRAP_ROUNDS", rating_conf.DEFAULTS["BOOTSTRAP_ROUNDS"])),
+    "LIVE_UPDATES": _env_bool("RATING_LIVE_UPDATES", default=rating_conf.DEFAULTS["LIVE_UPDATES"]),
+    "LIVE_DEBOUNCE_SECONDS": float(
+        os.environ.get("RATING_LIVE_DEBOUNCE_SECONDS", rating_conf.DEFAULTS["LIVE_DEBOUNCE_SECONDS"])),
+    "REML_INTERVAL_SECONDS": float(
+        os.environ.get("RATING_REML_INTERVAL_SECONDS", rating_conf.DEFAULTS["REML_INTERVAL_SECONDS"])),
+    "LIVE_DRIFT_ALPHA": float(os.environ.get("RATING_LIVE_DRIFT_ALPHA", rating_conf.DEFAULTS["LIVE_DRIFT_ALPHA"])),
+    "LIVE_MAX_PARTICIPANTS": int(
+        os.environ.get("RATING_LIVE_MAX_PARTICIPANTS", rating_conf.DEFAULTS["LIVE_MAX_PARTICIPANTS"])),
+    "LIVE_MIN_OBSERVATIONS": int(
+        os.environ.get("RATING_LIVE_MIN_OBSERVATIONS", rating_conf.DEFAULTS["LIVE_MIN_OBSERVATIONS"])),
 }
 EXPERTS: dict[str, Any] = {
     "INVITE_DAYS": int(os.environ.get("EXPERT_INVITE_DAYS", experts_conf.DEFAULTS["INVITE_DAYS"])),

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from console.api.permissions import episode_file_kinds
 from experts.models import ExpertCriterionGrade, ExpertGrade
 from grading.models import CriterionScore, JudgeRun
+from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from studies.models import (
     Agent,
@@ -308,11 +309,16 @@ class LeaderboardSerializer(serializers.ModelSerializer):
     study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agents = serializers.SerializerMethodField()
     humans = serializers.SerializerMethodField()
+    base_version = serializers.IntegerField(
+        source="base.version", default=None, read_only=True,
+        help_text="For a live update: the refit whose variance components and participants' ratings it carries.",
+    )
 
     class Meta:
         model = RatingSnapshot
         fields = [
-            "study", "version", "computed_at", "n_observations", "config", "fit", "connectivity", "agents", "humans",
+            "study", "version", "computed_at", "produced_by", "base_version", "n_observations", "config", "fit",
+            "connectivity", "agents", "humans",
         ]
         read_only_fields = fields
 
@@ -320,9 +326,7 @@ class LeaderboardSerializer(serializers.ModelSerializer):
         wanted = self.context.get("kind")
         if wanted and wanted != kind:
             return []
-        rows = [r for r in snapshot.ratings.all() if r.entity_kind == kind]
-        rows.sort(key=lambda r: r.rank)
-        return EntityRatingSerializer(rows, many=True).data
+        return EntityRatingSerializer(rating_selectors.snapshot_ratings(snapshot, kind), many=True).data
 
     @extend_schema_field(EntityRatingSerializer(many=True))
     def get_agents(self, snapshot: RatingSnapshot) -> list[dict[str, Any]]:

@@ -2,10 +2,11 @@
 judge-aware model), retractions, re-recording a study.
 
 Why the stored rating is exact: the posterior depends only on the *set* of active observations (its
-information form is a sum over them, paper Eq. 16-17), and every refresh solves that whole set from
-scratch through the engine's exact Schur path. Recording therefore only has to keep the ledger right --
-one row per episode, updated in place on a regrade, deactivated on exclusion -- and a refresh afterwards
-equals a batch solve of the active ledger whatever the order, re-deliveries or regrades that led there.
+information form is a sum over participants), and a refit solves that whole set from scratch. Recording
+therefore only has to keep the ledger right -- one row per episode, updated in place on a regrade,
+deactivated on exclusion -- plus, for the live updates between refits, one ``LedgerChange`` row per change to
+what an observation counts, with what it counted before (written in the same transaction, so the queue of
+changes and the ledger never disagree).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from rating.exceptions import InvalidScore
-from rating.models import GradeObservation, Observation
+from rating.models import GradeObservation, LedgerChange, Observation
 from rating.services.refresh import posterior_schedule_refresh
 from studies.models import Episode, Participant, Study
 from studies.services.audit import audit_record
@@ -36,6 +37,26 @@ EXCLUDED_PARTICIPANT_STATUSES = (Participant.Status.WITHDRAWN, Participant.Statu
 # --------------------------------------------------------------------------------------------------------
 # Recording one episode
 # --------------------------------------------------------------------------------------------------------
+
+Counted = tuple[int, float, float] | None  # (agent, y, weight) of an active observation; None when it does not count
+
+
+def _counted(observation: Observation | None) -> Counted:
+    if observation is None or not observation.active:
+        return None
+    return (observation.agent_id, float(observation.y), float(observation.weight))
+
+
+def _change_log(observation: Observation, before: Counted) -> None:
+    """Queue a live update when what the observation counts changed (see rating.services.live)."""
+    if before == _counted(observation):
+        return
+    LedgerChange.objects.create(
+        study_id=observation.study_id, observation_id=observation.pk, participant_id=observation.participant_id,
+        was_active=before is not None, old_agent_id=None if before is None else before[0],
+        old_y=None if before is None else before[1], old_weight=None if before is None else before[2],
+    )
+
 
 
 def episode_rating_score(*, episode: Episode, study: Study) -> tuple[float | None, str]:
@@ -146,6 +167,7 @@ def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Obs
         ):
             reason = observation.retraction_reason
         ledger_changed = _grades_follow_episode(episode, _episode_exclusion(episode, observation))
+        before = _counted(observation)
         if reason:
             if observation is not None and observation.active:
                 observation.active = False
@@ -184,6 +206,8 @@ def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Obs
                             actor=None, action="observation.reactivate", obj=observation, study=study,
                             before={"active": False}, after={"active": True, "y": y},
                         )
+        if observation is not None:
+            _change_log(observation, before)
         if ledger_changed and schedule_refresh:
             study_id = study.pk
             transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
@@ -306,7 +330,13 @@ def observations_retract_participant(*, participant_id: int, reason: str) -> int
             .values_list("pk", flat=True)
         )
         observations = Observation.objects.filter(participant_id=participant_id)
-        count = observations.filter(active=True).count()
+        counted = list(observations.filter(active=True).values_list("pk", "study_id", "agent_id", "y", "weight"))
+        count = len(counted)
+        LedgerChange.objects.bulk_create([
+            LedgerChange(study_id=study_id, observation_id=pk, participant_id=participant_id, was_active=True,
+                         old_agent_id=agent_id, old_y=y, old_weight=weight)
+            for pk, study_id, agent_id, y, weight in counted
+        ])
         observations.exclude(active=False, retraction_reason=marker).update(
             active=False, retraction_reason=marker, updated_at=timezone.now()
         )

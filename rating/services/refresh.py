@@ -1,6 +1,7 @@
-"""Writes of posterior snapshots: the debounced refresh request, the refresh itself, the stale sweep, and the
-study's choice of rating model. Every refresh solves the whole active ledger from scratch, so the stored
-posterior equals a batch solve whatever order the ledger changes came in.
+"""Writes of posterior snapshots: the debounced refresh request, the refit, the stale sweep, and the study's
+choice of rating model. A refit solves the whole active ledger from scratch (variance components re-estimated),
+so the stored posterior equals a batch solve whatever order the ledger changes came in; it also stores the
+posterior in information form for the live updates that follow it (`rating.services.live`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import contextlib
 import logging
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,8 +24,9 @@ from rating import selectors
 from rating.arrays import first_appearance
 from rating.conf import rating_settings
 from rating.connectivity import connectivity
-from rating.fit import ModelSpec
-from rating.models import EntityRating, RatingSnapshot
+from rating.fit import FitResult, ModelSpec
+from rating.live import information_state
+from rating.models import EntityRating, LedgerChange, PosteriorState, RatingSnapshot
 from rating.services.analysis import study_fit
 from rating.task_names import REFRESH_POSTERIOR
 from studies.models import Study
@@ -42,6 +45,50 @@ def refresh_key(study_id: int) -> str:
 # --------------------------------------------------------------------------------------------------------
 
 
+def _debounce_seconds(study_id: int) -> float:
+    """Return how long a refresh request waits for others to join it: short when the next refresh is a live
+    update (a grade reaches the leaderboard in about a second), the refit debounce otherwise."""
+    conf = rating_settings()
+    if conf["LIVE_UPDATES"] and PosteriorState.objects.filter(study_id=study_id, live=True).exists():
+        return float(conf["LIVE_DEBOUNCE_SECONDS"])
+    return float(conf["REFRESH_DEBOUNCE_SECONDS"])
+
+
+# Namespace of the PostgreSQL advisory locks that serialise one study's refreshes (two-key form: this, study).
+_REFRESH_LOCK = 0x72617465
+
+
+@contextlib.contextmanager
+def refresh_transaction(study_id: int) -> Iterator[bool]:
+    """Run one refresh of the study: serialised with the study's other refreshes, in one consistent snapshot.
+
+    On PostgreSQL a session advisory lock is taken *before* the transaction begins, and the transaction runs at
+    repeatable read: its snapshot is taken after any earlier refresh committed, and the ledger, the queued
+    changes it deletes and the state it replaces are all read as of one moment -- a change committed meanwhile
+    stays queued for the next refresh, neither lost nor applied twice. A worker that dies mid-refresh ends its
+    session, which releases the lock. Inside an enclosing transaction (a caller's atomic block) the caller's
+    transaction is used as it is. Yields whether the advisory lock is held.
+    """
+    postgres = connection.vendor == "postgresql"
+    outermost = not connection.in_atomic_block
+    locked = False
+    if postgres and outermost:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [_REFRESH_LOCK, study_id])
+        locked = True
+    try:
+        with transaction.atomic():
+            if locked:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield locked
+    finally:
+        # A dropped connection has released the lock already.
+        if locked:
+            with contextlib.suppress(Exception), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_REFRESH_LOCK, study_id])
+
+
 def posterior_schedule_refresh(*, study_id: int) -> bool:
     """Enqueue a refresh of the study unless one is already pending; return whether this call enqueued.
 
@@ -52,11 +99,11 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
     committed and is read, and a caller arriving after the delete (or after the key expired) enqueues a
     refresh of its own.
     """
-    debounce = float(rating_settings()["REFRESH_DEBOUNCE_SECONDS"])
     key = refresh_key(study_id)
     # A cache or broker outage must not fail the change that asked: the beat sweep refreshes every study
     # whose ledger is newer than its latest snapshot, so a lost request only delays the refresh.
     try:
+        debounce = _debounce_seconds(study_id)
         # Redis expires keys in whole seconds and treats a zero timeout as "do not store".
         if not cache.add(key, 1, timeout=max(1, math.ceil(debounce))):
             return False
@@ -160,7 +207,7 @@ def _copy_text(value: str) -> str:
     return value
 
 
-def _entity_ratings_write(
+def entity_ratings_write(
     *,
     snapshot_id: int,
     kind: str,
@@ -219,20 +266,48 @@ def _entity_ratings_write(
     )
 
 
-def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> RatingSnapshot:
-    """Solve the study's active ledger and store it as the next snapshot, atomically.
+def _live_state(
+    fit: FitResult, arrays: Any, agent_idx: np.ndarray, human_idx: np.ndarray, links: dict[str, Any]
+) -> bytes | None:
+    """Return the refit's posterior in information form, or ``None`` when its model has no live updates.
 
-    The study row is locked for the duration, so concurrent refreshes of one study write consecutive
+    Only the calibrated two-factor model has them (its participants are independent given the agents); a
+    ledger whose agents fall apart into components is refitted every time (a new link can join them).
+    """
+    if not rating_settings()["LIVE_UPDATES"] or fit.variance_nodes is None or not links.get("connected", False):
+        return None
+    state = information_state(fit, agent_idx, human_idx, arrays.y, arrays.w, compact=True)
+    return None if state is None else state.to_bytes()
+
+
+def _state_replace(row: PosteriorState, snapshot: RatingSnapshot, data: bytes | None) -> None:
+    """Make ``row`` the state of a refit: its information form (or none), no live update since."""
+    row.snapshot = row.refit = snapshot
+    row.live = data is not None
+    row.data = data or b""
+    row.updates = 0
+    row.refitted_at = timezone.now()
+    row.save()
+    LedgerChange.objects.filter(study_id=snapshot.study_id).delete()
+
+
+def posterior_refresh(*, study_id: int, only_if_changed: bool = False, reason: str = "") -> RatingSnapshot:
+    """Refit: solve the study's active ledger, variance components included, and store it as the next snapshot.
+
+    Refreshes of one study run one at a time (:func:`refresh_transaction`), so they write consecutive
     versions. The ledger is read in one query; agents are labelled by name and humans by pseudonym, and
     each kind is ranked by the conservative score. ``computed_at`` is the moment the ledger was read.
     With ``only_if_changed`` (refresh requests: the debounced task, the demo) a ledger and model settings
-    identical to the latest snapshot's return that snapshot instead of writing a copy of it.
+    identical to the latest snapshot's return that snapshot instead of writing a copy of it. ``reason`` says
+    why a refit was chosen over a live update; the snapshot records it. The queued ledger changes the refit
+    has read are deleted with it, and the posterior's information form replaces the live-update state.
     """
     started = time.perf_counter()
-    with transaction.atomic():
-        # NO KEY UPDATE serialises refreshes of the study without blocking recordings, whose inserts only take
-        # KEY SHARE on the study row.
-        study = Study.objects.select_for_update(no_key=True).get(pk=study_id)
+    with refresh_transaction(study_id) as serialised:
+        # Under the advisory lock refreshes are already serialised; otherwise NO KEY UPDATE does it without
+        # blocking recordings, whose inserts only take KEY SHARE on the study row.
+        study = (Study.objects if serialised else Study.objects.select_for_update(no_key=True)).get(pk=study_id)
+        state_row, _ = PosteriorState.objects.get_or_create(study=study)
         # Delete the debounce key before the read (see posterior_schedule_refresh for why that loses nothing).
         cache.delete(refresh_key(study_id))
         read_at = timezone.now()
@@ -245,6 +320,8 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         if only_if_changed:
             latest = selectors.latest_snapshot(study)
             if latest is not None and latest.ledger_digest == digest:
+                if state_row.snapshot_id == latest.pk:  # the queued changes cancel out: the state is the ledger's
+                    LedgerChange.objects.filter(study=study).delete()
                 return latest
         if arrays.n == 0:  # an emptied ledger is an empty snapshot, not an error
             version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
@@ -257,6 +334,7 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
             )
             RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at)
             snapshot.computed_at = read_at
+            _state_replace(state_row, snapshot, None)
             return snapshot
         fit = study_fit(study, arrays)
         t_solve = time.perf_counter()
@@ -267,17 +345,21 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
         agent_labels = np.array([names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()], dtype=object)
         # Any consistent numbering of the participants will do for the links (no sort of 10^7 keys).
         human_idx = _compact_codes(arrays.participant_ids)
-        links = _connectivity_summary(_key_positions(agent_keys, arrays.agent_ids), agent_labels, human_idx)
+        agent_idx = _key_positions(agent_keys, arrays.agent_ids)
+        links = _connectivity_summary(agent_idx, agent_labels, human_idx)
         t_links = time.perf_counter()
         version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
+        fit_summary = fit.to_dict()
+        if reason:
+            fit_summary["update"] = {"kind": "refit", "reason": reason}
         snapshot = RatingSnapshot.objects.create(
             study=study, version=version, n_observations=arrays.n, config=settings,
-            fit=fit.to_dict(), connectivity=links, ledger_digest=digest,
+            fit=fit_summary, connectivity=links, ledger_digest=digest,
         )
         k = fit.spec.k
         agent_sigma = fit.agent_sigma()
         human_cons = fit.human_mu - k * fit.human_sigma
-        _entity_ratings_write(
+        entity_ratings_write(
             snapshot_id=snapshot.pk,
             kind=EntityRating.Kind.AGENT,
             keys=agent_keys,
@@ -287,7 +369,7 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
             conservative=fit.conservative(),
             n=fit.agent_n,
         )
-        _entity_ratings_write(
+        entity_ratings_write(
             snapshot_id=snapshot.pk,
             kind=EntityRating.Kind.HUMAN,
             keys=human_keys,
@@ -298,12 +380,15 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False) -> Rating
             n=fit.human_n,
         )
         t_write = time.perf_counter()
+        _state_replace(state_row, snapshot, _live_state(fit, arrays, agent_idx, human_idx, links))
+        t_state = time.perf_counter()
         timings = {
             "read_ms": round((t_read - t0) * 1000, 3),
             "solve_ms": round((t_solve - t_read) * 1000, 3),
             "connectivity_ms": round((t_links - t_solve) * 1000, 3),
             "write_ms": round((t_write - t_links) * 1000, 3),
-            "total_ms": round((t_write - started) * 1000, 3),
+            "state_ms": round((t_state - t_write) * 1000, 3),
+            "total_ms": round((t_state - started) * 1000, 3),
         }
         RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at, timings=timings)
         snapshot.computed_at, snapshot.timings = read_at, timings

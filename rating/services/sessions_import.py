@@ -14,7 +14,7 @@ from django.utils.text import slugify
 
 from rating.exceptions import SessionsImportError
 from rating.fit import ModelSpec
-from rating.models import Observation
+from rating.models import Observation, PosteriorState
 from rating.services.refresh import study_rating_model_set
 from studies.model_families import family_from_name
 from studies.models import Agent, Participant, ParticipantIdentity, Study, TaskInstance
@@ -368,5 +368,7 @@ def sessions_import(
             batch_size=1000,
         )
         if result.changed:
+            # Bulk writes log no per-observation changes: the next refresh refits instead of updating.
+            PosteriorState.objects.filter(study=study).update(live=False)
             audit_record(actor=actor, action="rating.sessions_import", obj=study, study=study, after=result.to_dict())
     return result
