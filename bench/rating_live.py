@@ -42,6 +42,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 from celery import current_app  # noqa: E402
+from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
 from grading.task_names import RECORD_OBSERVATION  # noqa: E402
@@ -112,6 +113,7 @@ def main() -> None:
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         parser.error("set DATABASE_URL to a PostgreSQL database: the bench measures the PostgreSQL path")
+    call_command("migrate", verbosity=0)
     study = m.Study.objects.get(pk=args.study, slug__startswith="bench-refresh-")
     m.Study.objects.filter(pk=study.pk).update(rating_model=m.Study.RatingModel.CALIBRATED)
     print(f"load average {_load()}")

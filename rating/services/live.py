@@ -69,15 +69,16 @@ def _refit_reason(study: Study, row: PosteriorState | None, conf: dict[str, Any]
 
 
 Change = tuple[int, int, int, bool, int | None, float | None, float | None]
+Row = tuple[int, int, Any, Any, Any]  # observation, participant, agent, y, weight
 
 
-def _participants_before(current: list[tuple[int, int, int, float, float]], changes: list[Change]) -> list[tuple]:
+def _participants_before(current: list[Row], changes: list[Change]) -> list[Row]:
     """Return the changed participants' observations as the state counts them: each changed observation as it was
     before its first queued change (absent when it did not count), the others as they are."""
     first: dict[int, Change] = {}
     for change in changes:
         first.setdefault(change[1], change)
-    rows = [row for row in current if row[0] not in first]
+    rows: list[Row] = [row for row in current if row[0] not in first]
     rows += [
         (obs, participant, agent, y, weight)
         for obs, (_, _, participant, was_active, agent, y, weight) in first.items()
@@ -86,7 +87,7 @@ def _participants_before(current: list[tuple[int, int, int, float, float]], chan
     return rows
 
 
-def _terms(rows: list[tuple], position: dict[int, int], state: InformationState) -> Any:
+def _terms(rows: list[Row], position: dict[int, int], state: InformationState) -> Any:
     agents = np.array([position[int(row[2])] for row in rows], dtype=np.intp)
     humans = np.array([int(row[1]) for row in rows], dtype=np.int64)
     y = np.array([float(row[3]) for row in rows])
