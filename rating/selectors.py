@@ -5,17 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 import numpy as np
 from django.db import connection
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from rating.arrays import first_appearance
 from rating.engine import RatingConfig
 from rating.fit import ModelSpec
-from rating.models import EntityRating, GradeObservation, Observation, RatingSnapshot
+from rating.models import EntityRating, GradeObservation, Observation, PosteriorState, RatingSnapshot
 from studies.models import Agent, Participant, Study
 
 
@@ -441,6 +443,14 @@ def studies_needing_refresh() -> list[int]:
         ):
             stale.append(study.pk)
     return stale
+
+
+def studies_due_for_reestimation(*, older_than_seconds: float) -> list[int]:
+    """Return ids of studies with live updates since a refit older than this: their variance components are due
+    for re-estimation even if no further change arrives to trigger it."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return list(PosteriorState.objects.filter(live=True, updates__gt=0, refitted_at__lt=cutoff)
+                .order_by("study_id").values_list("study_id", flat=True))
 
 
 # A paper-model study whose residual SD is this many times β gets a plain warning on the leaderboard.

@@ -36,6 +36,12 @@ _TERMS = (
          "The model's current estimates of every skill, given all scores so far. Its version number goes up "
          "each time new scores are added and the estimates are recomputed.",
          "Bayesian posterior of the rating model; each refresh stores a numbered snapshot."),
+    Term("live_update", "Live update (and refit)",
+         "Between full recomputations the agents' estimates are updated within about a second of each new "
+         "score; participants' scores and the noise and spread settings stay those of the last full "
+         "recomputation (a refit), which runs on a schedule or when the data no longer fit those settings.",
+         "Exact posterior of the agents at the refit's variance components (information-form update of the "
+         "changed participants' terms); the REML score test decides when the components are re-estimated."),
     Term("observation", "Observation",
          "One scored episode as the rating model sees it: an agent, a participant and a score."),
     Term("episode", "Episode",

@@ -396,15 +396,19 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False, reason: s
 
 
 def posteriors_refresh_stale() -> list[int]:
-    """Refresh every study whose ledger or settings changed since its latest snapshot; return their ids.
+    """Refit every study whose ledger or settings changed since its latest snapshot, or whose live updates rest on
+    variance components older than ``REML_INTERVAL_SECONDS``; return their ids.
 
     One study's failure is logged and does not stop the others; database errors propagate so the beat
     task retries the whole sweep.
     """
     refreshed = []
-    for study_id in selectors.studies_needing_refresh():
+    stale = selectors.studies_needing_refresh()
+    due = selectors.studies_due_for_reestimation(older_than_seconds=float(rating_settings()["REML_INTERVAL_SECONDS"]))
+    for study_id in sorted(set(stale) | set(due)):
+        reason = "" if study_id in stale else "scheduled re-estimation of the variance components"
         try:
-            posterior_refresh(study_id=study_id)
+            posterior_refresh(study_id=study_id, reason=reason)
         except (OperationalError, Study.DoesNotExist):
             raise
         except Exception:

@@ -168,3 +168,17 @@ def test_a_live_state_shortens_the_debounce_of_refresh_requests(live_settings):
     assert refresh._debounce_seconds(study.pk) == 0.25
     PosteriorState.objects.filter(study=study).update(live=False)
     assert refresh._debounce_seconds(study.pk) == 7.0
+
+
+def test_the_sweep_refits_a_study_whose_live_updates_rest_on_old_variance_components(live_settings):
+    study, agents, participants, _, refit = _refitted_study()
+    _scored(study, participants[1], agents[2], 58.0)
+    update = live.posterior_update(study_id=study.pk)
+    assert update.produced_by == "update"
+    assert refresh.posteriors_refresh_stale() == []  # current, and the components are fresh
+    live_settings.RATING = {**live_settings.RATING, "REML_INTERVAL_SECONDS": 0.0}
+    assert refresh.posteriors_refresh_stale() == [study.pk]
+    latest = selectors.latest_snapshot(study)
+    assert latest.produced_by == "refit" and "scheduled" in latest.fit["update"]["reason"]
+    assert PosteriorState.objects.get(study=study).updates == 0
+    assert refresh.posteriors_refresh_stale() == []  # nothing updated since
