@@ -91,15 +91,16 @@ def _chain_check(study: m.Study) -> float:
     row = PosteriorState.objects.get(study=study)
     state = InformationState.from_bytes(bytes(row.data))
     arrays = selectors.observations_arrays(study)
-    position = np.full(int(state.agent_ids.max()) + 1, -1, dtype=np.intp)
-    position[state.agent_ids.astype(np.int64)] = np.arange(state.n_agents)
+    keys = state.agent_ids.astype(np.int64)
+    position = np.full(int(keys.max()) + 1, -1, dtype=np.intp)
+    position[keys] = np.arange(state.n_agents)
     codes = position[arrays.agent_ids]
     low = int(arrays.participant_ids.min())
     terms = participant_terms(codes, arrays.participant_ids - low, arrays.y, arrays.w, state.n_agents, state.gammas,
                               compact=True)
     solved = dataclasses.replace(state, terms=terms).posterior()
     rows = dict(EntityRating.objects.filter(snapshot=row.snapshot, entity_kind="agent").values_list("entity_id", "mu"))
-    stored = np.array([rows[int(k)] for k in state.agent_ids.tolist()])
+    stored = np.array([rows[int(k)] for k in keys.tolist()])
     return float(np.max(np.abs(stored - solved.agent_mu)))
 
 

@@ -46,9 +46,15 @@ def retract_participant(participant_id: int, reason: str) -> int:
 def refresh_posterior(study_id: int) -> dict[str, Any] | None:
     """Write the study's next posterior snapshot (a live update or a refit), unless the ledger is unchanged."""
     try:
-        snapshot = live.posterior_update(study_id=study_id)
+        snapshot = live.posterior_update(study_id=study_id, wait=False)
     except Study.DoesNotExist:
         logger.info("rating refresh skipped: study %s no longer exists", study_id)
+        return None
+    except refresh.RefreshBusy:
+        # The running refresh read the ledger before this request's change: ask again rather than hold a worker
+        # process behind it. Deleting the debounce key first keeps exactly this request pending.
+        refresh.cache.delete(refresh.refresh_key(study_id))
+        refresh.posterior_schedule_refresh(study_id=study_id)
         return None
     return {"study_id": study_id, "version": snapshot.version, "n_observations": snapshot.n_observations}
 

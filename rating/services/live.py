@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from django.core.cache import cache
 from django.utils import timezone
+from threadpoolctl import threadpool_limits
 
 from rating import selectors
 from rating.conf import rating_settings
@@ -33,11 +34,14 @@ from studies.models import Study
 logger = logging.getLogger(__name__)
 
 
-def posterior_update(*, study_id: int) -> RatingSnapshot:
-    """Bring the study's posterior up to date: a live update when the state allows one, otherwise a refit."""
+def posterior_update(*, study_id: int, wait: bool = True) -> RatingSnapshot:
+    """Bring the study's posterior up to date: a live update when the state allows one, otherwise a refit.
+
+    Without ``wait``, raises :class:`rating.services.refresh.RefreshBusy` when another refresh of the study runs.
+    """
     conf = rating_settings()
     started = time.perf_counter()
-    with refresh_transaction(study_id) as serialised:
+    with refresh_transaction(study_id, wait=wait) as serialised:
         study = (Study.objects if serialised else Study.objects.select_for_update(no_key=True)).get(pk=study_id)
         # Delete the debounce key before the read (see posterior_schedule_refresh for why that loses nothing).
         cache.delete(refresh_key(study_id))
@@ -49,7 +53,7 @@ def posterior_update(*, study_id: int) -> RatingSnapshot:
             if isinstance(outcome, RatingSnapshot):
                 return outcome
             reason = outcome
-    return posterior_refresh(study_id=study_id, only_if_changed=True, reason=reason)
+    return posterior_refresh(study_id=study_id, only_if_changed=True, reason=reason, wait=wait)
 
 
 def _refit_reason(study: Study, row: PosteriorState | None, conf: dict[str, Any]) -> str:
@@ -121,12 +125,15 @@ def _live_update(study: Study, row: PosteriorState, conf: dict[str, Any], starte
     position = {int(agent): i for i, agent in enumerate(state.agent_ids.tolist())}
     if any(int(r[2]) not in position for r in current) or any(int(r[2]) not in position for r in before):
         return "a new agent has observations"
-    updated = state.updated(_terms(before, position, state), _terms(current, position, state))
-    try:
-        posterior = updated.posterior()
-        test = updated.score_test()
-    except SingularUpdate as exc:
-        return f"an agent lost its last observation ({exc})"
+    # One BLAS thread, as the fits use: on a shared machine idle BLAS threads spinning in another worker process
+    # cost seconds per update (measured 1.3 s against 0.03 s for these few p x p factorisations).
+    with threadpool_limits(limits=1, user_api="blas"):
+        updated = state.updated(_terms(before, position, state), _terms(current, position, state))
+        try:
+            posterior = updated.posterior()
+            test = updated.score_test()
+        except SingularUpdate as exc:
+            return f"an agent lost its last observation ({exc})"
     if test.p_value < conf["LIVE_DRIFT_ALPHA"]:
         return f"the variance components drifted (REML score test p = {test.p_value:.2g})"
     t_update = time.perf_counter()

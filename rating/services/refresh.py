@@ -58,8 +58,12 @@ def _debounce_seconds(study_id: int) -> float:
 _REFRESH_LOCK = 0x72617465
 
 
+class RefreshBusy(Exception):
+    """Another refresh of the study holds its lock (raised instead of waiting when asked)."""
+
+
 @contextlib.contextmanager
-def refresh_transaction(study_id: int) -> Iterator[bool]:
+def refresh_transaction(study_id: int, *, wait: bool = True) -> Iterator[bool]:
     """Run one refresh of the study: serialised with the study's other refreshes, in one consistent snapshot.
 
     On PostgreSQL a session advisory lock is taken *before* the transaction begins, and the transaction runs at
@@ -67,14 +71,20 @@ def refresh_transaction(study_id: int) -> Iterator[bool]:
     changes it deletes and the state it replaces are all read as of one moment -- a change committed meanwhile
     stays queued for the next refresh, neither lost nor applied twice. A worker that dies mid-refresh ends its
     session, which releases the lock. Inside an enclosing transaction (a caller's atomic block) the caller's
-    transaction is used as it is. Yields whether the advisory lock is held.
+    transaction is used as it is. Yields whether the advisory lock is held. Without ``wait`` a held lock raises
+    :class:`RefreshBusy` at once (a worker process is not tied up behind a refit of a large ledger).
     """
     postgres = connection.vendor == "postgresql"
     outermost = not connection.in_atomic_block
     locked = False
     if postgres and outermost:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [_REFRESH_LOCK, study_id])
+            if wait:
+                cursor.execute("SELECT pg_advisory_lock(%s, %s)", [_REFRESH_LOCK, study_id])
+            else:
+                cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_REFRESH_LOCK, study_id])
+                if not cursor.fetchone()[0]:
+                    raise RefreshBusy(f"another refresh of study {study_id} is running")
         locked = True
     try:
         with transaction.atomic():
@@ -291,7 +301,9 @@ def _state_replace(row: PosteriorState, snapshot: RatingSnapshot, data: bytes | 
     LedgerChange.objects.filter(study_id=snapshot.study_id).delete()
 
 
-def posterior_refresh(*, study_id: int, only_if_changed: bool = False, reason: str = "") -> RatingSnapshot:
+def posterior_refresh(
+    *, study_id: int, only_if_changed: bool = False, reason: str = "", wait: bool = True
+) -> RatingSnapshot:
     """Refit: solve the study's active ledger, variance components included, and store it as the next snapshot.
 
     Refreshes of one study run one at a time (:func:`refresh_transaction`), so they write consecutive
@@ -303,7 +315,7 @@ def posterior_refresh(*, study_id: int, only_if_changed: bool = False, reason: s
     has read are deleted with it, and the posterior's information form replaces the live-update state.
     """
     started = time.perf_counter()
-    with refresh_transaction(study_id) as serialised:
+    with refresh_transaction(study_id, wait=wait) as serialised:
         # Under the advisory lock refreshes are already serialised; otherwise NO KEY UPDATE does it without
         # blocking recordings, whose inserts only take KEY SHARE on the study row.
         study = (Study.objects if serialised else Study.objects.select_for_update(no_key=True)).get(pk=study_id)

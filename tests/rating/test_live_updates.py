@@ -182,3 +182,30 @@ def test_the_sweep_refits_a_study_whose_live_updates_rest_on_old_variance_compon
     assert latest.produced_by == "refit" and "scheduled" in latest.fit["update"]["reason"]
     assert PosteriorState.objects.get(study=study).updates == 0
     assert refresh.posteriors_refresh_stale() == []  # nothing updated since
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refresh_task_that_finds_another_refresh_running_asks_again_instead_of_waiting(monkeypatch):
+    import psycopg
+    from django.db import connection
+
+    from rating import tasks
+    from rating.task_names import REFRESH_POSTERIOR
+
+    study, agents, participants, _, refit = _refitted_study()
+    _scored(study, participants[0], agents[0], 61.0)
+    sent = []
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args, kw)))
+    params = connection.get_connection_params()
+    with psycopg.connect(**{k: v for k, v in params.items() if k in ("dbname", "host", "port", "user", "password")},
+                         autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [refresh._REFRESH_LOCK, study.pk])
+        assert tasks.refresh_posterior(study.pk) is None
+        assert [(name, args) for name, args, _ in sent] == [(REFRESH_POSTERIOR, [study.pk])]
+        assert selectors.latest_snapshot(study).pk == refit.pk  # nothing written, the change still queued
+        assert LedgerChange.objects.filter(study=study).count() == 1
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", [refresh._REFRESH_LOCK, study.pk])
+    result = tasks.refresh_posterior(study.pk)
+    assert result["version"] == refit.version + 1
+    assert selectors.latest_snapshot(study).produced_by == "update"
+    assert not LedgerChange.objects.filter(study=study).exists()
