@@ -282,9 +282,13 @@ def _live_state(
     """Return the refit's posterior in information form, or ``None`` when its model has no live updates.
 
     Only the calibrated two-factor model has them (its participants are independent given the agents); a
-    ledger whose agents fall apart into components is refitted every time (a new link can join them).
+    ledger whose agents fall apart into components is refitted every time (a new link can join them), and so
+    is a ledger below ``LIVE_MIN_OBSERVATIONS``.
     """
-    if not rating_settings()["LIVE_UPDATES"] or fit.variance_nodes is None or not links.get("connected", False):
+    conf = rating_settings()
+    if not conf["LIVE_UPDATES"] or fit.variance_nodes is None or not links.get("connected", False):
+        return None
+    if arrays.n < conf["LIVE_MIN_OBSERVATIONS"]:  # a refit is about as fast: keep the refit debounce
         return None
     state = information_state(fit, agent_idx, human_idx, arrays.y, arrays.w, compact=True)
     return None if state is None else state.to_bytes()
