@@ -310,7 +310,7 @@ class LeaderboardSerializer(serializers.ModelSerializer):
     agents = serializers.SerializerMethodField()
     humans = serializers.SerializerMethodField()
     base_version = serializers.IntegerField(
-        source="base.version", default=None, read_only=True,
+        source="base.version", default=None, read_only=True, allow_null=True,
         help_text="For a live update: the refit whose variance components and participants' ratings it carries.",
     )
 

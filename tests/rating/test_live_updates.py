@@ -145,7 +145,8 @@ def test_a_refit_replaces_the_live_update_when_it_must(change, reason, live_sett
     assert snapshot.produced_by == "refit" and snapshot.base_id is None and snapshot.version == refit.version + 1
     assert reason in snapshot.fit["update"]["reason"]
     row = PosteriorState.objects.get(study=study)
-    assert row.refit_id == snapshot.pk and row.updates == 0 and row.live
+    assert row.refit_id == snapshot.pk and row.updates == 0
+    assert row.live == (change != "small")  # below LIVE_MIN_OBSERVATIONS a refit keeps no live state
     assert not LedgerChange.objects.filter(study=study).exists()
 
 
