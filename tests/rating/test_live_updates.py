@@ -210,3 +210,57 @@ def test_a_refresh_task_that_finds_another_refresh_running_asks_again_instead_of
     assert result["version"] == refit.version + 1
     assert selectors.latest_snapshot(study).produced_by == "update"
     assert not LedgerChange.objects.filter(study=study).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("refresh_kind", ["live update", "refit"])
+def test_a_change_committed_during_a_refresh_stays_queued_and_counts_once(monkeypatch, refresh_kind):
+    """A grade recorded while a refresh runs is neither lost nor applied twice (repeatable read + the queue)."""
+    import threading
+
+    from django.db import connections
+
+    study, agents, participants, episodes, refit = _refitted_study()
+    _scored(study, participants[0], agents[0], 81.0)
+    if refresh_kind == "refit":
+        live_settings_now = {"REML_INTERVAL_SECONDS": 0.0}
+        from django.conf import settings as django_settings
+        monkeypatch.setattr(django_settings, "RATING", {**django_settings.RATING, **live_settings_now})
+    paused, resume = threading.Event(), threading.Event()
+    # Pause the refresh after it has read: the live update after reading the queue, the refit after the ledger.
+    target, name = (live, "_participants_before") if refresh_kind == "live update" else (selectors, "study_ledger")
+    original = getattr(target, name)
+
+    def pausing(*args, **kwargs):
+        result = original(*args, **kwargs)
+        paused.set()
+        assert resume.wait(30)
+        return result
+
+    monkeypatch.setattr(target, name, pausing)
+    outcome = {}
+
+    def run():
+        try:
+            outcome["snapshot"] = live.posterior_update(study_id=study.pk)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert paused.wait(30)
+    late = _scored(study, participants[7], agents[2], 23.0)  # commits while the refresh holds its snapshot
+    resume.set()
+    thread.join(60)
+    first = outcome["snapshot"]
+    assert first.produced_by == ("update" if refresh_kind == "live update" else "refit")
+    assert list(LedgerChange.objects.filter(study=study).values_list("observation_id", flat=True)) == [
+        late.observation.pk]
+    assert first.n_observations == selectors.active_observations(study).count() - 1  # the late grade is not in it
+    monkeypatch.setattr(target, name, original)
+    if refresh_kind == "refit":
+        monkeypatch.setattr(django_settings, "RATING", {**django_settings.RATING, "REML_INTERVAL_SECONDS": 3600.0})
+    second = live.posterior_update(study_id=study.pk)
+    assert second.produced_by == "update" and second.n_observations == selectors.active_observations(study).count()
+    assert not LedgerChange.objects.filter(study=study).exists()
+    _assert_snapshot_is_the_solve(study, second)
