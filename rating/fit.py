@@ -937,6 +937,9 @@ class VarianceNodes:
     cov: np.ndarray
     free: bool
     integrated: bool
+    # The participants' summed terms at each node (rating.live.Terms fields), when the fit had them pooled by
+    # participant weight (unit weights): then the live state costs no second pass over the ledger.
+    pooled_terms: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -1284,8 +1287,9 @@ def _variance_nodes(
     """Return the fitted variance components of a two-factor fit (agents fixed, participants random), else None."""
     if st.components != ("human",) or st.blocks is not None or "agent" in st.component_cols:
         return None
+    gammas = np.exp(np.array([float(theta[0]) for theta in thetas]))
     return VarianceNodes(
-        gammas=np.exp(np.array([float(theta[0]) for theta in thetas])),
+        gammas=gammas,
         node_weights=mixture.weights.copy(),
         beta2=mixture.beta2.copy(),
         beta2_weights=mixture.beta2_weights.copy(),
@@ -1293,7 +1297,32 @@ def _variance_nodes(
         cov=reml.cov.copy(),
         free=bool(reml.free[0]),
         integrated=bool(integrated),
+        pooled_terms=_pooled_terms(st, gammas),
     )
+
+
+def _pooled_terms(st: _Structure, gammas: np.ndarray) -> dict[str, Any] | None:
+    """Return the participants' summed terms of a two-factor fit from its pooled sums (O(groups x agents^2))."""
+    grouped = st.grouped
+    if grouped is None:
+        return None
+    inv_d = [1.0 / (grouped.n_value + 1.0 / g) for g in gammas]
+    sq = inv_d[0] ** 2
+    agent_n = np.bincount(st.core_cols[0], minlength=st.n_core).astype(np.int64)
+    return {
+        "schur": np.stack([st.gram_core - np.einsum("g,gij->ij", w, grouped.gram) for w in inv_d]),
+        "rhs": np.stack([st.r_core - (grouped.b_r * w[:, None]).sum(axis=0) for w in inv_d]),
+        "agent_n": agent_n,
+        "n": int(st.n),
+        "n_humans": int(st.n_levels["human"]),
+        "ywy": float(st.ywy),
+        "sum_log_omega": float(st.sum_log_omega),
+        "s2d": float(np.dot(grouped.r2, inv_d[0])),
+        "q0": float(np.dot(grouped.r2, sq)),
+        "q1": (grouped.b_r * sq[:, None]).sum(axis=0),
+        "q2": np.einsum("g,gij->ij", sq, grouped.gram),
+        "sum_inv_d": float(np.dot(grouped.count, inv_d[0])),
+    }
 
 
 def _dense_core_forms(

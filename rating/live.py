@@ -349,16 +349,21 @@ def information_state(
     *,
     compact: bool = False,
 ) -> InformationState | None:
-    """Return the state of a calibrated two-factor fit from the observations it was fitted to, else ``None``.
+    """Return the state of a calibrated two-factor fit, else ``None``.
 
-    ``agent`` holds positions in ``fit.agent_ids``; ``human`` any integer id per participant.
+    The observations must be the ones the fit was fitted to (``agent``: positions in ``fit.agent_ids``; ``human``
+    any integer id per participant); they are read only when the fit did not pool its participants already.
     """
     nodes = fit.variance_nodes
     if nodes is None:
         return None
-    y = np.asarray(y, dtype=np.float64)
-    weights = np.ones(y.shape[0]) if omega is None else np.asarray(omega, dtype=np.float64)
-    terms = participant_terms(agent, human, y, weights, int(fit.agent_ids.shape[0]), nodes.gammas, compact=compact)
+    if nodes.pooled_terms is not None:  # the fit pooled the participants already: no second pass
+        terms = Terms(**nodes.pooled_terms)
+    else:
+        y = np.asarray(y, dtype=np.float64)
+        weights = np.ones(y.shape[0]) if omega is None else np.asarray(omega, dtype=np.float64)
+        terms = participant_terms(agent, human, y, weights, int(fit.agent_ids.shape[0]), nodes.gammas,
+                                  compact=compact)
     return InformationState(
         agent_ids=np.asarray(fit.agent_ids),
         gammas=nodes.gammas,

@@ -3,6 +3,7 @@ final ledger at the same variance components, checked against the refit and an i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -37,11 +38,20 @@ def _dense_gls(agent, human, y, omega, n_agents, gamma, beta2):
 
 
 @pytest.mark.parametrize("integrate", [True, False])
-def test_the_state_of_a_refit_reproduces_its_agents(integrate):
+@pytest.mark.parametrize("weighted", [True, False])
+def test_the_state_of_a_refit_reproduces_its_agents(integrate, weighted):
     rng = np.random.default_rng(3)
     data = simulate(rng, n_agents=6, n_humans=120, n_obs=700)
-    omega = rng.uniform(0.5, 2.0, data["y"].shape[0])
-    fit, state, _ = _fit_and_state(data, integrate=integrate, omega=omega)
+    omega = rng.uniform(0.5, 2.0, data["y"].shape[0]) if weighted else None
+    fit, state, codes = _fit_and_state(data, integrate=integrate, omega=omega)
+    # Unit weights: the fit hands over its pooled sums; they equal a pass over the participants.
+    assert (fit.variance_nodes.pooled_terms is None) == weighted
+    direct = participant_terms(codes, data["human"], data["y"], np.ones(700) if omega is None else omega,
+                               state.n_agents, state.gammas)
+    for name in ("schur", "rhs", "q1", "q2", "agent_n"):
+        np.testing.assert_allclose(getattr(state.terms, name), getattr(direct, name), rtol=1e-12, atol=1e-9)
+    for name in ("n", "n_humans", "ywy", "s2d", "q0", "sum_inv_d", "sum_log_omega"):
+        assert getattr(state.terms, name) == pytest.approx(getattr(direct, name), rel=1e-12, abs=1e-12)
     post = state.posterior()
     np.testing.assert_allclose(post.agent_mu, fit.agent_mu, rtol=0, atol=1e-9)
     np.testing.assert_allclose(post.agent_cov, fit.agent_cov, rtol=0, atol=1e-9)
@@ -94,8 +104,8 @@ def test_a_chain_of_updates_equals_a_solve_of_the_final_ledger():
         for a, yy, w in rows:
             agent.append(a), human.append(h), y.append(yy), omega.append(w)
     agent_a, human_a, y_a, omega_a = (np.array(v) for v in (agent, human, y, omega))
-    fresh = information_state(fit, agent_a, human_a, y_a, omega_a)
-    assert fresh is not None
+    fresh = dataclasses.replace(
+        state, terms=participant_terms(agent_a, human_a, y_a, omega_a, state.n_agents, state.gammas))
     chained, direct = state.posterior(), fresh.posterior()
     np.testing.assert_allclose(chained.agent_mu, direct.agent_mu, rtol=0, atol=1e-9)
     np.testing.assert_allclose(chained.agent_cov, direct.agent_cov, rtol=0, atol=1e-9)
@@ -106,9 +116,11 @@ def test_a_chain_of_updates_equals_a_solve_of_the_final_ledger():
     np.testing.assert_allclose(chained.centre_mu, mean, rtol=0, atol=1e-9)
     plug_in = information_state(
         fit_model(data["agent"], data["human"], data["y"], spec=ModelSpec(integrate_hyper=False)),
-        agent_a, human_a, y_a, omega_a,
+        codes, data["human"], data["y"],
     )
     assert plug_in is not None
+    plug_in = dataclasses.replace(
+        plug_in, terms=participant_terms(agent_a, human_a, y_a, omega_a, state.n_agents, plug_in.gammas))
     np.testing.assert_allclose(plug_in.posterior().agent_cov, cov, rtol=1e-9, atol=1e-12)
 
 
