@@ -48,10 +48,13 @@ graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 60)
 keepalive = _int("GUNICORN_KEEPALIVE", 75)
 # Connections a worker accepts and keeps waiting for a free thread, beyond the ones being served.
 worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
-# Recycle workers now and then so a slow leak in a dependency cannot grow without bound.
-# The jitter is half the period, so workers that served the same load do not all restart at once (with ±10 %
-# all three restarted within 3 s in the launch bench and nothing was served for 25 s).
-max_requests = _int("GUNICORN_MAX_REQUESTS", 5000)
+# Workers are not recycled by default. A recycled worker closes the connections its clients keep alive, and a
+# request already sent on one is lost ("connection reset"): in the launch bench every connection failure fell
+# within seconds of a restart, and each restart took a worker out for about 20 s on a busy machine. Worker
+# memory stayed flat over a launch without it. Set GUNICORN_MAX_REQUESTS (e.g. 50000) to recycle anyway if a
+# dependency is ever found leaking; the jitter is then half the period, so workers that served the same load
+# do not all restart at once (with ±10 % all three restarted within 3 s and nothing was served for 25 s).
+max_requests = _int("GUNICORN_MAX_REQUESTS", 0)
 max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", max_requests // 2)
 # Django is imported once in the arbiter and workers are forked from it: a replacement worker serves within
 # milliseconds instead of re-importing everything on a machine that is busy serving a launch.

@@ -1,17 +1,20 @@
 """Which task a worker would get next: the read behind matching, shared by the matching service and pages.
 
 The matching service (:mod:`pairing.services`) calls :func:`choose_task` inside its transaction
-with row locks; the staff dashboard asks :func:`task_available` without locking or assigning anything.
+with row locks; :func:`task_available` asks the same for one worker without locking or assigning anything,
+and :func:`participants_with_task` for many at once (the staff overview's stranded workers).
 """
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
+from collections.abc import Sequence
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from studies.exceptions import NoTaskAvailable
-from studies.models import Episode, Participant, SectorFallback, TaskInstance
+from studies.models import Episode, Participant, SectorFallback, Study, TaskInstance
 
 
 def task_available(*, participant: Participant) -> bool:
@@ -21,6 +24,50 @@ def task_available(*, participant: Participant) -> bool:
     except NoTaskAvailable:
         return False
     return True
+
+
+def participants_with_task(*, study: Study, participants: Sequence[Participant]) -> set[int]:
+    """Return the primary keys of the study's participants some task could still be matched to.
+
+    The rule of :func:`task_available` (own sector, then the study's fallbacks; an active task of the study with
+    free capacity that the worker's account never had) for a whole list in three queries, however long it is.
+    Load the participants with ``select_related("occupation")``, or reading their sectors costs a query each.
+    """
+    open_in: dict[int, set[int]] = defaultdict(set)
+    open_tasks = (
+        TaskInstance.objects.filter(studies=study, is_active=True, sector_id__isnull=False)
+        .annotate(taken=Count("episodes", filter=Q(episodes__study=study)
+                              & ~Q(episodes__status=Episode.Status.SKIPPED)))
+        .filter(taken__lt=study.max_episodes_per_task).values_list("pk", "sector_id")
+    )
+    for task_id, sector_id in open_tasks:
+        open_in[sector_id].add(task_id)
+    fallbacks: dict[int, set[int]] = defaultdict(set)
+    for from_id, to_id in SectorFallback.objects.filter(study=study).values_list("from_sector_id", "to_sector_id"):
+        fallbacks[from_id].add(to_id)
+    # A task is never matched twice to one account, whichever study it was done in (as in choose_task).
+    had_by_user: dict[int, set[int]] = defaultdict(set)
+    had_by_participant: dict[int, set[int]] = defaultdict(set)
+    users = {p.user_id for p in participants if p.user_id is not None}
+    anonymous = {p.pk for p in participants if p.user_id is None}
+    had = (Episode.objects.filter(task__studies=study)
+           .filter(Q(participant__user_id__in=users) | Q(participant_id__in=anonymous))
+           .values_list("participant_id", "participant__user_id", "task_id"))
+    for participant_id, user_id, task_id in had:
+        if user_id is None:
+            had_by_participant[participant_id].add(task_id)
+        else:
+            had_by_user[user_id].add(task_id)
+    matchable = set()
+    for participant in participants:
+        occupation = participant.occupation
+        if occupation is None or occupation.sector_id is None:
+            continue
+        done = had_by_user[participant.user_id] if participant.user_id is not None else had_by_participant[
+            participant.pk]
+        if any(open_in[sector] - done for sector in {occupation.sector_id, *fallbacks[occupation.sector_id]}):
+            matchable.add(participant.pk)
+    return matchable
 
 
 def _sectors_for(participant: Participant) -> list[int]:

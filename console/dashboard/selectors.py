@@ -37,8 +37,7 @@ from rating.conf import rating_settings
 from rating.models import EntityRating, RatingSnapshot
 from studies.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from studies.roles import file_jobs_visible
-from studies.selectors import sector_reach
-from studies.task_choice import task_available
+from studies.task_choice import participants_with_task
 from surveys.selectors import answers_fingerprint
 
 ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders")
@@ -246,13 +245,13 @@ def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[s
         .select_related("study", "occupation", "occupation__sector")
         .order_by("last_activity_at", "pk")
     )
+    window = list(candidates[: limit * 4])
+    # One set-based answer for the whole page: asking the matching rule worker by worker cost five queries each
+    # (777 with a launch's crowd waiting).
+    matchable = participants_with_task(study=study, participants=window)
     stranded = []
-    reach = sector_reach(study)
-    for participant in candidates[: limit * 4]:
-        sector = participant.occupation.sector_id if participant.occupation else None
-        # When a sector's own and fallback tasks are all full, everyone in it is stranded: no per-worker
-        # matching (five queries each) for the crowd a launch leaves there.
-        if sector in reach and task_available(participant=participant):
+    for participant in window:
+        if participant.pk in matchable:
             continue
         occupation = participant.occupation
         stranded.append({

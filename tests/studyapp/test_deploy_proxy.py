@@ -45,11 +45,15 @@ def test_gunicorn_runs_one_worker_per_cpu_plus_one(monkeypatch):
     assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["workers"] == 2
 
 
-def test_workers_are_forked_preloaded_restart_apart_and_keep_connections_past_a_pause(monkeypatch):
+def test_workers_are_forked_preloaded_never_recycled_and_keep_connections_past_a_pause(monkeypatch):
     for name in ("GUNICORN_MAX_REQUESTS", "GUNICORN_MAX_REQUESTS_JITTER", "GUNICORN_KEEPALIVE", "GUNICORN_PRELOAD"):
         monkeypatch.delenv(name, raising=False)
     conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
     assert conf["preload_app"] is True
-    assert conf["max_requests_jitter"] == conf["max_requests"] // 2
+    # A recycled worker drops the requests in flight on its kept-alive connections (the launch bench's resets).
+    assert (conf["max_requests"], conf["max_requests_jitter"]) == (0, 0)
+    monkeypatch.setenv("GUNICORN_MAX_REQUESTS", "50000")
+    recycled = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    assert (recycled["max_requests"], recycled["max_requests_jitter"]) == (50000, 25000), "restarts stay apart"
     assert conf["keepalive"] >= 60
     conf["post_worker_init"](None)  # the warm-up a worker runs before serving: cache client and broker transport

@@ -155,3 +155,123 @@ def test_under_the_all_submitted_gate_a_skipped_task_does_not_count_as_done_for_
     episode.status = "skipped"
     episode.save()
     assert [row["pseudonym"] for row in stranded_workers(world.study)] == [worker.pseudonym]
+
+
+
+def _stranded_one_by_one(study) -> list[int]:
+    """The per-worker check the set-based one replaced, kept verbatim as the reference."""
+    from django.db.models import Count, Q
+
+    from console.dashboard.selectors import MONITOR_LIMIT, OPEN_EPISODE
+    from studies.models import Study
+    from studies.selectors import sector_reach
+    from studies.task_choice import task_available
+
+    counted = (~Q(episodes__status=Episode.Status.SKIPPED)
+               if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else None)
+    candidates = (
+        Participant.objects.filter(study=study, status=Participant.Status.WORKING, is_simulated=False)
+        .exclude(episodes__status__in=OPEN_EPISODE)
+        .annotate(done=Count("episodes", distinct=True, filter=counted))
+        .filter(done__lt=study.tasks_per_session)
+        .select_related("study", "occupation", "occupation__sector")
+        .order_by("last_activity_at", "pk")
+    )
+    stranded = []
+    reach = sector_reach(study)
+    for participant in candidates[: MONITOR_LIMIT * 4]:
+        sector = participant.occupation.sector_id if participant.occupation else None
+        if sector in reach and task_available(participant=participant):
+            continue
+        stranded.append(participant.pk)
+        if len(stranded) >= MONITOR_LIMIT:
+            break
+    return stranded
+
+
+def _sectors_world():
+    """A study whose sectors cover every case of the matching rule (capacity 2, three tasks per session):
+    A full with an open fallback B; C full with a full fallback D; E open although two episodes were skipped;
+    F's only task inactive; G's task and fallback belong to another study; H open."""
+    from studies.models import SectorFallback
+    from tests.factories import OccupationFactory, SectorFactory, TaskFactory
+
+    study = StudyFactory(slug="sectors", max_episodes_per_task=2, tasks_per_session=3)
+    other = StudyFactory(slug="sectors-other")
+    sectors = {name: SectorFactory(code=f"sectors-{name}", name=f"Sector {name}") for name in "ABCDEFGH"}
+    SectorFallback.objects.create(study=study, from_sector=sectors["A"], to_sector=sectors["B"])
+    SectorFallback.objects.create(study=study, from_sector=sectors["C"], to_sector=sectors["D"])
+    SectorFallback.objects.create(study=other, from_sector=sectors["G"], to_sector=sectors["B"])
+
+    def task(name, *, active=True, studies=(study,), taken=0, skipped=0):
+        row = TaskFactory(sector=sectors[name], is_active=active, studies=list(studies))
+        for status, n in (("submitted", taken), ("skipped", skipped)):
+            for _ in range(n):
+                EpisodeFactory(participant__study=study, participant__status="complete", task=row, status=status)
+        return row
+
+    tasks = {"A": task("A", taken=2), "B": task("B"), "B-full": task("B", taken=2), "C": task("C", taken=2),
+             "D": task("D", taken=2), "E": task("E", skipped=2), "F": task("F", active=False),
+             "G": task("G", studies=(other,)), "H": task("H")}
+    jobs = {name: OccupationFactory(sector=sector) for name, sector in sectors.items()}
+    jobs["no-sector"] = OccupationFactory(sector=None)
+    return study, other, tasks, jobs
+
+
+def _add_workers(world, suffix: str) -> dict[str, Participant]:
+    """One worker per case, labelled by what the rule should answer for them."""
+    from tests.factories import UserFactory
+
+    study, other, tasks, jobs = world
+    workers = {}
+
+    def worker(label, occupation, **fields):
+        workers[label + suffix] = ParticipantFactory(study=study, occupation=occupation, **fields)
+        return workers[label + suffix]
+
+    for name in "ABCDEFGH":
+        worker(name, jobs[name])
+    # A task once skipped stays done for that worker, though it takes no capacity from others.
+    EpisodeFactory(participant=worker("A-did-B", jobs["A"]), task=tasks["B"], status="skipped")
+    EpisodeFactory(participant=worker("E-did-E", jobs["E"]), task=tasks["E"], status="skipped")
+    worker("H-no-account", jobs["H"], user=None)
+    EpisodeFactory(participant=worker("H-no-account-did-H", jobs["H"], user=None), task=tasks["H"],
+                   status="skipped")
+    account = UserFactory(roles=["worker"])
+    worker("H-did-H-elsewhere", jobs["H"], user=account)
+    EpisodeFactory(participant__study=other, participant__user=account, task=tasks["H"], status="submitted")
+    worker("no-sector", jobs["no-sector"])
+    worker("no-occupation", None)
+    # Not candidates at all: a task open, not yet working, simulated.
+    EpisodeFactory(participant=worker("H-busy", jobs["H"]), task=tasks["H"], status="assigned")
+    worker("H-consenting", jobs["H"], status="consented")
+    worker("H-simulated", jobs["H"], is_simulated=True)
+    return workers
+
+
+@pytest.mark.django_db
+def test_stranded_workers_across_sectors_and_fallbacks_are_those_the_per_worker_rule_finds():
+    world = _sectors_world()
+    workers = _add_workers(world, "")
+    stranded = [row["pk"] for row in selectors.stranded_workers(world[0])]
+    assert stranded == _stranded_one_by_one(world[0])
+    labels = {label for label, participant in workers.items() if participant.pk in stranded}
+    assert labels == {"A-did-B", "C", "D", "E-did-E", "F", "G", "H-no-account-did-H", "H-did-H-elsewhere",
+                      "no-sector", "no-occupation"}
+
+
+@pytest.mark.django_db
+def test_the_stranded_check_sends_the_same_few_queries_whatever_the_number_of_workers(
+        django_assert_max_num_queries):
+    world = _sectors_world()
+    _add_workers(world, "")
+    with CaptureQueriesContext(connection) as few:
+        selectors.stranded_workers(world[0])
+    for batch in range(1, 8):
+        _add_workers(world, f"-{batch}")
+    with django_assert_max_num_queries(4):  # the candidates, open tasks, fallbacks, tasks had
+        stranded = [row["pk"] for row in selectors.stranded_workers(world[0])]
+    with CaptureQueriesContext(connection) as many:
+        selectors.stranded_workers(world[0])
+    assert len(many) == len(few)
+    assert len(stranded) > 20 and stranded == _stranded_one_by_one(world[0])
