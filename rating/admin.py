@@ -36,8 +36,26 @@ class EntityRatingInline(admin.TabularInline):
 
 @admin.register(m.RatingSnapshot)
 class RatingSnapshotAdmin(ReadOnlyAdmin):
-    list_display = ("study", "version", "n_observations", "computed_at")
+    list_display = ("study", "version", "produced_by", "base", "n_observations", "computed_at")
+    list_filter = ("study", "produced_by")
+
+
+@admin.register(m.LedgerChange)
+class LedgerChangeAdmin(ReadOnlyAdmin):
+    """The queue of live updates: normally empty a second after a grade."""
+
+    list_display = ("id", "study", "observation_id", "participant_id", "was_active", "old_agent_id", "old_y",
+                    "created_at")
     list_filter = ("study",)
+
+
+@admin.register(m.PosteriorState)
+class PosteriorStateAdmin(ReadOnlyAdmin):
+    """Which refit a study's live updates rest on, and how many there have been since."""
+
+    list_display = ("study", "live", "refit", "snapshot", "updates", "refitted_at", "updated_at")
+    list_filter = ("live",)
+    exclude = ("data",)
 
 
 @admin.register(m.EntityRating)

@@ -264,3 +264,15 @@ def test_a_change_committed_during_a_refresh_stays_queued_and_counts_once(monkey
     assert second.produced_by == "update" and second.n_observations == selectors.active_observations(study).count()
     assert not LedgerChange.objects.filter(study=study).exists()
     _assert_snapshot_is_the_solve(study, second)
+
+
+def test_staff_see_the_queue_and_the_state_in_the_admin_without_the_blob(client, django_user_model):
+    study, agents, participants, _, refit = _refitted_study()
+    _scored(study, participants[2], agents[1], 44.0)
+    client.force_login(django_user_model.objects.create_user("root", is_staff=True, is_superuser=True))
+    state = PosteriorState.objects.get(study=study)
+    page = client.get(f"/admin/rating/posteriorstate/{state.pk}/change/")
+    assert page.status_code == 200 and b"Live updates since the refit" in page.content
+    assert b"Data" not in page.content
+    queue = client.get("/admin/rating/ledgerchange/")
+    assert queue.status_code == 200 and str(participants[2].pk).encode() in queue.content
