@@ -287,11 +287,6 @@ def latest_snapshot(study: Study | int) -> RatingSnapshot | None:
     return RatingSnapshot.objects.filter(study_id=_study_id(study)).order_by("-version").first()
 
 
-def latest_version(study: Study | int) -> int | None:
-    """Return the version number of the study's newest snapshot (``None`` before the first)."""
-    return RatingSnapshot.objects.filter(study_id=_study_id(study)).aggregate(v=Max("version"))["v"]
-
-
 def active_observations(study: Study | int) -> QuerySet[Observation]:
     """Return the study's active ledger rows (what the current posterior is fitted to)."""
     return Observation.objects.filter(study_id=_study_id(study), active=True)

@@ -196,7 +196,8 @@ def _snapshot_write(
             "carried": "variance components, participants' ratings and residual diagnostics are the refit's",
         },
     }))
-    version = (selectors.latest_version(study) or 0) + 1
+    assert row.snapshot is not None  # the study's latest snapshot (checked by _refit_reason under the lock)
+    version = row.snapshot.version + 1
     snapshot = RatingSnapshot.objects.create(
         study=study, version=version, n_observations=state.terms.n, config=base.config, fit=summary,
         connectivity=base.connectivity, ledger_digest="", produced_by=RatingSnapshot.ProducedBy.UPDATE, base=base,

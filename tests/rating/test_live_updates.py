@@ -222,10 +222,10 @@ def test_a_change_committed_during_a_refresh_stays_queued_and_counts_once(monkey
 
     study, agents, participants, episodes, refit = _refitted_study()
     _scored(study, participants[0], agents[0], 81.0)
-    if refresh_kind == "refit":
-        live_settings_now = {"REML_INTERVAL_SECONDS": 0.0}
-        from django.conf import settings as django_settings
-        monkeypatch.setattr(django_settings, "RATING", {**django_settings.RATING, **live_settings_now})
+    from django.conf import settings as django_settings
+
+    if refresh_kind == "refit":  # components due: the refresh is a refit
+        monkeypatch.setattr(django_settings, "RATING", {**django_settings.RATING, "REML_INTERVAL_SECONDS": 0.0})
     paused, resume = threading.Event(), threading.Event()
     # Pause the refresh after it has read: the live update after reading the queue, the refit after the ledger.
     target, name = (live, "_participants_before") if refresh_kind == "live update" else (selectors, "study_ledger")
