@@ -8,7 +8,7 @@ per view, quickly, and the offenders named.
 
 Runs against DATABASE_URL (the demo study is loaded and opened if missing; recruits get fresh platform ids).
 
-    python bench/worker_flow.py [--recruits 3] [--staff-refreshes 5]
+    python bench/worker_flow.py [--recruits 3] [--staff-refreshes 5] [--cohorts 1]
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recruits", type=int, default=3)
     parser.add_argument("--staff-refreshes", type=int, default=5)
+    parser.add_argument("--cohorts", type=int, default=1,
+                        help="also print each step's median CPU per cohort of recruits (does a page's cost grow "
+                             "with the study?)")
     args = parser.parse_args()
 
     import django
@@ -87,8 +90,16 @@ def main() -> None:
     spec = survey_spec(study)
     samples: dict[str, list[tuple[float, int]]] = defaultdict(list)
     run = f"prof{uuid.uuid4().hex[:6]}"
-    for recruit in recruits(study, run=run, count=args.recruits):
-        launch_journey(ProfiledClient(samples), recruit, spec, password=os.environ.get("BENCH_PASSWORD", ""))
+    cohort_size = max(1, -(-args.recruits // max(1, args.cohorts)))
+    by_cohort: list[dict[str, list[tuple[float, int]]]] = []
+    for n, recruit in enumerate(recruits(study, run=run, count=args.recruits)):
+        if n % cohort_size == 0:
+            by_cohort.append(defaultdict(list))
+        cohort = by_cohort[-1]
+        launch_journey(ProfiledClient(cohort), recruit, spec, password=os.environ.get("BENCH_PASSWORD", ""))
+    for cohort in by_cohort:
+        for step, values in cohort.items():
+            samples[step].extend(values)
 
     staff = Client()
     staff.force_login(get_user_model().objects.get(username="demo-staff"))
@@ -105,8 +116,13 @@ def main() -> None:
         rows[step] = {"n": len(values), "cpu_ms_median": round(statistics.median(cpu), 1),
                       "cpu_ms_max": round(max(cpu), 1), "queries_max": max(q for _, q in values)}
     worker = [c for step, values in samples.items() if not step.startswith("staff") for c, _ in values]
+    growth = {}
+    if len(by_cohort) > 1:
+        growth = {step: [round(statistics.median(c for c, _ in cohort[step]), 1) for cohort in by_cohort]
+                  for step in by_cohort[0]}
     print(json.dumps({
         "steps": rows,
+        **({"cpu_ms_median_by_cohort": growth, "cohort_size": cohort_size} if growth else {}),
         "worker_request_cpu_ms_median": round(statistics.median(worker), 1), "target_cpu_ms": TARGET_CPU_MS,
         "load": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
     }, indent=1))
