@@ -58,31 +58,40 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 class CpuSampler(threading.Thread):
-    """CPU seconds used by a process tree (gunicorn's master and workers, which max_requests recycles), and
-    the highest one-minute load seen."""
+    """CPU seconds used by process groups -- gunicorn's tree (a recycled worker's seconds are kept), the Celery
+    worker's tree, and every PostgreSQL process (all databases of the cluster: a neighbour's queries count
+    too) -- and the highest one-minute load seen. Where the machine's two cores went is what a miss needs."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, *, server: int, worker: int) -> None:
         super().__init__(daemon=True)
         import psutil
 
-        self.root = psutil.Process(pid)
-        self.seen: dict[int, float] = {}
+        self.roots = {"server": psutil.Process(server), "celery": psutil.Process(worker)}
+        self.seen: dict[str, dict[int, float]] = {"server": {}, "celery": {}, "postgres": {}}
         self.max_load = 0.0
         self.running = True
+
+    def _processes(self, group: str) -> list:
+        import psutil
+
+        if group == "postgres":
+            return [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("postgres", "postmaster")]
+        root = self.roots[group]
+        try:
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
 
     def _sample(self) -> None:
         import psutil
 
-        try:
-            processes = [self.root, *self.root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return
-        for process in processes:
-            try:
-                times = process.cpu_times()
-                self.seen[process.pid] = times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
+        for group, seen in self.seen.items():
+            for process in self._processes(group):
+                try:
+                    times = process.cpu_times()
+                    seen[process.pid] = times.user + times.system
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
         self.max_load = max(self.max_load, os.getloadavg()[0])
 
     def run(self) -> None:
@@ -90,9 +99,9 @@ class CpuSampler(threading.Thread):
             self._sample()
             time.sleep(0.5)
 
-    def total(self) -> float:
+    def totals(self) -> dict[str, float]:
         self._sample()
-        return sum(self.seen.values())
+        return {group: sum(seen.values()) for group, seen in self.seen.items()}
 
 
 def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -132,6 +141,23 @@ def _summary(results: dict) -> dict:
             "worker_server_cpu_ms_median": round(statistics.median(worker_cpu), 1) if worker_cpu else None}
 
 
+def _by_minute(results: dict) -> list[dict]:
+    """Worker requests per minute of the run: how many, their p95 and the server CPU median -- whether a queue
+    built up and when, and whether a request cost more CPU as the run went on."""
+    rows = [(at, ms, cpu) for step, ms, _status, cpu, _queries, at in results["requests"]
+            if step not in STAFF_STEPS | {"static"}]
+    if not rows:
+        return []
+    start = min(at for at, _, _ in rows)
+    minutes: dict[int, list] = defaultdict(list)
+    for at, ms, cpu in rows:
+        minutes[int((at - start) // 60)].append((ms, cpu))
+    return [{"minute": minute, "n": len(values), "p95_ms": round(_percentile([ms for ms, _ in values], 95)),
+             "cpu_ms_median": round(statistics.median(c for _, c in values if c is not None), 1)
+             if any(c is not None for _, c in values) else None}
+            for minute, values in sorted(minutes.items())]
+
+
 def _verdict(summary: dict, journey_errors: int) -> dict:
     steps = summary["steps"]
     worker = {k: v for k, v in steps.items() if k not in STAFF_STEPS}
@@ -152,6 +178,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18700)
     parser.add_argument("--think", type=float, default=1.0, help="think-time multiplier (1 = a brisk person)")
     parser.add_argument("--arrivals", type=int, help="override the scenario's number of arrivals")
+    parser.add_argument("--over-seconds", type=int, help="override the scenario's arrival window in seconds")
     parser.add_argument("--duration", type=int, help="override steady100's duration in seconds")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
@@ -162,6 +189,8 @@ def main() -> None:
     scenario = dict(SCENARIOS[args.scenario])
     if args.arrivals:
         scenario["arrivals"] = args.arrivals
+    if args.over_seconds:
+        scenario["over_seconds"] = args.over_seconds
     if args.duration and scenario["steady"]:
         scenario["duration"] = args.duration
 
@@ -202,10 +231,10 @@ def main() -> None:
         # opening an invitation page creates nothing.
         for _ in range(24):
             _wait_ready(f"http://127.0.0.1:{args.port}{plan['recruits'][0]['join_path']}")
-        sampler = CpuSampler(server.pid)
+        sampler = CpuSampler(server=server.pid, worker=worker.pid)
         sampler.start()
         load_before = os.getloadavg()
-        cpu_before, started = sampler.total(), time.time()
+        cpu_before, started = sampler.totals(), time.time()
         users = scenario["arrivals"] + scenario["staff"]
         rate = scenario["arrivals"] / scenario["over_seconds"]
         run_time = scenario.get("duration") or scenario["over_seconds"] + 600
@@ -219,7 +248,9 @@ def main() -> None:
                            "LAUNCH_RESULTS": str(work / "results.json")},
             stdout=(work / "locust.log").open("wb"), stderr=subprocess.STDOUT)
         elapsed = time.time() - started
-        server_cpu = sampler.total() - cpu_before
+        cpu_after = sampler.totals()
+        cores = {group: round((cpu_after[group] - cpu_before[group]) / elapsed, 2) for group in cpu_after}
+        server_cpu = cpu_after["server"] - cpu_before["server"]
         sampler.running = False
         load_after = os.getloadavg()
     finally:
@@ -243,6 +274,8 @@ def main() -> None:
         "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, summary["requests"]), 1),
         "worker_server_cpu_ms_median": summary["worker_server_cpu_ms_median"],
         "generator_cores_used": round(generator["cpu_seconds"] / generator["wall_seconds"], 3),
+        "celery_cores_used": cores["celery"], "postgres_cores_used": cores["postgres"],
+        "by_minute": _by_minute(results),
         "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
         "load_max_1min": round(sampler.max_load, 2), "cpus": os.cpu_count(),
         "steps": summary["steps"], "targets": TARGETS,
@@ -266,7 +299,11 @@ def _table(report: dict) -> str:
                      f"{row['errors']:4d} {cpu:>7} {queries:>7}")
     lines.append(f"load before {report['load_before']} after {report['load_after']} max {report['load_max_1min']} "
                  f"on {report['cpus']} CPUs; generator {report['generator_cores_used']} cores; server "
-                 f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request")
+                 f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request; "
+                 f"celery {report['celery_cores_used']} cores; postgres {report['postgres_cores_used']} cores")
+    for row in report["by_minute"]:
+        lines.append(f"  minute {row['minute']:3d}: {row['n']:5d} worker requests, p95 {row['p95_ms']:6d} ms, "
+                     f"server CPU median {row['cpu_ms_median']} ms")
     return "\n".join(lines)
 
 

@@ -1,10 +1,10 @@
 """One participant's launch journey as HTTP requests, shared by the load bench and the per-view profile.
 
 The journey is what a recruit does in the first minutes of a study launch: open the personal invitation, create
-the account, consent, find the occupation, answer the pre-survey (each answer autosaved), then task 1 (open,
-download a reference file, set up, upload a deliverable and a log, review, submit) and open task 2. Every request
-is named by its step, so figures are per step. No Django here: the load generator runs this against a real
-server; `bench/worker_flow.py` runs it through Django's test client.
+the account, consent, find the occupation, answer the pre-survey (autosaved a few answers at a time, as the page
+does), then task 1 (open, download a reference file, set up, upload a deliverable and a log, review, submit) and
+open task 2. Every request is named by its step, so figures are per step. No Django here: the load generator runs
+this against a real server; `bench/worker_flow.py` runs it through Django's test client.
 
 Uploaded bytes are derived from the platform id and the file name (`payload`), so the integrity check can prove
 every stored file byte-identical without the client keeping a log.
@@ -93,11 +93,9 @@ def launch_journey(http: Http, recruit: Recruit, survey: dict[str, Any], *, pass
                          data={"occupation": survey["occupation_id"], "years_experience": 7}, headers=csrf()),
             "profile-submit", 302)
 
-    _expect(http.request("pre-survey", "GET", f"{base}/survey/pre/"), "pre-survey", 200)
-    for code, value in survey["answers"].items():
-        pause(2)
-        _expect(http.request("pre-survey-autosave", "POST", f"{base}/survey/pre/autosave/",
-                             data={"code": code, "value": value}, headers=csrf()), "pre-survey-autosave", 200)
+    page = _text(_expect(http.request("pre-survey", "GET", f"{base}/survey/pre/"), "pre-survey", 200))
+    window = re.search(r'data-autosave-ms="(\d+)"', page)
+    _answer_survey(http, base, survey["answers"], csrf, pause, window=int(window.group(1)) / 1000 if window else 0.0)
     fields = {f"q_{code}": value for code, value in survey["answers"].items()}
     _expect(http.request("pre-survey-submit", "POST", f"{base}/survey/pre/", data={**fields, "action": "submit"},
                          headers=csrf()), "pre-survey-submit", 302)
@@ -107,6 +105,24 @@ def launch_journey(http: Http, recruit: Recruit, survey: dict[str, Any], *, pass
     _expect(http.request("task-start-page", "GET", f"{base}/tasks/2/"), "task-start-page", 200)
     _expect(http.request("task-assign", "POST", f"{base}/tasks/2/start/", headers=csrf()), "task-assign", 302)
     _expect(http.request("task", "GET", f"{base}/tasks/2/"), "task", 200)
+
+
+def _answer_survey(http: Http, base: str, answers: dict[str, str], csrf, pause, *, window: float) -> None:
+    """Answer one question every 2 s as the page's script autosaves them: the answers given within ``window``
+    seconds of the first unsaved one go in one request (``data-autosave-ms``; 0 sends each at once). What is
+    still unsaved when the form is submitted travels with the form, as on the page."""
+    clock, first, batch = 0.0, 0.0, {}
+    for code, value in answers.items():
+        pause(2)
+        clock += 2
+        if not batch:
+            first = clock
+        batch[code] = value
+        if clock - first >= window:
+            _expect(http.request("pre-survey-autosave", "POST", f"{base}/survey/pre/autosave/",
+                                 data={"code": list(batch), "value": list(batch.values())}, headers=csrf()),
+                    "pre-survey-autosave", 200)
+            batch = {}
 
 
 def _task(http: Http, recruit: Recruit, base: str, position: int, csrf, pause) -> None:

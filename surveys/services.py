@@ -99,7 +99,7 @@ def _editable_response(*, participant: Participant, phase: str) -> SurveyRespons
     if participant.status != open_status and not already_done.exists():
         raise StepNotAvailable("The first survey opens after your profile is saved." if phase == "pre" else
                                "The final survey opens after your last task.")
-    response = SurveyResponse.objects.filter(participant=participant, phase=phase).first()
+    response = SurveyResponse.objects.filter(participant=participant, phase=phase).select_related("instrument").first()
     if response is None:
         instrument = instrument_for(participant, phase)
         if instrument is None:

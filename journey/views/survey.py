@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -15,7 +16,7 @@ from studies.exceptions import StepNotAvailable, SurveyIncomplete
 from studies.models import Participant
 from studies.selectors import Step, journey_state
 from studies.services.participants import step_visit_record
-from surveys.forms import AutosaveForm, raw_answers
+from surveys.forms import AutosaveInvalid, autosave_answers, raw_answers
 from surveys.models import SurveyResponse
 from surveys.selectors import has_levels, instrument_for, questions_for, response_for, survey_items
 from surveys.services import answers_save, response_submit
@@ -78,6 +79,7 @@ def take(request: HttpRequest, study_slug: str, phase: str) -> HttpResponse:
         "participant": participant, "study": participant.study, "state": state, "phase": phase,
         "title": _TITLES[phase], "instrument": instrument, "items": items, "has_levels": has_levels(items),
         "errors": errors, "autosave_url": reverse("worker:survey-autosave", args=[study_slug, phase]),
+        "autosave_ms": round(1000 * settings.SURVEY_AUTOSAVE_SECONDS),
         "is_post": phase == SurveyResponse.Phase.POST, "ping_step": _STEP[phase].value,
         "first_has_code": next((i.question.code for i in items if i.question.kind == "has"), ""),
     }, status=400 if errors else 200)
@@ -86,19 +88,24 @@ def take(request: HttpRequest, study_slug: str, phase: str) -> HttpResponse:
 @login_required
 @require_POST
 def autosave(request: HttpRequest, study_slug: str, phase: str) -> JsonResponse:
-    """Save one answer the moment it changes; a bad value is refused without touching the saved one."""
+    """Save the answers changed since the page's last save; a bad value is refused without touching the saved
+    one (the others in the request are saved)."""
     phase = _check_phase(phase)
     participant = load_participant(request, study_slug)
     if participant.status == Participant.Status.WITHDRAWN:
         return JsonResponse({"ok": False, "error": "You have withdrawn from this study."}, status=409)
-    form = AutosaveForm(request.POST)
-    if not form.is_valid():
-        return JsonResponse({"ok": False, "error": "The answer could not be read; please try again."}, status=400)
-    code = form.cleaned_data["code"]
     try:
-        errors = answers_save(participant=participant, phase=phase, raw={code: form.cleaned_data["value"]})
+        raw = autosave_answers(request.POST)
+    except AutosaveInvalid as exc:
+        return JsonResponse({"ok": False, "error": str(exc)}, status=400)
+    try:
+        errors = answers_save(participant=participant, phase=phase, raw=raw)
     except StepNotAvailable as exc:
         return JsonResponse({"ok": False, "error": exc.message}, status=409)
+    saved = [code for code in raw if code not in errors]
+    reply: dict[str, object] = {"ok": not errors, "saved": saved, "errors": errors,
+                                "saved_at": timezone.now().isoformat()}
     if errors:
-        return JsonResponse({"ok": False, "code": code, "error": errors[code]}, status=400)
-    return JsonResponse({"ok": True, "code": code, "saved_at": timezone.now().isoformat()})
+        reply["error"] = (next(iter(errors.values())) if len(errors) == 1
+                          else f"{len(errors)} answers need a correction.")
+    return JsonResponse(reply, status=400 if errors else 200)

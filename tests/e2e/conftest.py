@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.steps import close_quietly
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 
@@ -63,4 +65,5 @@ def page(browser, live_server) -> Iterator:
     context.set_default_timeout(15_000)
     page = context.new_page()
     yield page
-    context.close()
+    close_quietly(context)
+

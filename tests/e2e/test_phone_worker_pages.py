@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from studies import models as m
 from surveys.models import Question
 from surveys.services import instrument_install_default
-from tests.e2e.steps import answer_choice, answer_likert, finish_pre_survey, open_task
+from tests.e2e.steps import answer_choice, answer_likert, close_quietly, finish_pre_survey, open_task
 from tests.factories import (
     AgentFactory,
     ConsentVersionFactory,
@@ -205,7 +205,7 @@ def test_every_worker_page_fits_the_screen_with_long_names(browser, live_server,
         page.goto("/study/phone/withdraw/")
         _fits(page, "withdraw", size)
     finally:
-        context.close()
+        close_quietly(context)
 
     episodes = list(m.Episode.objects.filter(participant__user__username="phone-worker").order_by("position"))
     assert [(e.status, e.skip_reason) for e in episodes] == [("submitted", ""), ("skipped", "outside_expertise")]
@@ -243,4 +243,4 @@ def test_the_expert_grading_page_keeps_long_criteria_inside_their_boxes_on_a_pho
         expect(page.locator("fieldset.criterion").first).to_contain_text("Pneumonoultramicroscopic")
         _fits(page, "expert-grade")
     finally:
-        context.close()
+        close_quietly(context)

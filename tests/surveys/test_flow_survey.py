@@ -59,6 +59,35 @@ def test_autosave_refuses_bad_values_and_keeps_the_saved_one(client, worker):
     assert Answer.objects.get(question__code="A2").numeric == 6.0
 
 
+def test_one_autosave_carries_the_answers_given_together_and_refuses_only_the_bad_one(client, worker, settings):
+    settings.SURVEY_AUTOSAVE_SECONDS = 2.5
+    assert 'data-autosave-ms="2500"' in client.get(PRE).content.decode(), "the page's batching window"
+    client.post(AUTOSAVE, {"code": "A3", "value": "2"})
+    reply = client.post(AUTOSAVE, {"code": ["A1", "A2", "A3", "A1"], "value": ["3", "6", "12", "4"]})
+    body = reply.json()
+    assert reply.status_code == 400 and body["ok"] is False
+    assert body["saved"] == ["A1", "A2"] and set(body["errors"]) == {"A3"} and "from 1 to 7" in body["error"]
+    saved = dict(Answer.objects.filter(response__participant=worker).values_list("question__code", "value"))
+    assert saved == {"A1": "4", "A2": "6", "A3": "2"}, "a later pair for the same code wins; the bad one kept the old"
+    good = client.post(AUTOSAVE, {"code": ["A4", "A7"], "value": ["H2", "Skeptical"]}).json()
+    assert good["ok"] is True and good["saved"] == ["A4", "A7"] and good["errors"] == {}
+
+
+@pytest.mark.parametrize("data", [
+    {"code": ["A1", "A2"], "value": ["3"]},  # pairs do not match up
+    {"value": "3"},  # no code
+    {"code": ["A1"] * 201, "value": ["3"] * 201},  # more than a page has
+    {"code": "A" * 17, "value": "3"},  # code over its length
+    {"code": "A1", "value": "x" * 6001},  # value over its length
+], ids=["unpaired", "no-code", "too-many", "long-code", "long-value"])
+def test_an_autosave_that_cannot_be_read_is_refused_and_saves_nothing(client, worker, data):
+    client.post(AUTOSAVE, {"code": "A1", "value": "5"})
+    reply = client.post(AUTOSAVE, data)
+    assert reply.status_code == 400 and reply.json()["ok"] is False and "could not be read" in reply.json()["error"]
+    assert dict(Answer.objects.filter(response__participant=worker).values_list("question__code", "value")) == \
+        {"A1": "5"}
+
+
 def test_submitting_with_missing_answers_shows_them_and_keeps_what_was_typed(client, worker):
     partial = {k: v for k, v in PRE_ANSWERS.items() if k != "A5"}
     partial["D3"] = "lots"
