@@ -216,11 +216,14 @@ def journey_state(participant: Participant) -> JourneyState:
     return state
 
 
-def occupation_search(query: str, *, limit: int = 25, study: Study | None = None) -> list[Occupation]:
+def occupation_search(
+    query: str, *, limit: int = 25, study: Study | None = None, reach: dict[int, int] | None = None
+) -> list[Occupation]:
     """Occupations whose title or SOC code contains every word typed (case-insensitive).
 
     With a study, only occupations that can still be matched to at least one of its tasks are returned, each
-    with ``reach`` (how many tasks its sector and fallbacks still offer), so nobody picks a dead end.
+    with ``reach`` (how many tasks its sector and fallbacks still offer; the study's :func:`sector_reach`, when
+    the caller has it already), so nobody picks a dead end.
     """
     words = [w for w in (query or "").split() if w][:6]
     if not words:
@@ -231,7 +234,7 @@ def occupation_search(query: str, *, limit: int = 25, study: Study | None = None
     rows = Occupation.objects.filter(condition).select_related("sector").order_by("title")
     if study is None:
         return list(rows[:limit])
-    reach = sector_reach(study)
+    reach = sector_reach(study) if reach is None else reach
     rows = rows.filter(sector_id__in=[sector for sector, n in reach.items() if n > 0])
     found = list(rows[:limit])
     for occupation in found:
@@ -239,16 +242,19 @@ def occupation_search(query: str, *, limit: int = 25, study: Study | None = None
     return found
 
 
-def occupations_offered(study: Study) -> QuerySet[Occupation]:
-    """Occupations a worker may choose in this study: those with at least one reachable task."""
-    reach = sector_reach(study)
+def occupations_offered(study: Study, *, reach: dict[int, int] | None = None) -> QuerySet[Occupation]:
+    """Occupations a worker may choose in this study: those with at least one reachable task (``reach``: the
+    study's :func:`sector_reach`, when the caller has it already)."""
+    reach = sector_reach(study) if reach is None else reach
     return Occupation.objects.filter(sector_id__in=[sector for sector, n in reach.items() if n > 0])
 
 
-def occupations_by_sector(study: Study) -> list[tuple[str, list[Occupation]]]:
+def occupations_by_sector(
+    study: Study, *, reach: dict[int, int] | None = None
+) -> list[tuple[str, list[Occupation]]]:
     """Every occupation a worker may choose in the study, grouped by sector, each with its ``reach`` (for
     browsing when a search finds nothing)."""
-    reach = sector_reach(study)
+    reach = sector_reach(study) if reach is None else reach
     groups: dict[str, list[Occupation]] = {}
     rows = (Occupation.objects.filter(sector_id__in=list(reach)).select_related("sector")
             .order_by("sector__name", "title"))

@@ -272,7 +272,10 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         return redirect_response
     locked = participant.status not in (Participant.Status.CONSENTED, Participant.Status.PRE_SURVEY,
                                         Participant.Status.INVITED)
-    form = ProfileForm(request.POST or None, occupations=occupations_offered(participant.study),
+    # One count of the study's open tasks per request: the form's choices, the chosen occupation's reach and the
+    # browsing list all read it.
+    reach = sector_reach(participant.study)
+    form = ProfileForm(request.POST or None, occupations=occupations_offered(participant.study, reach=reach),
                        initial={"occupation": participant.occupation_id,
                                 "years_experience": participant.years_experience})
     if request.method == "POST" and not locked and form.is_valid():
@@ -284,13 +287,13 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         messages.success(request, "Your profile is saved.")
         return redirect(step_url(participant.study, Step.PRE_SURVEY))
     query = request.GET.get("q", "").strip()[:100]
-    results = occupation_search(query, study=participant.study) if query else []
+    results = occupation_search(query, study=participant.study, reach=reach) if query else []
     selected = form.data.get("occupation") if form.is_bound else participant.occupation_id
     chosen = occupation_get(selected) if selected and str(selected).isdigit() else None
     if chosen is not None:
-        chosen.reach = sector_reach(participant.study).get(chosen.sector_id, 0)
+        chosen.reach = reach.get(chosen.sector_id, 0)
     step_visit_record(participant=participant, step="profile")
-    offered = occupations_by_sector(participant.study) if not locked else []
+    offered = occupations_by_sector(participant.study, reach=reach) if not locked else []
     return render(request, "worker/profile.html", {
         "participant": participant, "study": participant.study, "state": state, "form": form, "query": query,
         "results": results, "chosen": chosen, "locked": locked, "ping_step": "profile",

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.django_db
 # counts the study's occupations (the "this study covers N occupations" line); the task page reads the stored
 # transcript for the log-format warning and the task's field for the related-field notice.
 BOUNDS = {
-    "join": 4, "signup": 35, "consent": 10, "consent-submit": 16, "profile": 13, "occupation-search": 7,
-    "profile-submit": 13, "pre-survey": 12, "pre-survey-autosave": 17, "pre-survey-submit": 28,
+    "join": 4, "signup": 35, "consent": 10, "consent-submit": 16, "profile": 12, "occupation-search": 7,
+    "profile-submit": 13, "pre-survey": 12, "pre-survey-autosave": 14, "pre-survey-submit": 28,
     "task-start-page": 8, "task-assign": 22, "task": 11, "reference-download": 5, "setup": 8, "upload": 12,
     "review": 6, "log": 8, "submit": 19,
 }
