@@ -661,22 +661,21 @@ class _Reml:
     converged: bool
 
 
-def _solve_mme(st: _Structure, ev: _Evaluation, v: np.ndarray) -> np.ndarray:
-    """Return :math:`P_0 v = W(v - [X\\,Z]\\hat b(v))` for a data vector ``v`` (one solve of the equations)."""
-    w = st.omega
-    wv = w * v
-    r_core = np.zeros(st.n_core)
+def _fitted(st: _Structure, u_h: np.ndarray, core: np.ndarray) -> np.ndarray:
+    """Return each observation's fitted value :math:`u_h + \\sum_c \\mathrm{core}_c` (-1 columns add nothing)."""
+    fitted = np.take(u_h, st.human)
+    padded = np.append(core, 0.0)  # code -1 reads the appended zero
     for ci in st.core_cols:
-        has = ci >= 0
-        r_core += np.bincount(ci[has], weights=wv[has], minlength=st.n_core)
-    r_h = np.bincount(st.human, weights=wv, minlength=st.n_human.shape[0])
-    core = ev.solve(r_core - st.couplings.T @ (r_h / ev.d))
-    u_h = (r_h - st.couplings @ core) / ev.d
-    fitted = u_h[st.human]
+        fitted += np.take(padded, ci)
+    return fitted
+
+
+def _core_sums(st: _Structure, values: np.ndarray) -> np.ndarray:
+    """Return :math:`\\sum_o x_{oc} v_o` per core column (observations loading on no column add nothing)."""
+    total = np.zeros(st.n_core)
     for ci in st.core_cols:
-        has = ci >= 0
-        fitted[has] += core[ci[has]]
-    return w * (v - fitted)
+        total += np.bincount(ci + 1, weights=values, minlength=st.n_core + 1)[1:]
+    return total
 
 
 def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
@@ -685,38 +684,60 @@ def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
     In log variances :math:`\\phi = (\\log\\beta^2, \\log\\sigma_j^2)` it is
     :math:`\\mathcal{I}_{ij} = \\tfrac12 (V_i P y)^\\top P (V_j P y)\\,\\sigma^2_i\\sigma^2_j`, the mean of the
     observed and expected information (Gilmour, Thompson & Cullis 1995). The working vectors are the
-    conditional residuals :math:`e` and each component's fitted contribution :math:`Z_j\\hat u_j`, so it costs
-    one solve of the mixed-model equations per parameter: :math:`\\mathcal{I}_\\phi = A^\\top P_0 A/(2\\beta^2)`.
+    conditional residuals :math:`e` and each component's fitted contribution :math:`Z_j\\hat u_j`, so
+    :math:`\\mathcal{I}_\\phi = A^\\top P_0 A/(2\\beta^2)` with :math:`P_0 v = W(v - [X\\,Z]\\hat b(v))`.
+
+    Only the residuals are formed per observation. A component's vector is constant per human (``a``) or per
+    core column (``b``), so its weighted sums per human and per column, which are all the mixed-model
+    equations read, come from the sufficient statistics, and
+    :math:`v_i^\\top P_0 v_j = v_i^\\top W v_j - r_h(v_i)^\\top u(v_j) - r_c(v_i)^\\top c(v_j)`: one solve
+    per parameter and no pass over the observations but the residuals'.
     """
-    core_random = dict(st.component_cols)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    fitted = u_h[st.human].copy()
-    work = []
+    residual = st.y - _fitted(st, u_h, ev.core_mu)
+    w_e = st.omega * residual
+    sums_h = [np.bincount(st.human, weights=w_e, minlength=st.n_human.shape[0])]
+    sums_c = [_core_sums(st, w_e)]
+    parts: list[tuple[np.ndarray | None, np.ndarray | None]] = []
     for name in st.components:
         if name == "human":
-            work.append(u_h[st.human])
+            parts.append((u_h, None))
+            sums_h.append(st.n_human * u_h)
+            sums_c.append(st.couplings.T @ u_h)
             continue
-        cols = core_random[name]
-        part = np.zeros(st.n)
-        mask = np.zeros(st.n_core, dtype=bool)
-        mask[cols] = True
-        for ci in st.core_cols:
-            has = (ci >= 0) & mask[np.clip(ci, 0, None)]
-            part[has] += ev.core_mu[ci[has]]
-        work.append(part)
-    for ci in st.core_cols:
-        has = ci >= 0
-        fitted[has] += ev.core_mu[ci[has]]
-    residual = st.y - fitted
-    vectors = np.column_stack([residual, *work])
-    projected = np.column_stack([_solve_mme(st, ev, vectors[:, i]) for i in range(vectors.shape[1])])
+        b = np.zeros(st.n_core)
+        cols = st.component_cols[name]
+        b[cols] = ev.core_mu[cols]
+        if st.blocks is None:
+            gram_b = st.gram_core @ b
+        else:  # the task-block core keeps no dense gram: sum the vector over the observations
+            gram_b = _core_sums(st, st.omega * _fitted(st, np.zeros(st.n_human.shape[0]), b))
+        parts.append((None, b))
+        sums_h.append(st.couplings @ b)
+        sums_c.append(gram_b)
+    m = 1 + len(parts)
+    gram = np.empty((m, m))
+    gram[0, 0] = float(np.dot(w_e, residual))
+    for j, (a, b) in enumerate(parts, start=1):
+        for i in range(m):
+            # v_i^T W v_j with v_j = a[human] + b[core]: the sums of v_i per human and column, weighted.
+            gram[i, j] = (float(a @ sums_h[i]) if a is not None else 0.0) + (
+                float(b @ sums_c[i]) if b is not None else 0.0
+            )
+    gram[1:, 0] = gram[0, 1:]
+    info_phi = np.empty((m, m))
+    for j in range(m):
+        core = ev.solve(sums_c[j] - st.couplings.T @ (sums_h[j] / ev.d))
+        u = (sums_h[j] - st.couplings @ core) / ev.d
+        for i in range(m):
+            info_phi[i, j] = gram[i, j] - float(sums_h[i] @ u) - float(sums_c[i] @ core)
     beta2 = ev.q / ev.dfe
-    info_phi = vectors.T @ projected / (2.0 * beta2)
+    info_phi = info_phi / (2.0 * beta2)
     info_phi = 0.5 * (info_phi + info_phi.T)
     # phi = M (tau, theta) with M = [[1, 0], [1, I]].
-    m = np.eye(vectors.shape[1])
-    m[1:, 0] = 1.0
-    return m.T @ info_phi @ m
+    mm = np.eye(m)
+    mm[1:, 0] = 1.0
+    return mm.T @ info_phi @ mm
 
 
 def _reml(st: _Structure) -> _Reml:
@@ -1213,11 +1234,7 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
     agent_mu, agent_cov = mixture.moments()
 
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    fitted = u_h[st.human].copy()
-    for ci in st.core_cols:
-        has = ci >= 0
-        fitted[has] += ev.core_mu[ci[has]]
-    residuals = obs.y - fitted
+    residuals = obs.y - _fitted(st, u_h, ev.core_mu)
     if ev.factor is not None:
         assert obs.task is not None
         b_s_b, tbt, z, e = participant_forms(ev.factor)
