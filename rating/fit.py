@@ -345,17 +345,21 @@ def _structure(
     gram = np.zeros(0 if use_blocks else n_core * n_core)
     r_core = np.zeros(n_core)
     rows, cols_all, data = [], [], []
+    complete = [int(ci.min()) >= 0 for ci in cols]  # no -1 codes: use the columns as they are, unmasked
     for i, ci in enumerate(cols):
-        has_i = ci >= 0
+        has_i: slice | np.ndarray = slice(None) if complete[i] else ci >= 0
         r_core += np.bincount(ci[has_i], weights=wy[has_i], minlength=n_core)
         rows.append(obs.human[has_i])
         cols_all.append(ci[has_i])
         data.append(w[has_i])
-        for cj in cols[i:]:
+        for j, cj in enumerate(cols[i:], start=i):
             if use_blocks:
                 break
-            both = has_i & (cj >= 0)
-            cell = np.bincount(ci[both] * n_core + cj[both], weights=w[both], minlength=n_core * n_core)
+            if complete[i] and complete[j]:
+                cell = np.bincount(ci * n_core + cj, weights=w, minlength=n_core * n_core)
+            else:
+                both = (ci >= 0) & (cj >= 0)
+                cell = np.bincount(ci[both] * n_core + cj[both], weights=w[both], minlength=n_core * n_core)
             gram += cell
             if cj is not ci:
                 gram += cell.reshape(n_core, n_core).T.ravel()
@@ -1143,6 +1147,13 @@ def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.nd
     return out
 
 
+def _at_columns(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Return ``matrix[rows, cols]``, 0 where ``cols`` is -1 (one flat gather, no boolean masks when none is)."""
+    n_cols = matrix.shape[1]
+    values = np.take(matrix.reshape(-1), rows * n_cols + cols, mode="clip")
+    return values if int(cols.min()) >= 0 else np.where(cols >= 0, values, 0.0)
+
+
 def _obs_quadratic(
     couplings: scipy.sparse.csr_matrix,
     d: np.ndarray,
@@ -1156,29 +1167,30 @@ def _obs_quadratic(
     """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
 
     With the humans eliminated, :math:`x^\\top C^{-1} x = (x_c - b_h/d_h)^\\top S^{-1} (x_c - b_h/d_h) + 1/d_h`
-    for an observation loading on core columns :math:`x_c` and human :math:`h`.
+    for an observation loading on core columns :math:`x_c` and human :math:`h`. The terms that depend on the
+    human only (:math:`1/d_h + b_h^\\top S^{-1} b_h/d_h^2`) are formed per human and gathered once.
     """
     n_h = couplings.shape[0]
     n = human.shape[0]
+    n_core = s_inv.shape[0]
     # S^{-1} b_h for every human (given, or computed when small), read only at the observation's core columns.
     given = s_inv_b is not None
     if not given:
-        s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
-    out = 1.0 / d[human]
-    x_s_x = np.zeros(n)
-    for i, ci in enumerate(core_cols):
-        for cj in core_cols[i:]:
-            both = (ci >= 0) & (cj >= 0)
-            term = np.zeros(n)
-            term[both] = s_inv[ci[both], cj[both]]
-            x_s_x += term if cj is ci else 2.0 * term
+        s_inv_b = np.empty((n_h, n_core)) if n_h * n_core <= (1 << 26) else None
     if b_s_b is None:
         b_s_b = row_forms(couplings, chol, s_inv)
+    out = np.take(1.0 / d + b_s_b / d**2, human)
+    s_inv_diag = np.append(np.diag(s_inv), 0.0)  # code -1 reads the appended zero
+    s_inv_pad = np.zeros((n_core + 1, n_core + 1))
+    s_inv_pad[:n_core, :n_core] = s_inv
+    for i, ci in enumerate(core_cols):
+        out += np.take(s_inv_diag, ci)
+        for cj in core_cols[i + 1 :]:
+            out += 2.0 * np.take(s_inv_pad.reshape(-1), (ci % (n_core + 1)) * (n_core + 1) + cj % (n_core + 1))
     cross = np.zeros(n)
     if given and s_inv_b is not None:
         for ci in core_cols:
-            has = ci >= 0
-            cross[has] += s_inv_b[human[has], ci[has]]
+            cross += _at_columns(s_inv_b, human, ci)
     elif _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
@@ -1199,8 +1211,7 @@ def _obs_quadratic(
     elif s_inv_b is not None:
         s_inv_b[:] = couplings @ s_inv
         for ci in core_cols:
-            has = ci >= 0
-            cross[has] += s_inv_b[human[has], ci[has]]
+            cross += _at_columns(s_inv_b, human, ci)
     else:
         for start in range(0, n_h, 1 << 16):
             stop = min(start + (1 << 16), n_h)
@@ -1209,8 +1220,10 @@ def _obs_quadratic(
             for ci in core_cols:
                 has = rows & (ci >= 0)
                 cross[has] += block[human[has] - start, ci[has]]
-    dh = d[human]
-    return out + x_s_x - 2.0 * cross / dh + b_s_b[human] / dh**2
+    cross /= np.take(d, human)
+    cross *= 2.0
+    out -= cross
+    return out
 
 
 def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
@@ -1355,7 +1368,8 @@ def _dense_core_forms(
         coo = st.couplings.tocoo()
         s_inv_b = np.asarray(st.couplings @ s_inv)
         b_s_b = np.bincount(
-            coo.row, weights=coo.data * s_inv_b[coo.row, coo.col], minlength=st.couplings.shape[0]
+            coo.row, weights=coo.data * _at_columns(s_inv_b, coo.row.astype(np.int64), coo.col),
+            minlength=st.couplings.shape[0],
         )
         del coo
     else:
