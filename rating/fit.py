@@ -1161,24 +1161,17 @@ def _obs_quadratic(
     s_inv: np.ndarray,
     core_cols: tuple[np.ndarray, ...],
     human: np.ndarray,
-    b_s_b: np.ndarray | None = None,
-    s_inv_b: np.ndarray | None = None,
+    b_s_b: np.ndarray,
+    cross: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
 
     With the humans eliminated, :math:`x^\\top C^{-1} x = (x_c - b_h/d_h)^\\top S^{-1} (x_c - b_h/d_h) + 1/d_h`
     for an observation loading on core columns :math:`x_c` and human :math:`h`. The terms that depend on the
-    human only (:math:`1/d_h + b_h^\\top S^{-1} b_h/d_h^2`) are formed per human and gathered once.
+    human only (:math:`1/d_h + b_h^\\top S^{-1} b_h/d_h^2`) are formed per human and gathered once; ``cross``,
+    when given, is :math:`x_c^\\top S^{-1} b_h` per observation.
     """
-    n_h = couplings.shape[0]
-    n = human.shape[0]
     n_core = s_inv.shape[0]
-    # S^{-1} b_h for every human (given, or computed when small), read only at the observation's core columns.
-    given = s_inv_b is not None
-    if not given:
-        s_inv_b = np.empty((n_h, n_core)) if n_h * n_core <= (1 << 26) else None
-    if b_s_b is None:
-        b_s_b = row_forms(couplings, chol, s_inv)
     out = np.take(1.0 / d + b_s_b / d**2, human)
     s_inv_diag = np.append(np.diag(s_inv), 0.0)  # code -1 reads the appended zero
     s_inv_pad = np.zeros((n_core + 1, n_core + 1))
@@ -1187,11 +1180,20 @@ def _obs_quadratic(
         out += np.take(s_inv_diag, ci)
         for cj in core_cols[i + 1 :]:
             out += 2.0 * np.take(s_inv_pad.reshape(-1), (ci % (n_core + 1)) * (n_core + 1) + cj % (n_core + 1))
+    if cross is None:
+        cross = _cross_terms(couplings, s_inv, core_cols, human)
+    out -= 2.0 * (cross / np.take(d, human))
+    return out
+
+
+def _cross_terms(
+    couplings: scipy.sparse.csr_matrix, s_inv: np.ndarray, core_cols: tuple[np.ndarray, ...], human: np.ndarray
+) -> np.ndarray:
+    """Return :math:`x_c^\\top S^{-1} b_h` for every observation, without :math:`S^{-1} b_h` for every human."""
+    n_h = couplings.shape[0]
+    n = human.shape[0]
     cross = np.zeros(n)
-    if given and s_inv_b is not None:
-        for ci in core_cols:
-            cross += _at_columns(s_inv_b, human, ci)
-    elif _gather_rows(couplings):
+    if _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
         sizes = np.diff(indptr)[human]
@@ -1208,10 +1210,6 @@ def _obs_quadratic(
                 vals = np.zeros(obs_rep.shape[0])
                 vals[has] = s_inv[c[has], indices[entry[has]]] * data[entry[has]]
                 cross[start:stop] += np.bincount(obs_rep - start, weights=vals, minlength=stop - start)
-    elif s_inv_b is not None:
-        s_inv_b[:] = couplings @ s_inv
-        for ci in core_cols:
-            cross += _at_columns(s_inv_b, human, ci)
     else:
         for start in range(0, n_h, 1 << 16):
             stop = min(start + (1 << 16), n_h)
@@ -1220,10 +1218,7 @@ def _obs_quadratic(
             for ci in core_cols:
                 has = rows & (ci >= 0)
                 cross[has] += block[human[has] - start, ci[has]]
-    cross /= np.take(d, human)
-    cross *= 2.0
-    out -= cross
-    return out
+    return cross
 
 
 def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
@@ -1362,22 +1357,21 @@ def _dense_core_forms(
     assert ev.chol is not None
     s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
     s_inv_b = None
+    cross = None
     if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
-        # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
-        # variances (b_h^T S^{-1} b_h, over each row's entries) and the leverages.
-        coo = st.couplings.tocoo()
+        # Few core columns: one sparse-dense product S^{-1} b_h for every human, read at each observation's
+        # columns, serves both the leverages and the human variances: b_h sums the human's weighted
+        # observations, so b_h^T S^{-1} b_h sums their weighted reads.
         s_inv_b = np.asarray(st.couplings @ s_inv)
-        b_s_b = np.bincount(
-            coo.row, weights=coo.data * _at_columns(s_inv_b, coo.row.astype(np.int64), coo.col),
-            minlength=st.couplings.shape[0],
-        )
-        del coo
+        cross = np.zeros(st.n)
+        for ci in st.core_cols:
+            cross += _at_columns(s_inv_b, st.human, ci)
+        del s_inv_b
+        b_s_b = np.bincount(st.human, weights=omega * cross, minlength=st.couplings.shape[0])
     else:
         b_s_b = row_forms(st.couplings, ev.chol, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
-    leverage = omega * _obs_quadratic(
-        st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
-    )
+    leverage = omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, cross)
     return var_h, leverage, np.diag(s_inv).copy()
 
 
