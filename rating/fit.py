@@ -363,8 +363,11 @@ def _structure(
             gram += cell
             if cj is not ci:
                 gram += cell.reshape(n_core, n_core).T.ravel()
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one column: no copy
+
     couplings = scipy.sparse.coo_matrix(
-        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols_all))), shape=(n_h, n_core)
+        (joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)
     ).tocsr()
     couplings.sum_duplicates()
     n_human = np.bincount(obs.human, weights=w, minlength=n_h)
@@ -691,17 +694,23 @@ def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
     conditional residuals :math:`e` and each component's fitted contribution :math:`Z_j\\hat u_j`, so
     :math:`\\mathcal{I}_\\phi = A^\\top P_0 A/(2\\beta^2)` with :math:`P_0 v = W(v - [X\\,Z]\\hat b(v))`.
 
-    Only the residuals are formed per observation. A component's vector is constant per human (``a``) or per
-    core column (``b``), so its weighted sums per human and per column, which are all the mixed-model
-    equations read, come from the sufficient statistics, and
+    Only the residuals are formed per observation (for :math:`e^\\top W e`). A component's vector is constant
+    per human (``a``) or per core column (``b``), so its weighted sums per human and per column, which are all
+    the mixed-model equations read, come from the sufficient statistics, and
     :math:`v_i^\\top P_0 v_j = v_i^\\top W v_j - r_h(v_i)^\\top u(v_j) - r_c(v_i)^\\top c(v_j)`: one solve
     per parameter and no pass over the observations but the residuals'.
     """
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
     residual = st.y - _fitted(st, u_h, ev.core_mu)
     w_e = st.omega * residual
-    sums_h = [np.bincount(st.human, weights=w_e, minlength=st.n_human.shape[0])]
-    sums_c = [_core_sums(st, w_e)]
+    # The residuals' weighted sums per human and column: r - (their fitted part), from the sufficient
+    # statistics on the dense core (the block core keeps no dense gram: sum them over the observations).
+    if st.blocks is None:
+        sums_h = [st.r_human - st.n_human * u_h - st.couplings @ ev.core_mu]
+        sums_c = [st.r_core - st.gram_core @ ev.core_mu - st.couplings.T @ u_h]
+    else:
+        sums_h = [np.bincount(st.human, weights=w_e, minlength=st.n_human.shape[0])]
+        sums_c = [_core_sums(st, w_e)]
     parts: list[tuple[np.ndarray | None, np.ndarray | None]] = []
     for name in st.components:
         if name == "human":
