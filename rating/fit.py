@@ -415,9 +415,11 @@ def _group_humans(
     if n_groups * n_core * n_core > _GROUPED_LIMIT or 4 * n_groups > n_h:
         return None
     group = group.reshape(-1)
-    coo = couplings.tocoo()
+    # Row h of ``expand`` is b_h shifted to its group's block of columns: couplings' rows, new column indices
+    # (built in CSR directly, the entries in couplings' order).
+    entry_group = np.repeat(group, np.diff(couplings.indptr))
     expand = scipy.sparse.csr_matrix(
-        (coo.data, (coo.row, group[coo.row] * n_core + coo.col)), shape=(n_h, n_groups * n_core)
+        (couplings.data, entry_group * n_core + couplings.indices, couplings.indptr), shape=(n_h, n_groups * n_core)
     )
     gram = (expand.T @ couplings).toarray().reshape(n_groups, n_core, n_core)
     b_r = (expand.T @ r_human).reshape(n_groups, n_core)
