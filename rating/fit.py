@@ -188,12 +188,15 @@ def code_ids(values: Any, name: str, n: int | None, *, optional: bool = False) -
                 if not optional:
                     raise ValueError(f"{name} contains an empty id at index {int(np.flatnonzero(blank)[0])}")
                 present &= ~blank
-    codes = np.full(arr.shape[0], -1, dtype=np.int64)
-    kept = arr if present.all() else arr[present]
+    complete = bool(present.all())
+    kept = arr if complete else arr[present]
     if kept.size == 0:
-        return codes, np.zeros(0, dtype=str)
+        return np.full(arr.shape[0], -1, dtype=np.int64), np.zeros(0, dtype=str)
     # Coded by a vectorised hash table (rating.engine), not a sort of every id.
     kept_codes, first = first_appearance(id_words(kept))
+    if complete:  # every id present: the codes as they are, no masked copy of 10^7 entries
+        return kept_codes, kept[first].astype(str)
+    codes = np.full(arr.shape[0], -1, dtype=np.int64)
     codes[present] = kept_codes
     return codes, kept[first].astype(str)
 
