@@ -366,6 +366,7 @@ def _structure(
             gram += cell
             if cj is not ci:
                 gram += cell.reshape(n_core, n_core).T.ravel()
+
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one column: no copy
 
@@ -1171,7 +1172,6 @@ def _at_columns(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.nd
 def _obs_quadratic(
     couplings: scipy.sparse.csr_matrix,
     d: np.ndarray,
-    chol: np.ndarray,
     s_inv: np.ndarray,
     core_cols: tuple[np.ndarray, ...],
     human: np.ndarray,
@@ -1203,7 +1203,8 @@ def _obs_quadratic(
 def _cross_terms(
     couplings: scipy.sparse.csr_matrix, s_inv: np.ndarray, core_cols: tuple[np.ndarray, ...], human: np.ndarray
 ) -> np.ndarray:
-    """Return :math:`x_c^\\top S^{-1} b_h` for every observation, without :math:`S^{-1} b_h` for every human."""
+    """Return :math:`x_c^\\top S^{-1} b_h` for every observation without holding :math:`S^{-1} b_h` for every
+    human at once (many core columns, or more humans than ``_DENSE_PRODUCT_LIMIT`` allows)."""
     n_h = couplings.shape[0]
     n = human.shape[0]
     cross = np.zeros(n)
@@ -1370,7 +1371,6 @@ def _dense_core_forms(
     """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core."""
     assert ev.chol is not None
     s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
-    s_inv_b = None
     cross = None
     if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
         # Few core columns: one sparse-dense product S^{-1} b_h for every human, read at each observation's
@@ -1385,7 +1385,7 @@ def _dense_core_forms(
     else:
         b_s_b = row_forms(st.couplings, ev.chol, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
-    leverage = omega * _obs_quadratic(st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, cross)
+    leverage = omega * _obs_quadratic(st.couplings, ev.d, s_inv, st.core_cols, st.human, b_s_b, cross)
     return var_h, leverage, np.diag(s_inv).copy()
 
 
