@@ -348,7 +348,7 @@ def _structure(
     gram = np.zeros(0 if use_blocks else n_core * n_core)
     r_core = np.zeros(n_core)
     rows, cols_all, data = [], [], []
-    complete = [int(ci.min()) >= 0 for ci in cols]  # no -1 codes: use the columns as they are, unmasked
+    complete = [ci.size == 0 or int(ci.min()) >= 0 for ci in cols]  # no -1 codes: use them unmasked
     for i, ci in enumerate(cols):
         has_i: slice | np.ndarray = slice(None) if complete[i] else ci >= 0
         r_core += np.bincount(ci[has_i], weights=wy[has_i], minlength=n_core)
@@ -1166,7 +1166,7 @@ def _at_columns(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.nd
     """Return ``matrix[rows, cols]``, 0 where ``cols`` is -1 (one flat gather, no boolean masks when none is)."""
     n_cols = matrix.shape[1]
     values = np.take(matrix.reshape(-1), rows * n_cols + cols, mode="clip")
-    return values if int(cols.min()) >= 0 else np.where(cols >= 0, values, 0.0)
+    return values if cols.size == 0 or int(cols.min()) >= 0 else np.where(cols >= 0, values, 0.0)
 
 
 def _obs_quadratic(
