@@ -90,7 +90,7 @@ def _chain_check(study: m.Study) -> float:
     """Return the largest difference between the last snapshot's agents and a solve of the whole ledger."""
     row = PosteriorState.objects.get(study=study)
     state = InformationState.from_bytes(bytes(row.data))
-    arrays = selectors.observations_arrays(study)
+    arrays = selectors.observations_arrays(study, tasks=False)
     keys = state.agent_ids.astype(np.int64)
     position = np.full(int(keys.max()) + 1, -1, dtype=np.intp)
     position[keys] = np.arange(state.n_agents)

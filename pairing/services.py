@@ -172,7 +172,7 @@ def design_posterior_refresh(*, study_id: int) -> dict[str, Any] | None:
     """Fit the calibrated model to the study's active ledger and cache what pairing needs; ``None`` without data."""
     cache.delete(_pending_key(study_id))
     snapshot = rating_selectors.latest_snapshot(study_id)
-    arrays = rating_selectors.observations_arrays(study_id)
+    arrays = rating_selectors.observations_arrays(study_id, tasks=False)  # the calibrated model: no tasks
     if arrays.n == 0:
         return None
     fit = fit_model(arrays.agent_ids.astype(str), arrays.participant_ids.astype(str), arrays.y,

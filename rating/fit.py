@@ -188,12 +188,15 @@ def code_ids(values: Any, name: str, n: int | None, *, optional: bool = False) -
                 if not optional:
                     raise ValueError(f"{name} contains an empty id at index {int(np.flatnonzero(blank)[0])}")
                 present &= ~blank
-    codes = np.full(arr.shape[0], -1, dtype=np.int64)
-    kept = arr if present.all() else arr[present]
+    complete = bool(present.all())
+    kept = arr if complete else arr[present]
     if kept.size == 0:
-        return codes, np.zeros(0, dtype=str)
+        return np.full(arr.shape[0], -1, dtype=np.int64), np.zeros(0, dtype=str)
     # Coded by a vectorised hash table (rating.engine), not a sort of every id.
     kept_codes, first = first_appearance(id_words(kept))
+    if complete:  # every id present: the codes as they are, no masked copy of 10^7 entries
+        return kept_codes, kept[first].astype(str)
+    codes = np.full(arr.shape[0], -1, dtype=np.int64)
     codes[present] = kept_codes
     return codes, kept[first].astype(str)
 
@@ -345,22 +348,30 @@ def _structure(
     gram = np.zeros(0 if use_blocks else n_core * n_core)
     r_core = np.zeros(n_core)
     rows, cols_all, data = [], [], []
+    complete = [ci.size == 0 or int(ci.min()) >= 0 for ci in cols]  # no -1 codes: use them unmasked
     for i, ci in enumerate(cols):
-        has_i = ci >= 0
+        has_i: slice | np.ndarray = slice(None) if complete[i] else ci >= 0
         r_core += np.bincount(ci[has_i], weights=wy[has_i], minlength=n_core)
         rows.append(obs.human[has_i])
         cols_all.append(ci[has_i])
         data.append(w[has_i])
-        for cj in cols[i:]:
+        for j, cj in enumerate(cols[i:], start=i):
             if use_blocks:
                 break
-            both = has_i & (cj >= 0)
-            cell = np.bincount(ci[both] * n_core + cj[both], weights=w[both], minlength=n_core * n_core)
+            if complete[i] and complete[j]:
+                cell = np.bincount(ci * n_core + cj, weights=w, minlength=n_core * n_core)
+            else:
+                both = (ci >= 0) & (cj >= 0)
+                cell = np.bincount(ci[both] * n_core + cj[both], weights=w[both], minlength=n_core * n_core)
             gram += cell
             if cj is not ci:
                 gram += cell.reshape(n_core, n_core).T.ravel()
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one column: no copy
+
     couplings = scipy.sparse.coo_matrix(
-        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols_all))), shape=(n_h, n_core)
+        (joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)
     ).tocsr()
     couplings.sum_duplicates()
     n_human = np.bincount(obs.human, weights=w, minlength=n_h)
@@ -408,9 +419,11 @@ def _group_humans(
     if n_groups * n_core * n_core > _GROUPED_LIMIT or 4 * n_groups > n_h:
         return None
     group = group.reshape(-1)
-    coo = couplings.tocoo()
+    # Row h of ``expand`` is b_h shifted to its group's block of columns: couplings' rows, new column indices
+    # (built in CSR directly, the entries in couplings' order).
+    entry_group = np.repeat(group, np.diff(couplings.indptr))
     expand = scipy.sparse.csr_matrix(
-        (coo.data, (coo.row, group[coo.row] * n_core + coo.col)), shape=(n_h, n_groups * n_core)
+        (couplings.data, entry_group * n_core + couplings.indices, couplings.indptr), shape=(n_h, n_groups * n_core)
     )
     gram = (expand.T @ couplings).toarray().reshape(n_groups, n_core, n_core)
     b_r = (expand.T @ r_human).reshape(n_groups, n_core)
@@ -661,22 +674,21 @@ class _Reml:
     converged: bool
 
 
-def _solve_mme(st: _Structure, ev: _Evaluation, v: np.ndarray) -> np.ndarray:
-    """Return :math:`P_0 v = W(v - [X\\,Z]\\hat b(v))` for a data vector ``v`` (one solve of the equations)."""
-    w = st.omega
-    wv = w * v
-    r_core = np.zeros(st.n_core)
+def _fitted(st: _Structure, u_h: np.ndarray, core: np.ndarray) -> np.ndarray:
+    """Return each observation's fitted value :math:`u_h + \\sum_c \\mathrm{core}_c` (-1 columns add nothing)."""
+    fitted = np.take(u_h, st.human)
+    padded = np.append(core, 0.0)  # code -1 reads the appended zero
     for ci in st.core_cols:
-        has = ci >= 0
-        r_core += np.bincount(ci[has], weights=wv[has], minlength=st.n_core)
-    r_h = np.bincount(st.human, weights=wv, minlength=st.n_human.shape[0])
-    core = ev.solve(r_core - st.couplings.T @ (r_h / ev.d))
-    u_h = (r_h - st.couplings @ core) / ev.d
-    fitted = u_h[st.human]
+        fitted += np.take(padded, ci)
+    return fitted
+
+
+def _core_sums(st: _Structure, values: np.ndarray) -> np.ndarray:
+    """Return :math:`\\sum_o x_{oc} v_o` per core column (observations loading on no column add nothing)."""
+    total = np.zeros(st.n_core)
     for ci in st.core_cols:
-        has = ci >= 0
-        fitted[has] += core[ci[has]]
-    return w * (v - fitted)
+        total += np.bincount(ci + 1, weights=values, minlength=st.n_core + 1)[1:]
+    return total
 
 
 def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
@@ -685,38 +697,66 @@ def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
     In log variances :math:`\\phi = (\\log\\beta^2, \\log\\sigma_j^2)` it is
     :math:`\\mathcal{I}_{ij} = \\tfrac12 (V_i P y)^\\top P (V_j P y)\\,\\sigma^2_i\\sigma^2_j`, the mean of the
     observed and expected information (Gilmour, Thompson & Cullis 1995). The working vectors are the
-    conditional residuals :math:`e` and each component's fitted contribution :math:`Z_j\\hat u_j`, so it costs
-    one solve of the mixed-model equations per parameter: :math:`\\mathcal{I}_\\phi = A^\\top P_0 A/(2\\beta^2)`.
+    conditional residuals :math:`e` and each component's fitted contribution :math:`Z_j\\hat u_j`, so
+    :math:`\\mathcal{I}_\\phi = A^\\top P_0 A/(2\\beta^2)` with :math:`P_0 v = W(v - [X\\,Z]\\hat b(v))`.
+
+    Only the residuals are formed per observation (for :math:`e^\\top W e`). A component's vector is constant
+    per human (``a``) or per core column (``b``), so its weighted sums per human and per column, which are all
+    the mixed-model equations read, come from the sufficient statistics, and
+    :math:`v_i^\\top P_0 v_j = v_i^\\top W v_j - r_h(v_i)^\\top u(v_j) - r_c(v_i)^\\top c(v_j)`: one solve
+    per parameter and no pass over the observations but the residuals'.
     """
-    core_random = dict(st.component_cols)
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    fitted = u_h[st.human].copy()
-    work = []
+    residual = st.y - _fitted(st, u_h, ev.core_mu)
+    w_e = st.omega * residual
+    # The residuals' weighted sums per human and column: r - (their fitted part), from the sufficient
+    # statistics on the dense core (the block core keeps no dense gram: sum them over the observations).
+    if st.blocks is None:
+        sums_h = [st.r_human - st.n_human * u_h - st.couplings @ ev.core_mu]
+        sums_c = [st.r_core - st.gram_core @ ev.core_mu - st.couplings.T @ u_h]
+    else:
+        sums_h = [np.bincount(st.human, weights=w_e, minlength=st.n_human.shape[0])]
+        sums_c = [_core_sums(st, w_e)]
+    parts: list[tuple[np.ndarray | None, np.ndarray | None]] = []
     for name in st.components:
         if name == "human":
-            work.append(u_h[st.human])
+            parts.append((u_h, None))
+            sums_h.append(st.n_human * u_h)
+            sums_c.append(st.couplings.T @ u_h)
             continue
-        cols = core_random[name]
-        part = np.zeros(st.n)
-        mask = np.zeros(st.n_core, dtype=bool)
-        mask[cols] = True
-        for ci in st.core_cols:
-            has = (ci >= 0) & mask[np.clip(ci, 0, None)]
-            part[has] += ev.core_mu[ci[has]]
-        work.append(part)
-    for ci in st.core_cols:
-        has = ci >= 0
-        fitted[has] += ev.core_mu[ci[has]]
-    residual = st.y - fitted
-    vectors = np.column_stack([residual, *work])
-    projected = np.column_stack([_solve_mme(st, ev, vectors[:, i]) for i in range(vectors.shape[1])])
+        b = np.zeros(st.n_core)
+        cols = st.component_cols[name]
+        b[cols] = ev.core_mu[cols]
+        if st.blocks is None:
+            gram_b = st.gram_core @ b
+        else:  # the task-block core keeps no dense gram: sum the vector over the observations
+            gram_b = _core_sums(st, st.omega * _fitted(st, np.zeros(st.n_human.shape[0]), b))
+        parts.append((None, b))
+        sums_h.append(st.couplings @ b)
+        sums_c.append(gram_b)
+    m = 1 + len(parts)
+    gram = np.empty((m, m))
+    gram[0, 0] = float(np.dot(w_e, residual))
+    for j, (a, b) in enumerate(parts, start=1):
+        for i in range(m):
+            # v_i^T W v_j with v_j = a[human] + b[core]: the sums of v_i per human and column, weighted.
+            gram[i, j] = (float(a @ sums_h[i]) if a is not None else 0.0) + (
+                float(b @ sums_c[i]) if b is not None else 0.0
+            )
+    gram[1:, 0] = gram[0, 1:]
+    info_phi = np.empty((m, m))
+    for j in range(m):
+        core = ev.solve(sums_c[j] - st.couplings.T @ (sums_h[j] / ev.d))
+        u = (sums_h[j] - st.couplings @ core) / ev.d
+        for i in range(m):
+            info_phi[i, j] = gram[i, j] - float(sums_h[i] @ u) - float(sums_c[i] @ core)
     beta2 = ev.q / ev.dfe
-    info_phi = vectors.T @ projected / (2.0 * beta2)
+    info_phi = info_phi / (2.0 * beta2)
     info_phi = 0.5 * (info_phi + info_phi.T)
     # phi = M (tau, theta) with M = [[1, 0], [1, I]].
-    m = np.eye(vectors.shape[1])
-    m[1:, 0] = 1.0
-    return m.T @ info_phi @ m
+    mm = np.eye(m)
+    mm[1:, 0] = 1.0
+    return mm.T @ info_phi @ mm
 
 
 def _reml(st: _Structure) -> _Reml:
@@ -1122,43 +1162,53 @@ def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.nd
     return out
 
 
+def _at_columns(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Return ``matrix[rows, cols]``, 0 where ``cols`` is -1 (one flat gather, no boolean masks when none is)."""
+    n_cols = matrix.shape[1]
+    values = np.take(matrix.reshape(-1), rows * n_cols + cols, mode="clip")
+    return values if cols.size == 0 or int(cols.min()) >= 0 else np.where(cols >= 0, values, 0.0)
+
+
 def _obs_quadratic(
     couplings: scipy.sparse.csr_matrix,
     d: np.ndarray,
-    chol: np.ndarray,
     s_inv: np.ndarray,
     core_cols: tuple[np.ndarray, ...],
     human: np.ndarray,
-    b_s_b: np.ndarray | None = None,
-    s_inv_b: np.ndarray | None = None,
+    b_s_b: np.ndarray,
+    cross: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
 
     With the humans eliminated, :math:`x^\\top C^{-1} x = (x_c - b_h/d_h)^\\top S^{-1} (x_c - b_h/d_h) + 1/d_h`
-    for an observation loading on core columns :math:`x_c` and human :math:`h`.
+    for an observation loading on core columns :math:`x_c` and human :math:`h`. The terms that depend on the
+    human only (:math:`1/d_h + b_h^\\top S^{-1} b_h/d_h^2`) are formed per human and gathered once; ``cross``,
+    when given, is :math:`x_c^\\top S^{-1} b_h` per observation.
     """
+    n_core = s_inv.shape[0]
+    out = np.take(1.0 / d + b_s_b / d**2, human)
+    s_inv_diag = np.append(np.diag(s_inv), 0.0)  # code -1 reads the appended zero
+    s_inv_pad = np.zeros((n_core + 1, n_core + 1))
+    s_inv_pad[:n_core, :n_core] = s_inv
+    for i, ci in enumerate(core_cols):
+        out += np.take(s_inv_diag, ci)
+        for cj in core_cols[i + 1 :]:
+            out += 2.0 * np.take(s_inv_pad.reshape(-1), (ci % (n_core + 1)) * (n_core + 1) + cj % (n_core + 1))
+    if cross is None:
+        cross = _cross_terms(couplings, s_inv, core_cols, human)
+    out -= 2.0 * (cross / np.take(d, human))
+    return out
+
+
+def _cross_terms(
+    couplings: scipy.sparse.csr_matrix, s_inv: np.ndarray, core_cols: tuple[np.ndarray, ...], human: np.ndarray
+) -> np.ndarray:
+    """Return :math:`x_c^\\top S^{-1} b_h` for every observation without holding :math:`S^{-1} b_h` for every
+    human at once (many core columns, or more humans than ``_DENSE_PRODUCT_LIMIT`` allows)."""
     n_h = couplings.shape[0]
     n = human.shape[0]
-    # S^{-1} b_h for every human (given, or computed when small), read only at the observation's core columns.
-    given = s_inv_b is not None
-    if not given:
-        s_inv_b = np.empty((n_h, s_inv.shape[0])) if n_h * s_inv.shape[0] <= (1 << 26) else None
-    out = 1.0 / d[human]
-    x_s_x = np.zeros(n)
-    for i, ci in enumerate(core_cols):
-        for cj in core_cols[i:]:
-            both = (ci >= 0) & (cj >= 0)
-            term = np.zeros(n)
-            term[both] = s_inv[ci[both], cj[both]]
-            x_s_x += term if cj is ci else 2.0 * term
-    if b_s_b is None:
-        b_s_b = row_forms(couplings, chol, s_inv)
     cross = np.zeros(n)
-    if given and s_inv_b is not None:
-        for ci in core_cols:
-            has = ci >= 0
-            cross[has] += s_inv_b[human[has], ci[has]]
-    elif _gather_rows(couplings):
+    if _gather_rows(couplings):
         # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
         indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
         sizes = np.diff(indptr)[human]
@@ -1175,11 +1225,6 @@ def _obs_quadratic(
                 vals = np.zeros(obs_rep.shape[0])
                 vals[has] = s_inv[c[has], indices[entry[has]]] * data[entry[has]]
                 cross[start:stop] += np.bincount(obs_rep - start, weights=vals, minlength=stop - start)
-    elif s_inv_b is not None:
-        s_inv_b[:] = couplings @ s_inv
-        for ci in core_cols:
-            has = ci >= 0
-            cross[has] += s_inv_b[human[has], ci[has]]
     else:
         for start in range(0, n_h, 1 << 16):
             stop = min(start + (1 << 16), n_h)
@@ -1188,8 +1233,7 @@ def _obs_quadratic(
             for ci in core_cols:
                 has = rows & (ci >= 0)
                 cross[has] += block[human[has] - start, ci[has]]
-    dh = d[human]
-    return out + x_s_x - 2.0 * cross / dh + b_s_b[human] / dh**2
+    return cross
 
 
 def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
@@ -1213,11 +1257,7 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
     agent_mu, agent_cov = mixture.moments()
 
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    fitted = u_h[st.human].copy()
-    for ci in st.core_cols:
-        has = ci >= 0
-        fitted[has] += ev.core_mu[ci[has]]
-    residuals = obs.y - fitted
+    residuals = obs.y - _fitted(st, u_h, ev.core_mu)
     if ev.factor is not None:
         assert obs.task is not None
         b_s_b, tbt, z, e = participant_forms(ev.factor)
@@ -1331,22 +1371,21 @@ def _dense_core_forms(
     """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core."""
     assert ev.chol is not None
     s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
-    s_inv_b = None
+    cross = None
     if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
-        # Few core columns: one sparse-dense product S^{-1} b_h for every human serves both the human
-        # variances (b_h^T S^{-1} b_h, over each row's entries) and the leverages.
-        coo = st.couplings.tocoo()
+        # Few core columns: one sparse-dense product S^{-1} b_h for every human, read at each observation's
+        # columns, serves both the leverages and the human variances: b_h sums the human's weighted
+        # observations, so b_h^T S^{-1} b_h sums their weighted reads.
         s_inv_b = np.asarray(st.couplings @ s_inv)
-        b_s_b = np.bincount(
-            coo.row, weights=coo.data * s_inv_b[coo.row, coo.col], minlength=st.couplings.shape[0]
-        )
-        del coo
+        cross = np.zeros(st.n)
+        for ci in st.core_cols:
+            cross += _at_columns(s_inv_b, st.human, ci)
+        del s_inv_b
+        b_s_b = np.bincount(st.human, weights=omega * cross, minlength=st.couplings.shape[0])
     else:
         b_s_b = row_forms(st.couplings, ev.chol, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
-    leverage = omega * _obs_quadratic(
-        st.couplings, ev.d, ev.chol, s_inv, st.core_cols, st.human, b_s_b, s_inv_b
-    )
+    leverage = omega * _obs_quadratic(st.couplings, ev.d, s_inv, st.core_cols, st.human, b_s_b, cross)
     return var_h, leverage, np.diag(s_inv).copy()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -26,7 +25,9 @@ class ObservationArrays(NamedTuple):
 
     agent_ids: np.ndarray  # int64 Agent primary keys
     participant_ids: np.ndarray  # int64 Participant primary keys
-    task_ids: np.ndarray  # object array of task UUID strings, "" where the observation names no task
+    # object array of task UUID strings, "" where the observation names no task; None when not read (a
+    # model without tasks never uses them, see observations_arrays)
+    task_ids: np.ndarray | None
     y: np.ndarray  # float64 scores
     w: np.ndarray  # float64 observation weights
 
@@ -37,18 +38,24 @@ class ObservationArrays(NamedTuple):
     @property
     def has_tasks(self) -> bool:
         """Return whether every observation names its task."""
-        return self.n > 0 and bool(np.all(self.task_ids != ""))
+        return self.n > 0 and self.task_ids is not None and bool(np.all(self.task_ids != ""))
 
     @property
     def any_task(self) -> bool:
         """Return whether at least one observation names its task."""
-        return self.n > 0 and bool(np.any(self.task_ids != ""))
+        return self.n > 0 and self.task_ids is not None and bool(np.any(self.task_ids != ""))
 
     def digest(self, config: dict[str, Any]) -> str:
-        """A hash of these observations and the model settings: equal digests give the same posterior."""
+        """A hash of these observations and the model settings: equal digests give the same posterior.
+
+        Tasks count only when read: a ledger read without them is fitted by a task-less model, and the
+        settings (the model among them) are hashed too, so a switch to the task model changes the digest.
+        """
         h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
         for array in (self.agent_ids, self.participant_ids, self.y, self.w):
-            h.update(np.ascontiguousarray(array).tobytes())
+            h.update(np.ascontiguousarray(array).data)  # the buffer itself: no copy of 10^7 entries
+        if self.task_ids is None:
+            return h.hexdigest()
         labels = self.task_ids.tolist()
         try:  # the ids are str (see task_ids): join them as they are, without a str() call per row
             joined = "\x1f".join(labels)
@@ -59,7 +66,7 @@ class ObservationArrays(NamedTuple):
 
     def task_groups(self) -> np.ndarray | None:
         """Return task ids for the rating maths: ``None`` for task-less observations, ``None`` if none has one."""
-        if not self.any_task:
+        if self.task_ids is None or not self.any_task:
             return None
         groups = self.task_ids.copy()
         groups[groups == ""] = None
@@ -88,98 +95,109 @@ def study_model_spec(study: Study) -> ModelSpec:
     )
 
 
-# The ledger is read as a few rows of arrays (one per column and block of 10^6 ids, far below PostgreSQL's
-# 1 GB value limit) in the binary format, taken as raw bytes and parsed by numpy in place. A COPY hands the
-# client one message per row, and driving ten million messages through the driver took ~30 s by itself.
+# The ledger is read in one row: each column one bytea of its values' binary forms end to end (int8send,
+# float8send, uuid_send: fixed widths, big-endian), parsed by numpy in place. A COPY hands the client one
+# message per row, and driving ten million messages through the driver took ~30 s by itself; arrays
+# (array_agg) cost PostgreSQL a send call and an allocation per element on output (10^7 x 5 columns: 8-10 s
+# against 5-6 s). Grouping into blocks of ids made the server sort every row (its estimate of the groups is
+# the row count). One aggregate: a bytea holds up to 1 GB, so 6 x 10^7 observations with tasks (1.3 x 10^8
+# without), beyond what a fit of the ledger holds in memory anyway.
 _LEDGER_SQL = (
-    "SELECT array_agg(o.id), array_agg(o.agent_id::bigint), array_agg(o.participant_id::bigint), "
-    "array_agg(COALESCE(o.task_uuid, (SELECT t.uuid FROM studyapp_taskinstance t WHERE t.id = o.task_id), "
-    "'00000000-0000-0000-0000-000000000000'::uuid)), "
-    "array_agg(o.y::float8), array_agg(o.weight::float8) "
-    "FROM rating_observation o "
-    "WHERE o.study_id = %s AND o.active GROUP BY o.id / 1000000 ORDER BY o.id / 1000000"
+    "SELECT string_agg(int8send(o.id), ''), string_agg(int8send(o.agent_id::bigint), ''), "
+    "string_agg(int8send(o.participant_id::bigint), ''), string_agg(float8send(o.y::float8), ''), "
+    "string_agg(float8send(o.weight::float8), ''){tasks} "
+    "FROM rating_observation o WHERE o.study_id = %s AND o.active"
 )
 # The task's UUID is looked up only for rows that do not carry it (COALESCE stops at the first non-null):
 # services record it on every row, so a ten-million-row read joins nothing.
-_NIL_UUID = bytes(16)
+_TASK_COLUMN = (
+    ", string_agg(uuid_send(COALESCE(o.task_uuid, (SELECT t.uuid FROM studyapp_taskinstance t "
+    "WHERE t.id = o.task_id), '00000000-0000-0000-0000-000000000000'::uuid)), '')"
+)
+# The text form of a UUID: hex digits at these positions, dashes between.
+_UUID_DIGITS = np.array([*range(0, 8), *range(9, 13), *range(14, 18), *range(19, 23), *range(24, 36)])
 
 
-def _binary_array(blocks: list[Any], column: int, width: int, dtype: str) -> np.ndarray:
-    """Concatenate one column of PostgreSQL binary 1-D arrays without NULLs (raw bytes) into a numpy array."""
-    parts = []
-    for block in blocks:
-        data = block[column]
-        ndim, has_null = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
-        if ndim != 1 or has_null:
-            raise RuntimeError("unexpected array layout from PostgreSQL")
-        items = np.frombuffer(data, dtype=np.dtype([("length", ">i4"), ("value", dtype)]), offset=20)
-        if np.any(items["length"] != width):
-            raise RuntimeError("unexpected array element from PostgreSQL")
-        parts.append(items["value"])
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+def _uuid_labels(raw: np.ndarray) -> np.ndarray:
+    """Return the text form of 16-byte UUIDs (an ``(m, 16)`` uint8 array) as ``str``, "" for the nil UUID.
+
+    Vectorised: a ledger can name a million tasks, and ``str(uuid.UUID(bytes=...))`` per task took seconds.
+    """
+    nibbles = np.empty((raw.shape[0], 32), dtype=np.uint8)
+    nibbles[:, 0::2] = raw >> 4
+    nibbles[:, 1::2] = raw & 15
+    text = np.full((raw.shape[0], 36), ord("-"), dtype=np.uint8)
+    text[:, _UUID_DIGITS] = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)[nibbles]
+    labels = text.view("S36").reshape(-1).astype(str).astype(object)
+    labels[~raw.any(axis=1)] = ""
+    return labels
 
 
-def _ledger_read(study_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _ledger_read(
+    study_id: int, tasks: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
     import psycopg
-    from psycopg.adapt import Loader
-
-
-    class RawBytes(Loader):
-        format = psycopg.pq.Format.BINARY
-
-        def load(self, data: Any) -> bytes:
-            return bytes(data)
 
     connection.ensure_connection()
     # A server-binding psycopg cursor on Django's connection (and transaction): Django's own cursors bind
     # client-side, which cannot return binary results.
     with psycopg.Cursor(connection.connection) as raw:
-        for name in ("int8", "uuid", "float8"):
-            info = psycopg.postgres.types[name]
-            raw.adapters.register_loader(info.array_oid, RawBytes)
-        raw.execute(_LEDGER_SQL, (int(study_id),), binary=True)
-        blocks = raw.fetchall()
-    ids = _binary_array(blocks, 0, 8, ">i8")
-    agent = _binary_array(blocks, 1, 8, ">i8").astype(np.int64)
-    participant = _binary_array(blocks, 2, 8, ">i8").astype(np.int64)
-    tasks = _binary_array(blocks, 3, 16, "V16")
-    y = _binary_array(blocks, 4, 8, ">f8").astype(np.float64)
-    w = _binary_array(blocks, 5, 8, ">f8").astype(np.float64)
-    del blocks
+        raw.execute(_LEDGER_SQL.format(tasks=_TASK_COLUMN if tasks else ""), (int(study_id),), binary=True)
+        row = raw.fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns one row (of NULLs when nothing matches)
+    if row[0] is None:
+        empty = np.zeros(0)
+        return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None,
+                empty, empty)
+    widths = (8, 8, 8, 8, 8, 16) if tasks else (8, 8, 8, 8, 8)
+    n = len(row[0]) // 8
+    if any(len(value) != n * width for value, width in zip(row, widths, strict=True)):
+        # string_agg skips NULLs: a column of another length is not aligned with the others.
+        raise RuntimeError("unexpected ledger layout from PostgreSQL")
+    ids = np.frombuffer(row[0], dtype=">i8")
+    agent = np.frombuffer(row[1], dtype=">i8").astype(np.int64)
+    participant = np.frombuffer(row[2], dtype=">i8").astype(np.int64)
+    y = np.frombuffer(row[3], dtype=">f8").astype(np.float64)
+    w = np.frombuffer(row[4], dtype=">f8").astype(np.float64)
+    task_words = np.frombuffer(row[5], dtype=np.uint64).reshape(-1, 2) if tasks else None
+    del row
     if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # aggregation order is the scan's: sort by id
         order = np.argsort(ids, kind="stable")
-        tasks, agent, participant, y, w = tasks[order], agent[order], participant[order], y[order], w[order]
-    if ids.size == 0:
-        return agent, participant, np.zeros(0, dtype=object), y, w
-    codes, first = first_appearance(tasks.view(np.uint64).reshape(-1, 2))
-    labels = np.array(
-        ["" if u == _NIL_UUID else str(uuid.UUID(bytes=u)) for u in (bytes(v) for v in tasks[first])], dtype=object
-    )
+        agent, participant, y, w = agent[order], participant[order], y[order], w[order]
+        task_words = None if task_words is None else task_words[order]
+    if task_words is None:
+        return agent, participant, None, y, w
+    codes, first = first_appearance(task_words)
+    labels = _uuid_labels(task_words[first].view(np.uint8).reshape(-1, 16))
     return agent, participant, labels[codes], y, w
 
 
-def observations_arrays(study: Study | int) -> ObservationArrays:
-    """Return the study's active observations as numpy arrays (PostgreSQL: packed binary columns; else one query)."""
+def observations_arrays(study: Study | int, *, tasks: bool = True) -> ObservationArrays:
+    """Return the study's active observations as numpy arrays (PostgreSQL: packed binary columns; else one query).
+
+    Without ``tasks`` the task ids are not read (``task_ids`` is None): the models other than
+    ``calibrated_task`` never use them, and at 10^7 observations reading and numbering them took ~4 s of ~10.
+    """
     study_id = _study_id(study)
     if connection.vendor == "postgresql":
-        return ObservationArrays(*_ledger_read(study_id))
+        return ObservationArrays(*_ledger_read(study_id, tasks))
     rows = (
         Observation.objects.filter(study_id=study_id, active=True)
         .order_by("pk")
         .annotate(task_key=Coalesce("task_uuid", "task__uuid"))
         .values_list("agent_id", "participant_id", "task_key", "y", "weight")
     )
-    agents, participants, tasks, ys, ws = [], [], [], [], []
+    agents, participants, task_keys, ys, ws = [], [], [], [], []
     for agent_id, participant_id, task_uuid, y, weight in rows.iterator(chunk_size=10_000):
         agents.append(agent_id)
         participants.append(participant_id)
-        tasks.append("" if task_uuid is None else str(task_uuid))
+        task_keys.append("" if task_uuid is None else str(task_uuid))
         ys.append(y)
         ws.append(weight)
     return ObservationArrays(
         agent_ids=np.asarray(agents, dtype=np.int64),
         participant_ids=np.asarray(participants, dtype=np.int64),
-        task_ids=np.asarray(tasks, dtype=object),
+        task_ids=np.asarray(task_keys, dtype=object) if tasks else None,
         y=np.asarray(ys, dtype=np.float64),
         w=np.asarray(ws, dtype=np.float64),
     )
@@ -254,7 +272,9 @@ def study_model_settings(study: Study) -> dict[str, Any]:
 def study_ledger(study: Study | int, spec: ModelSpec) -> ObservationArrays | GradeArrays:
     """Return the ledger the study's model is fitted to: one row per grade for the judge-aware model, one row
     per episode for the others."""
-    return grade_arrays(study) if spec.kind == "judge_aware" else observations_arrays(study)
+    if spec.kind == "judge_aware":
+        return grade_arrays(study)
+    return observations_arrays(study, tasks=spec.kind == "calibrated_task")
 
 
 def agent_names(agent_ids: Any) -> dict[int, str]:

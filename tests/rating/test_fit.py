@@ -331,3 +331,52 @@ def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(mo
     gathered = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=spec)
     np.testing.assert_allclose(gathered.human_sigma, dense.human_sigma, rtol=1e-10)
     np.testing.assert_allclose(gathered.standardized_residuals, dense.standardized_residuals, rtol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["calibrated", "calibrated_task"])
+def test_average_information_leverages_and_participant_variances_equal_dense_algebra(kind: str) -> None:
+    """The pooled-sum forms (average information, leverages, participant variances) against the dense
+    mixed-model matrices of the same design: weights, and for the task model rows without a task."""
+    import rating.fit as fit_module
+
+    rng = np.random.default_rng(31)
+    data = simulate(rng, n_agents=4, n_humans=25, n_obs=120, n_tasks=7)
+    weights = rng.uniform(0.5, 2.0, 120)
+    tasks = kind == "calibrated_task"
+    task = data["task"].astype(object)
+    task[::9] = None
+    spec = ModelSpec(kind=kind, integrate_hyper=False)
+    obs = fit_module._observations(data["agent"], data["human"], data["y"], task if tasks else None, weights)
+    st = fit_module._structure(obs, tasks=tasks)
+    ev = fit_module._reml(st).evaluation
+    fit = fit_model(data["agent"], data["human"], data["y"], task, spec=spec, weights=weights)
+
+    n, n_a, n_h = obs.n, obs.n_agents, obs.n_humans
+    blocks = [np.eye(n_a)[obs.agent], np.eye(n_h)[obs.human]]
+    prior = [np.zeros(n_a), np.full(n_h, 1.0 / ev.gamma["human"])]
+    if tasks:
+        assert obs.task is not None
+        blocks.append(np.where(obs.task[:, None] >= 0, np.eye(obs.n_tasks)[np.maximum(obs.task, 0)], 0.0))
+        prior.append(np.full(obs.n_tasks, 1.0 / ev.gamma["task"]))
+    design, w = np.hstack(blocks), np.diag(obs.omega)
+    c0_inv = np.linalg.inv(design.T @ w @ design + np.diag(np.concatenate(prior)))
+    b = c0_inv @ design.T @ w @ obs.y
+    p0 = w - w @ design @ c0_inv @ design.T @ w
+    beta2 = float(obs.y @ p0 @ obs.y) / (n - n_a)
+    # Working vectors: the residuals, then each random component's fitted part.
+    vectors, start = [obs.y - design @ b], n_a
+    for block in blocks[1:]:
+        stop = start + block.shape[1]
+        vectors.append(block @ b[start:stop])
+        start = stop
+    v = np.column_stack(vectors)
+    m = np.eye(v.shape[1])
+    m[1:, 0] = 1.0
+    info = m.T @ (v.T @ p0 @ v / (2.0 * beta2)) @ m
+    np.testing.assert_allclose(fit_module._average_information(st, ev), info, rtol=1e-10, atol=1e-12 * abs(info).max())
+
+    leverage = obs.omega * np.einsum("ij,jk,ik->i", design, c0_inv, design)
+    standardized = vectors[0] / np.sqrt(beta2 / obs.omega * (1.0 - leverage))
+    np.testing.assert_allclose(fit.residuals, vectors[0], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(fit.standardized_residuals, standardized, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fit.human_sigma, np.sqrt(beta2 * np.diag(c0_inv)[n_a : n_a + n_h]), rtol=1e-10)

@@ -63,6 +63,57 @@ def test_imported_task_uuids_count_as_tasks_and_a_missing_one_disables_task_grou
     assert selectors.observations_arrays(study).has_tasks
 
 
+def test_a_read_without_tasks_holds_the_same_ledger_and_no_task_ids():
+    study, _, _, _ = _recorded_study(seed=14)
+    full = selectors.observations_arrays(study)
+    bare = selectors.observations_arrays(study, tasks=False)
+    assert bare.task_ids is None and not bare.has_tasks and not bare.any_task and bare.task_groups() is None
+    for name in ("agent_ids", "participant_ids", "y", "w"):
+        np.testing.assert_array_equal(getattr(bare, name), getattr(full, name))
+    # Only the task model reads tasks.
+    assert selectors.study_ledger(study, selectors.study_model_spec(study)).task_ids is None
+    Study.objects.filter(pk=study.pk).update(rating_model="calibrated_task")
+    study.refresh_from_db()
+    assert selectors.study_ledger(study, selectors.study_model_spec(study)).task_ids.tolist() == full.task_ids.tolist()
+
+
+def test_an_empty_ledger_reads_as_empty_arrays_with_or_without_tasks():
+    study = StudyFactory()
+    full, bare = selectors.observations_arrays(study), selectors.observations_arrays(study, tasks=False)
+    assert full.n == bare.n == 0 and full.task_ids.shape == (0,) and bare.task_ids is None
+    assert full.agent_ids.dtype == bare.agent_ids.dtype == np.int64
+
+
+def test_task_labels_are_the_uuids_text_and_blank_for_the_nil_uuid():
+    raw = [uuid.uuid4() for _ in range(50)] + [uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(int=2**128 - 1)]
+    labels = selectors._uuid_labels(np.frombuffer(b"".join(u.bytes for u in raw), dtype=np.uint8).reshape(-1, 16))
+    assert labels.dtype == object
+    assert labels.tolist() == [str(u) for u in raw[:50]] + ["", str(raw[51]), str(raw[52])]
+
+
+def test_the_digest_ignores_tasks_only_for_task_less_models_and_follows_a_switch_of_model():
+    study, _, _, episodes = _recorded_study(seed=15)
+    first = refresh.posterior_refresh(study_id=study.pk)
+    # A task-less model never reads tasks: a changed task leaves its ledger, and its refit, the same.
+    moved = Observation.objects.filter(study=study, active=True).order_by("pk").first()
+    other = Observation.objects.filter(study=study).exclude(task_uuid=moved.task_uuid).first()
+    Observation.objects.filter(pk=moved.pk).update(task_uuid=other.task_uuid)
+    assert refresh.posterior_refresh(study_id=study.pk, only_if_changed=True).pk == first.pk
+    # The model is in the digest: switching to the task model refits although the ledger is unchanged.
+    Study.objects.filter(pk=study.pk).update(rating_model="calibrated_task")
+    task_fit = refresh.posterior_refresh(study_id=study.pk, only_if_changed=True)
+    assert task_fit.pk != first.pk and task_fit.config["kind"] == "calibrated_task"
+    assert refresh.posterior_refresh(study_id=study.pk, only_if_changed=True).pk == task_fit.pk
+    # The task model reads tasks: a changed task is a changed ledger.
+    Observation.objects.filter(pk=moved.pk).update(task_uuid=moved.task_uuid)
+    assert refresh.posterior_refresh(study_id=study.pk, only_if_changed=True).pk != task_fit.pk
+    # And back to the task-less model: a new snapshot, then nothing to do.
+    Study.objects.filter(pk=study.pk).update(rating_model="calibrated")
+    back = refresh.posterior_refresh(study_id=study.pk, only_if_changed=True)
+    assert back.pk != first.pk and back.config["kind"] == "calibrated"
+    assert refresh.posterior_refresh(study_id=study.pk, only_if_changed=True).pk == back.pk
+
+
 def test_latest_snapshot_and_leaderboards_follow_the_newest_version():
     study, agents, participants, episodes = _recorded_study(seed=11)
     assert selectors.latest_snapshot(study) is None
