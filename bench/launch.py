@@ -155,6 +155,11 @@ def _summary(results: dict) -> dict:
             "worker_server_cpu_ms_median": round(statistics.median(worker_cpu), 1) if worker_cpu else None}
 
 
+def _arrival_window(results: dict) -> float:
+    joins = sorted(at for step, _ms, _status, _cpu, _queries, at in results["requests"] if step == "join")
+    return round(joins[-1] - joins[0], 1) if len(joins) > 1 else 0.0
+
+
 def _by_minute(results: dict) -> list[dict]:
     """Worker requests per minute of the run: how many, their p95 and the server CPU median -- whether a queue
     built up and when, and whether a request cost more CPU as the run went on."""
@@ -226,6 +231,8 @@ def main() -> None:
         "staff": scenario["staff"], "staff_username": "demo-staff", "staff_password": DEMO_PASSWORD,
         "steady": scenario["steady"], "duration": scenario.get("duration"),
         "tasks_per_session": study.tasks_per_session,
+        # Recruit n arrives n × this many seconds after the start (bench/launch_locust.py keeps the schedule).
+        "arrival_interval": scenario["over_seconds"] / scenario["arrivals"],
     }
     work = Path(tempfile.mkdtemp(prefix="launch-bench-", dir=settings.VAR_DIR))
     (work / "plan.json").write_text(json.dumps(plan))
@@ -255,7 +262,9 @@ def main() -> None:
         locust = subprocess.run(
             [str(BIN / "locust"), "-f", str(ROOT / "bench" / "launch_locust.py"),
              *(["Recruit_", "Staff"] if scenario["staff"] else ["Recruit_"]), "--headless", "-u", str(users),
-             "-r", f"{max(rate, 0.01):.4f}", "--run-time", f"{int(run_time)}s",
+             # Users are spawned ahead of their planned arrival and wait for it (the plan's clock sets the
+             # arrival rate, not locust's spawning).
+             "-r", f"{max(4 * rate, 5.0):.4f}", "--run-time", f"{int(run_time)}s",
              "--host", f"http://127.0.0.1:{args.port}", "--only-summary", "--loglevel", "WARNING",
              "--stop-timeout", "60"],
             cwd=ROOT, env={**env, "LAUNCH_PLAN": str(work / "plan.json"),
@@ -282,6 +291,8 @@ def main() -> None:
         "scenario": args.scenario, "arrivals": scenario["arrivals"], "think": args.think,
         "locust_exit": locust.returncode, "elapsed_s": round(elapsed, 1),
         "requests_per_s": round(summary["requests"] / elapsed, 1),
+        # The arrivals as they happened: the first and last join and how many per second came in between.
+        "arrival_window_s": _arrival_window(results),
         "journeys_done": results["journeys_done"], "journey_errors": len(results["errors"]),
         "journey_error_samples": sorted(set(results["errors"]))[:5], "busy_retries": results["busy"],
         "server_cores_used": round(server_cpu / elapsed, 2),
@@ -311,6 +322,7 @@ def _table(report: dict) -> str:
         queries = "-" if row["queries_max"] is None else row["queries_max"]
         lines.append(f"{step:22s} {row['n']:5d} {row['p50_ms']:6d} {row['p95_ms']:6d} {row['p99_ms']:6d} "
                      f"{row['errors']:4d} {cpu:>7} {queries:>7}")
+    lines.append(f"{report['arrivals']} arrivals over {report['arrival_window_s']} s")
     lines.append(f"load before {report['load_before']} after {report['load_after']} max {report['load_max_1min']} "
                  f"on {report['cpus']} CPUs; generator {report['generator_cores_used']} cores; server "
                  f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request; "

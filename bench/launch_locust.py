@@ -18,14 +18,13 @@ from pathlib import Path
 
 import gevent
 from locust import HttpUser, between, events, task
-from locust.exception import StopUser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.launch_flow import FlowError, Recruit, launch_journey, payload  # noqa: E402
 
 PLAN = json.loads(Path(os.environ["LAUNCH_PLAN"]).read_text())
 RESULTS: dict = {"requests": [], "errors": [], "busy": 0, "journeys_done": 0}
-_recruits = iter(PLAN["recruits"])
+_recruits = enumerate(PLAN["recruits"])
 _STATIC = re.compile(r'(?:href|src)="(/static/[^"]+)"')
 _TIMING = re.compile(r"cpu;dur=([\d.]+), db;desc=\"queries\";dur=(\d+)")
 _started = {"wall": time.time(), "cpu": 0.0}
@@ -95,7 +94,13 @@ def _pause(seconds: float) -> None:
 
 
 class Recruit_(HttpUser):
-    """One recruit of the launch: the whole journey once, then leaves."""
+    """One recruit of the launch: arrives at its planned moment, walks the whole journey once, then stays idle.
+
+    Arrivals follow the plan's clock (recruit n at ``n × arrival_interval`` seconds), not locust's spawning:
+    locust keeps the number of running users at its ramp's target, so a user that stopped after its journey
+    was replaced at once, and arrivals ran at the spawn rate plus the rate journeys finished (up to 3.7 a
+    second in a run planned at 1.67). Users are spawned ahead of their arrival and wait.
+    """
 
     weight = PLAN.get("recruit_weight", 1)
     fixed_count = 0
@@ -104,9 +109,11 @@ class Recruit_(HttpUser):
     @task
     def journey(self) -> None:
         try:
-            recruit = Recruit(**next(_recruits))
+            n, plan = next(_recruits)
         except StopIteration:
-            raise StopUser()
+            self._idle()
+        gevent.sleep(max(0.0, _started["wall"] + n * PLAN["arrival_interval"] - time.time()))
+        recruit = Recruit(**plan)
         try:
             launch_journey(LocustHttp(self), recruit, PLAN["survey"], pause=_pause)
         except FlowError as exc:
@@ -119,7 +126,12 @@ class Recruit_(HttpUser):
             gevent.spawn_later(0.5, self.environment.runner.quit)
         if PLAN.get("steady"):
             self._keep_working(recruit)
-        raise StopUser()
+        self._idle()
+
+    def _idle(self) -> None:
+        """Stay until the run ends: a stopped user would be replaced by a new arrival."""
+        while True:
+            gevent.sleep(60)
 
     def _keep_working(self, recruit: Recruit) -> None:
         """Steady state: an enrolled participant keeps opening tasks, uploading 5 MB and submitting."""
@@ -169,6 +181,7 @@ class Staff(HttpUser):
     @task
     def refresh(self) -> None:
         if time.time() > _started["wall"] + PLAN.get("duration", 0):
-            raise StopUser()
+            while True:  # until the run ends: a stopped user would be replaced
+                gevent.sleep(60)
         self.http.request("staff-overview", "GET", f"/admin/dashboard/{PLAN['study_slug']}/")
         self.http.request("staff-leaderboard", "GET", f"/admin/dashboard/{PLAN['study_slug']}/leaderboard/")

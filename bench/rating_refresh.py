@@ -2,7 +2,7 @@
 
 Why: a refresh (``rating.services.refresh.posterior_refresh``) reads the whole active ledger, fits the study's
 rating model, and writes one EntityRating row per agent and per human. At the largest scale the target is
-10 s end to end; the ledger is read with one binary ``COPY ... TO STDOUT`` and the ratings written with
+10 s end to end; the ledger is read in one query as one binary value per column and the ratings written with
 ``COPY ... FROM STDIN``, never row by row. The bench fills a throw-away study with bulk ``COPY`` loads
 (participants and observations drawn from y = s_agent + s_human + task + noise), then times refreshes under
 the models asked for and prints the refresh's own timings (read, fit, connectivity, write, total), the

@@ -165,7 +165,14 @@ class EntityRating(models.Model):
         AGENT = "agent", "Agent"
         HUMAN = "human", "Human"
 
-    snapshot = models.ForeignKey(RatingSnapshot, on_delete=models.CASCADE, related_name="ratings")
+    # A refit writes a row per participant (10^6 at platform scale) in the transaction that creates the snapshot,
+    # so the database neither checks each row against the snapshot at commit (a deferred trigger event per row:
+    # seconds at that size) nor keeps a second index on the column (the unique constraint below starts with
+    # it). Rows are written only by rating.services.refresh, for the snapshot it has just created, and deleted
+    # with their snapshot by the ORM's cascade.
+    snapshot = models.ForeignKey(
+        RatingSnapshot, on_delete=models.CASCADE, related_name="ratings", db_constraint=False, db_index=False
+    )
     entity_kind = models.CharField(max_length=8, choices=Kind.choices)
     entity_id = models.BigIntegerField(help_text="Agent or Participant primary key.")
     label = models.CharField(max_length=200, help_text="Agent name, or the participant's pseudonym.")
