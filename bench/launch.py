@@ -222,7 +222,8 @@ def main() -> None:
     from bench.launch_study import integrity_check, prepare_study, recruits, survey_spec
     from console.demo import DEMO_PASSWORD
 
-    study = prepare_study(arrivals=scenario["arrivals"])
+    # Steady-state workers go on through their whole session (tasks_per_session), the others open two tasks.
+    study = prepare_study(arrivals=scenario["arrivals"], tasks_each=None if scenario["steady"] else 2)
     call_command("collectstatic", "--noinput", "-v", "0")
     run = f"l{uuid.uuid4().hex[:6]}"
     plan = {

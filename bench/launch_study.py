@@ -17,9 +17,9 @@ from bench.launch_flow import PASSWORD, Recruit, payload
 PLATFORM = "upwork"
 
 
-def prepare_study(*, arrivals: int) -> Any:
+def prepare_study(*, arrivals: int, tasks_each: int | None = 2) -> Any:
     """Migrate the database, load the demo study if missing, open it, and give it room for ``arrivals``
-    recruits × 2 tasks."""
+    recruits × ``tasks_each`` tasks (``None``: the study's whole session, as steady-state workers take it)."""
     from django.core.management import call_command
 
     from console.demo import DEMO_SLUG, demo_load
@@ -34,11 +34,12 @@ def prepare_study(*, arrivals: int) -> Any:
     from django.db.models import Count
 
     # Every recruit picks the same occupation, whose sector (with its fallbacks) has only a few tasks, and
-    # earlier runs already used some capacity: leave room for two tasks per arrival on any single task.
+    # earlier runs already used some capacity: leave room for every task an arrival takes on any single task.
     taken = (TaskInstance.objects.filter(studies=study).annotate(n=Count("episodes"))
              .order_by("-n").values_list("n", flat=True).first()) or 0
     study.status = Study.Status.RECRUITING
-    study.max_episodes_per_task = max(study.max_episodes_per_task, taken + 2 * arrivals + 10)
+    each = study.tasks_per_session if tasks_each is None else tasks_each
+    study.max_episodes_per_task = max(study.max_episodes_per_task, taken + each * arrivals + 10)
     study.save(update_fields=["status", "max_episodes_per_task"])
     return study
 
