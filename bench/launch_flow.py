@@ -100,11 +100,9 @@ def launch_journey(http: Http, recruit: Recruit, survey: dict[str, Any], *, pass
     _expect(http.request("pre-survey-submit", "POST", f"{base}/survey/pre/", data={**fields, "action": "submit"},
                          headers=csrf()), "pre-survey-submit", 302)
 
-    _task(http, recruit, base, 1, csrf, pause)
+    work_task(http, recruit, open_task(http, base, 1, csrf, pause), 1, csrf, pause)
     pause(3)
-    _expect(http.request("task-start-page", "GET", f"{base}/tasks/2/"), "task-start-page", 200)
-    _expect(http.request("task-assign", "POST", f"{base}/tasks/2/start/", headers=csrf()), "task-assign", 302)
-    _expect(http.request("task", "GET", f"{base}/tasks/2/"), "task", 200)
+    open_task(http, base, 2, csrf, pause)
 
 
 def _answer_survey(http: Http, base: str, answers: dict[str, str], csrf, pause, *, window: float) -> None:
@@ -125,15 +123,22 @@ def _answer_survey(http: Http, base: str, answers: dict[str, str], csrf, pause, 
             batch = {}
 
 
-def _task(http: Http, recruit: Recruit, base: str, position: int, csrf, pause) -> None:
+def open_task(http: Http, base: str, position: int, csrf, pause) -> str:
+    """Open task ``position`` from its start page (the match is made on the POST); return the task page."""
     _expect(http.request("task-start-page", "GET", f"{base}/tasks/{position}/"), "task-start-page", 200)
     pause(5)
     _expect(http.request("task-assign", "POST", f"{base}/tasks/{position}/start/", headers=csrf()),
             "task-assign", 302)
-    page = _text(_expect(http.request("task", "GET", f"{base}/tasks/{position}/"), "task", 200))
+    return _text(_expect(http.request("task", "GET", f"{base}/tasks/{position}/"), "task", 200))
+
+
+def work_task(http: Http, recruit: Recruit, page: str, position: int, csrf, pause, *,
+              deliverable_bytes: int = DELIVERABLE_BYTES, log_bytes: int = LOG_BYTES) -> None:
+    """From an open task's page: download the reference, set up, upload a deliverable and a log (or give the
+    shared-session link, for agents whose log is one), review and submit."""
     episode = re.search(r"/episodes/(\d+)/setup/", page)
     if episode is None:
-        raise FlowError("task: no setup form on the task page")
+        raise FlowError(f"task {position}: no setup form on the task page")
     episode_path = f"/episodes/{episode.group(1)}"
     reference = re.search(rf"{episode_path}/reference/(\d+)/", page)
     if reference is not None:
@@ -143,8 +148,8 @@ def _task(http: Http, recruit: Recruit, base: str, position: int, csrf, pause) -
     _expect(http.request("setup", "POST", f"{episode_path}/setup/",
                          data={"prior_experience": "few", "ready": "on"}, headers=csrf()), "setup", 302)
     pause(30)
-    uploads = (("deliverable", f"report-{position}.csv", DELIVERABLE_BYTES),
-               ("log", f"session-log-{position}.txt", LOG_BYTES))
+    uploads = (("deliverable", f"report-{position}.csv", deliverable_bytes),
+               ("log", f"session-log-{position}.txt", log_bytes))
     for kind, name, size in uploads:
         files = {"file": (name, payload(recruit.worker_id, name, size), "application/octet-stream")}
         _expect(http.request("upload", "POST", f"{episode_path}/files/", data={"kind": kind}, files=files,
@@ -156,4 +161,21 @@ def _task(http: Http, recruit: Recruit, base: str, position: int, csrf, pause) -
                              data={"share_url": f"https://manus.im/share/{recruit.worker_id}", "notes": "ok"},
                              headers={**csrf(), "Accept": "application/json"}), "log", 200)
     pause(5)
-    _expect(http.request("submit", "POST", f"{episode_path}/submit/", headers=csrf()), "submit", 302)
+    submitted = _expect(http.request("submit", "POST", f"{episode_path}/submit/", headers=csrf()), "submit", 302)
+    if "#" in submitted.headers.get("Location", ""):  # sent back to a section of the task page: refused
+        raise FlowError(f"submit of task {position}: refused ({submitted.headers['Location']})")
+
+
+def keep_working(http: Http, recruit: Recruit, *, last_position: int, pause,
+                 deliverable_bytes: int, log_bytes: int, until: Callable[[], bool] = lambda: False) -> None:
+    """Steady state after the launch journey (task 2 left open): finish task 2, then open and finish each
+    next task up to ``last_position`` (the study's session), until ``until()`` says stop."""
+    base = f"/study/{recruit.study_slug}"
+    csrf = lambda: {"X-CSRFToken": http.csrf()}  # noqa: E731
+    for position in range(2, last_position + 1):
+        if until():
+            return
+        page = (_text(_expect(http.request("task", "GET", f"{base}/tasks/2/"), "task", 200)) if position == 2
+                else open_task(http, base, position, csrf, pause))
+        work_task(http, recruit, page, position, csrf, pause, deliverable_bytes=deliverable_bytes,
+                  log_bytes=log_bytes)

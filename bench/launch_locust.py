@@ -20,7 +20,7 @@ import gevent
 from locust import HttpUser, between, events, task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.launch_flow import FlowError, Recruit, launch_journey, payload  # noqa: E402
+from bench.launch_flow import FlowError, Recruit, keep_working, launch_journey  # noqa: E402
 
 PLAN = json.loads(Path(os.environ["LAUNCH_PLAN"]).read_text())
 RESULTS: dict = {"requests": [], "errors": [], "busy": 0, "journeys_done": 0}
@@ -134,35 +134,14 @@ class Recruit_(HttpUser):
             gevent.sleep(60)
 
     def _keep_working(self, recruit: Recruit) -> None:
-        """Steady state: an enrolled participant keeps opening tasks, uploading 5 MB and submitting."""
-        http = LocustHttp(self)
-        base = f"/study/{recruit.study_slug}"
+        """Steady state: an enrolled participant finishes task 2 and goes on through the session's tasks,
+        uploading 5 MB deliverables, until the run's duration is over."""
         deadline = _started["wall"] + PLAN["duration"]
-        position = 2  # the journey left task 2 open
-        while time.time() < deadline and position <= PLAN.get("tasks_per_session", 5):
-            page = http.request("task", "GET", f"{base}/tasks/{position}/")
-            found = re.search(r"/episodes/(\d+)/setup/", page.text)
-            if found is None:
-                http.request("task-assign", "POST", f"{base}/tasks/{position}/start/",
-                             headers={"X-CSRFToken": http.csrf()})
-                page = http.request("task", "GET", f"{base}/tasks/{position}/")
-                found = re.search(r"/episodes/(\d+)/setup/", page.text)
-            if page.status_code != 200 or not found:
-                RESULTS["errors"].append(f"steady task {position}: HTTP {page.status_code}")
-                return
-            episode = f"/episodes/{found.group(1)}"
-            http.request("setup", "POST", f"{episode}/setup/", data={"prior_experience": "few", "ready": "on"},
-                         headers={"X-CSRFToken": http.csrf()})
-            _pause(20)
-            for kind, name, size in (("deliverable", f"big-{position}.csv", 5 << 20),
-                                     ("log", f"session-log-{position}.txt", 200 * 1024)):
-                http.request("upload", "POST", f"{episode}/files/", data={"kind": kind},
-                             files={"file": (name, payload(recruit.worker_id, name, size), "text/plain")},
-                             headers={"X-CSRFToken": http.csrf(), "Accept": "application/json"})
-            http.request("review", "GET", f"{episode}/submit/")
-            http.request("submit", "POST", f"{episode}/submit/", headers={"X-CSRFToken": http.csrf()})
-            _pause(10)
-            position += 1
+        try:
+            keep_working(LocustHttp(self), recruit, last_position=PLAN.get("tasks_per_session", 5), pause=_pause,
+                         deliverable_bytes=5 << 20, log_bytes=200 * 1024, until=lambda: time.time() >= deadline)
+        except FlowError as exc:
+            RESULTS["errors"].append(f"steady {exc}")
 
 
 class Staff(HttpUser):
