@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.urls import reverse
 
-from studies.roles import EXPERT, STAFF, WORKER, has_role
+from studies.roles import EXPERT, STAFF, WORKER, navigation_roles
 
 # (role, label, url name). Every name must resolve: a typo fails every page loudly instead of hiding a link.
 NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
@@ -20,9 +20,6 @@ NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
 
 def navigation(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
-    items = []
-    if user is not None and user.is_authenticated:
-        for role, label, name in NAV_ITEMS:
-            if has_role(user, role):
-                items.append({"label": label, "url": reverse(name), "role": role})
-    return {"nav_items": items}
+    roles = navigation_roles(user) if user is not None else frozenset()
+    return {"nav_items": [{"label": label, "url": reverse(name), "role": role}
+                          for role, label, name in NAV_ITEMS if role in roles]}

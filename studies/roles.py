@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
 from django.contrib.auth.views import redirect_to_login
+from django.core.cache import cache
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.http.response import Http404
@@ -33,11 +34,35 @@ def has_role(user: Any, role: str) -> bool:
         return False
     if role == STAFF and (user.is_staff or user.is_superuser):
         return True
-    cache = getattr(user, "_role_cache", None)
-    if cache is None:
-        cache = set(user.groups.values_list("name", flat=True))
-        user._role_cache = cache
-    return role in cache
+    held = getattr(user, "_role_cache", None)
+    if held is None:
+        held = set(user.groups.values_list("name", flat=True))
+        user._role_cache = held
+    return role in held
+
+
+# The menu's links are shown from roles remembered this long per account: a link only (every page checks the
+# role itself with has_role), so a worker page does not pay a query for its menu.
+NAVIGATION_ROLES_SECONDS = 60
+
+
+def _navigation_key(user: Any) -> str:
+    """Per account, and per its staff flags so that a change to them shows at once; the join time tells apart two
+    accounts that got the same id (SQLite reuses the ids of rolled-back rows)."""
+    joined = user.date_joined.timestamp() if getattr(user, "date_joined", None) else 0
+    return f"nav-roles:{user.pk}:{joined}:{int(bool(user.is_staff))}{int(bool(user.is_superuser))}"
+
+
+def navigation_roles(user: Any) -> frozenset[str]:
+    """The roles whose links the menu shows (at most a minute old; granting a role here clears it at once)."""
+    if not getattr(user, "is_authenticated", False):
+        return frozenset()
+    key = _navigation_key(user)
+    roles = cache.get(key)
+    if not isinstance(roles, frozenset):
+        roles = frozenset(role for role in ROLES if has_role(user, role))
+        cache.set(key, roles, NAVIGATION_ROLES_SECONDS)
+    return roles
 
 
 def grant_role(user: Any, role: str) -> None:
@@ -52,6 +77,7 @@ def grant_role(user: Any, role: str) -> None:
             user.save(update_fields=["is_staff"])
     if hasattr(user, "_role_cache"):
         del user._role_cache
+    cache.delete(_navigation_key(user))
 
 
 def staff_permissions_sync() -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.urls import reverse
 
 from studies.models import (
@@ -161,8 +161,15 @@ def participants_of_user(user: Any) -> QuerySet[Participant]:
 
 
 def participant_for_user(*, user: Any, study_slug: str) -> Participant:
-    """Return the account's participant in a study (raises Participant.DoesNotExist otherwise)."""
-    return (Participant.objects.select_related("study", "occupation", "occupation__sector", "consent_version")
+    """Return the account's participant in a study (raises Participant.DoesNotExist otherwise).
+
+    The numbers of the consent version accepted and of the study's latest one come with it, so every worker
+    page can tell that consent is current without two more queries (:func:`consent_version_required`).
+    """
+    latest = ConsentVersion.objects.filter(study_id=OuterRef("study_id")).order_by("-version").values("version")[:1]
+    return (Participant.objects.select_related("study", "occupation", "occupation__sector")
+            .annotate(accepted_consent_number=F("consent_version__version"),
+                      latest_consent_number=Subquery(latest))
             .get(user_id=user.pk, study__slug=study_slug))
 
 
@@ -172,6 +179,10 @@ def consent_version_required(participant: Participant) -> ConsentVersion | None:
     Someone who never accepted must accept the latest version; someone who accepted an older one must accept
     again only if a newer version was published with ``requires_reconsent`` (a staff choice per version).
     """
+    latest = getattr(participant, "latest_consent_number", None)
+    if latest is not None and participant.consent_version_id is not None and \
+            latest == getattr(participant, "accepted_consent_number", None):
+        return None  # the latest version is the one accepted (read with the participant)
     current = participant.study.current_consent()
     if current is None:
         return None

@@ -494,6 +494,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Security ---------------------------------------------------------------------------------------------
+# Django's database sessions, read with a precompiled statement (studyapp/sessions.py): the same table and format.
+SESSION_ENGINE = "studyapp.sessions"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"

@@ -175,3 +175,22 @@ def test_password_reset_requests_are_limited_per_address(client, mailoutbox, fre
     refused = client.post(reverse("password_reset"), {"email": "target@example.org"})
     assert refused.status_code == 200 and b"Too many reset requests" in refused.content
     assert len(mailoutbox) == 5
+
+
+def test_the_menu_reads_its_roles_once_a_minute_and_a_new_role_shows_at_once(client, django_assert_num_queries):
+    from django.contrib.auth.models import Group
+
+    from studies.roles import grant_role, navigation_roles
+
+    user = UserFactory(roles=["worker"])
+    assert navigation_roles(user) == {"worker"}
+    fresh = type(user).objects.get(pk=user.pk)  # another request: no roles remembered on the object
+    with django_assert_num_queries(0):
+        assert navigation_roles(fresh) == {"worker"}
+    grant_role(user, "expert")
+    assert navigation_roles(type(user).objects.get(pk=user.pk)) == {"worker", "expert"}
+    # A change made elsewhere (the admin's group editor) shows within NAVIGATION_ROLES_SECONDS; the staff
+    # flag is part of the key and shows at once. Pages themselves never trust the menu's roles.
+    user.groups.remove(Group.objects.get(name="expert"))
+    type(user).objects.filter(pk=user.pk).update(is_staff=True)
+    assert navigation_roles(type(user).objects.get(pk=user.pk)) == {"worker", "staff"}
