@@ -235,17 +235,24 @@ def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[s
     """Participants on the task step with no open task, fewer tasks than the session asks, and no task that
     can still be matched to them: they are waiting for nothing unless staff act (add tasks or fallbacks)."""
     # Under the "all submitted" gate a skipped task is replaced, so only submitted ones count as done.
-    counted = (~Q(episodes__status=Episode.Status.SKIPPED)
-               if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else None)
-    candidates = (
+    counted = (~Q(status=Episode.Status.SKIPPED)
+               if study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED else Q())
+    # Per participant, two counts over its own few episodes, found by the episode-by-participant index alone (the
+    # conditions are in the counts, not in the lookup). The earlier anti-join on open episodes plus a grouped
+    # count was planned, once the tables' statistics lagged behind a launch's inserts, as a loop over every open
+    # episode of the study per participant: seconds at a few thousand participants. Scalar subqueries are never
+    # turned into joins, so this costs the same whatever the planner believes.
+    def tally(condition: Q) -> Coalesce:
+        rows = Episode.objects.filter(participant=OuterRef("pk")).order_by().values("participant")
+        return Coalesce(Subquery(rows.annotate(n=Count("pk", filter=condition)).values("n")), 0)
+
+    window = list(
         Participant.objects.filter(study=study, status=Participant.Status.WORKING, is_simulated=False)
-        .exclude(episodes__status__in=OPEN_EPISODE)
-        .annotate(done=Count("episodes", distinct=True, filter=counted))
-        .filter(done__lt=study.tasks_per_session)
+        .annotate(busy=tally(Q(status__in=OPEN_EPISODE)), done=tally(counted))
+        .filter(busy=0, done__lt=study.tasks_per_session)
         .select_related("study", "occupation", "occupation__sector")
-        .order_by("last_activity_at", "pk")
+        .order_by("last_activity_at", "pk")[: limit * 4]
     )
-    window = list(candidates[: limit * 4])
     # One set-based answer for the whole page: asking the matching rule worker by worker cost five queries each
     # (777 with a launch's crowd waiting).
     matchable = participants_with_task(study=study, participants=window)
