@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, NamedTuple
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -133,34 +134,120 @@ def _uuid_labels(raw: np.ndarray) -> np.ndarray:
     return labels
 
 
-def _ledger_read(
-    study_id: int, tasks: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
-    import psycopg
+# Above this many pages of the observation table (~200 000 rows) the ledger is read in parts, each on its own
+# connection and server process: the aggregation is single-threaded, most of the read's time, and splits by
+# the table's pages (a TID range) without an index. Below it a second connection costs more than it saves.
+PARALLEL_MIN_PAGES = 4096
+READ_PARTS = 2
 
-    connection.ensure_connection()
-    # A server-binding psycopg cursor on Django's connection (and transaction): Django's own cursors bind
-    # client-side, which cannot return binary results.
-    with psycopg.Cursor(connection.connection) as raw:
-        raw.execute(_LEDGER_SQL.format(tasks=_TASK_COLUMN if tasks else ""), (int(study_id),), binary=True)
-        row = raw.fetchone()
-    assert row is not None  # an aggregate without GROUP BY returns one row (of NULLs when nothing matches)
-    if row[0] is None:
-        empty = np.zeros(0)
-        return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None,
-                empty, empty)
+
+def _ledger_columns(
+    row: tuple[Any, ...], tasks: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Return one aggregate row's columns as arrays: ids, agents, participants, y, w, task UUID words."""
     widths = (8, 8, 8, 8, 8, 16) if tasks else (8, 8, 8, 8, 8)
+    if row[0] is None:
+        if any(value is not None for value in row):
+            raise RuntimeError("unexpected ledger layout from PostgreSQL")
+        row = tuple(b"" for _ in widths)
     n = len(row[0]) // 8
     if any(len(value) != n * width for value, width in zip(row, widths, strict=True)):
         # string_agg skips NULLs: a column of another length is not aligned with the others.
         raise RuntimeError("unexpected ledger layout from PostgreSQL")
-    ids = np.frombuffer(row[0], dtype=">i8")
-    agent = np.frombuffer(row[1], dtype=">i8").astype(np.int64)
-    participant = np.frombuffer(row[2], dtype=">i8").astype(np.int64)
-    y = np.frombuffer(row[3], dtype=">f8").astype(np.float64)
-    w = np.frombuffer(row[4], dtype=">f8").astype(np.float64)
-    task_words = np.frombuffer(row[5], dtype=np.uint64).reshape(-1, 2) if tasks else None
-    del row
+    return (
+        np.frombuffer(row[0], dtype=">i8"),
+        np.frombuffer(row[1], dtype=">i8").astype(np.int64),
+        np.frombuffer(row[2], dtype=">i8").astype(np.int64),
+        np.frombuffer(row[3], dtype=">f8").astype(np.float64),
+        np.frombuffer(row[4], dtype=">f8").astype(np.float64),
+        np.frombuffer(row[5], dtype=np.uint64).reshape(-1, 2) if tasks else None,
+    )
+
+
+def _part_connection_params() -> dict[str, Any]:
+    """Return psycopg connection arguments for another connection to Django's database (no Django cursors)."""
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(key, None)
+    return params
+
+
+def _read_part(params: dict[str, Any], snapshot: str, sql: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Run one part of the ledger read on a new connection, in the exported snapshot ``snapshot``."""
+    import psycopg
+    from psycopg import sql as pgsql
+
+    with psycopg.connect(**params, autocommit=True) as conn:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn.execute(pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot)))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, args, binary=True)
+            row = cursor.fetchone()
+        conn.execute("COMMIT")
+    assert row is not None  # an aggregate without GROUP BY returns one row (of NULLs when nothing matches)
+    return tuple(row)
+
+
+def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[tuple[Any, ...]]:
+    """Return the ledger's aggregate rows: one from Django's connection, or one per part of the table.
+
+    The parts run concurrently on their own connections, each importing a snapshot exported by this
+    transaction, so together they read exactly the ledger one query would (rows committed meanwhile by
+    anyone are invisible to all of them). A transaction that has written anything reads in one query on its
+    own connection: the others would not see its uncommitted rows.
+    """
+    import psycopg
+
+    sql = _LEDGER_SQL.format(tasks=_TASK_COLUMN if tasks else "")
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_size(%s) / current_setting('block_size')::bigint, txid_current_if_assigned()",
+            [Observation._meta.db_table],
+        )
+        pages, xid = cursor.fetchone()
+        count = READ_PARTS if parts is None else parts
+        if count > 1 and xid is None and (parts is not None or pages >= PARALLEL_MIN_PAGES):
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+            # Page bounds of each part; the last is open-ended, so pages added since the size was read are in it.
+            bounds = [int(pages) * i // count for i in range(count)]
+            part_sql = sql + " AND o.ctid >= %s::tid" + " AND o.ctid < %s::tid"
+            jobs = [
+                (part_sql, (int(study_id), f"({low},0)", f"({high},0)"))
+                for low, high in zip(bounds[:-1], bounds[1:], strict=True)
+            ]
+            jobs.append((sql + " AND o.ctid >= %s::tid", (int(study_id), f"({bounds[-1]},0)")))
+            params = _part_connection_params()
+            with ThreadPoolExecutor(max_workers=count) as pool:
+                futures = [pool.submit(_read_part, params, snapshot, part, args) for part, args in jobs]
+                return [future.result() for future in futures]
+        # A server-binding psycopg cursor on Django's connection (and transaction): Django's own cursors bind
+        # client-side, which cannot return binary results.
+        with psycopg.Cursor(connection.connection) as raw:
+            raw.execute(sql, (int(study_id),), binary=True)
+            row = raw.fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns one row (of NULLs when nothing matches)
+    return [tuple(row)]
+
+
+def _ledger_read(
+    study_id: int, tasks: bool, parts: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    connection.ensure_connection()
+    rows = _ledger_rows(study_id, tasks, parts)
+    columns = [_ledger_columns(row, tasks) for row in rows]
+    del rows
+    if len(columns) == 1:
+        ids, agent, participant, y, w, task_words = columns[0]
+    else:
+        ids, agent, participant, y, w = (np.concatenate([part[i] for part in columns]) for i in range(5))
+        words = [part[5] for part in columns]
+        task_words = None if words[0] is None else np.concatenate(words)  # type: ignore[arg-type]
+    del columns
+    if ids.size == 0:
+        empty = np.zeros(0)
+        return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None,
+                empty, empty)
     if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # aggregation order is the scan's: sort by id
         order = np.argsort(ids, kind="stable")
         agent, participant, y, w = agent[order], participant[order], y[order], w[order]
