@@ -39,6 +39,7 @@ from scipy.stats import chi2, norm
 from threadpoolctl import threadpool_limits
 
 from rating.arrays import finite_array, first_appearance, id_array, id_words, weight_array
+from rating.design_kernels import add_row_products_at, grouped_outer_sums
 from rating.engine import RatingConfig, prob_greater_matrix, solve_bipartite
 from rating.linalg import chol_inverse, eliminated_block, inv_lower, row_quadratic_forms
 from rating.reml import (
@@ -419,14 +420,12 @@ def _group_humans(
     if n_groups * n_core * n_core > _GROUPED_LIMIT or 4 * n_groups > n_h:
         return None
     group = group.reshape(-1)
-    # Row h of ``expand`` is b_h shifted to its group's block of columns: couplings' rows, new column indices
-    # (built in CSR directly, the entries in couplings' order).
-    entry_group = np.repeat(group, np.diff(couplings.indptr))
-    expand = scipy.sparse.csr_matrix(
-        (couplings.data, entry_group * n_core + couplings.indices, couplings.indptr), shape=(n_h, n_groups * n_core)
+    gram, b_r = grouped_outer_sums(
+        couplings.indptr, couplings.indices, couplings.data, r_human, group, n_groups, n_core
     )
-    gram = (expand.T @ couplings).toarray().reshape(n_groups, n_core, n_core)
-    b_r = (expand.T @ r_human).reshape(n_groups, n_core)
+    # In the column-major layout the sparse product used to return: einsum's order of summation follows the
+    # strides, and this keeps the fit's numbers as they were, to the last bit.
+    gram = np.asfortranarray(gram.reshape(n_groups * n_core, n_core)).reshape(n_groups, n_core, n_core)
     return _GroupedHumans(
         n_value=values,
         count=np.bincount(group, minlength=n_groups).astype(np.float64),
@@ -1162,13 +1161,6 @@ def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.nd
     return out
 
 
-def _at_columns(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Return ``matrix[rows, cols]``, 0 where ``cols`` is -1 (one flat gather, no boolean masks when none is)."""
-    n_cols = matrix.shape[1]
-    values = np.take(matrix.reshape(-1), rows * n_cols + cols, mode="clip")
-    return values if cols.size == 0 or int(cols.min()) >= 0 else np.where(cols >= 0, values, 0.0)
-
-
 def _obs_quadratic(
     couplings: scipy.sparse.csr_matrix,
     d: np.ndarray,
@@ -1373,14 +1365,13 @@ def _dense_core_forms(
     s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
     cross = None
     if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
-        # Few core columns: one sparse-dense product S^{-1} b_h for every human, read at each observation's
-        # columns, serves both the leverages and the human variances: b_h sums the human's weighted
-        # observations, so b_h^T S^{-1} b_h sums their weighted reads.
-        s_inv_b = np.asarray(st.couplings @ s_inv)
+        # Few core columns: (S^{-1} b_h) read at each observation's columns serves both the leverages and the
+        # human variances: b_h sums the human's weighted observations, so b_h^T S^{-1} b_h sums their weighted
+        # reads. The reads are summed over the human's entries; the product for every human is never formed.
+        couplings = st.couplings
         cross = np.zeros(st.n)
         for ci in st.core_cols:
-            cross += _at_columns(s_inv_b, st.human, ci)
-        del s_inv_b
+            add_row_products_at(couplings.indptr, couplings.indices, couplings.data, s_inv, st.human, ci, cross)
         b_s_b = np.bincount(st.human, weights=omega * cross, minlength=st.couplings.shape[0])
     else:
         b_s_b = row_forms(st.couplings, ev.chol, s_inv)
