@@ -212,7 +212,7 @@ def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[tuple[An
             # Page bounds of each part; the last is open-ended, so pages added since the size was read are in it.
             bounds = [int(pages) * i // count for i in range(count)]
             part_sql = sql + " AND o.ctid >= %s::tid" + " AND o.ctid < %s::tid"
-            jobs = [
+            jobs: list[tuple[str, tuple[Any, ...]]] = [
                 (part_sql, (int(study_id), f"({low},0)", f"({high},0)"))
                 for low, high in zip(bounds[:-1], bounds[1:], strict=True)
             ]
