@@ -141,10 +141,9 @@ PARALLEL_MIN_PAGES = 4096
 READ_PARTS = 2
 
 
-def _ledger_columns(
-    row: tuple[Any, ...], tasks: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Return one aggregate row's columns as arrays: ids, agents, participants, y, w, task UUID words."""
+def _ledger_columns(row: tuple[Any, ...], tasks: bool) -> list[np.ndarray]:
+    """Return one aggregate row's columns as views of its bytes: ids, agents, participants, y, w (big-endian), and
+    the task UUIDs as pairs of words when read."""
     widths = (8, 8, 8, 8, 8, 16) if tasks else (8, 8, 8, 8, 8)
     if row[0] is None:
         if any(value is not None for value in row):
@@ -154,14 +153,11 @@ def _ledger_columns(
     if any(len(value) != n * width for value, width in zip(row, widths, strict=True)):
         # string_agg skips NULLs: a column of another length is not aligned with the others.
         raise RuntimeError("unexpected ledger layout from PostgreSQL")
-    return (
-        np.frombuffer(row[0], dtype=">i8"),
-        np.frombuffer(row[1], dtype=">i8").astype(np.int64),
-        np.frombuffer(row[2], dtype=">i8").astype(np.int64),
-        np.frombuffer(row[3], dtype=">f8").astype(np.float64),
-        np.frombuffer(row[4], dtype=">f8").astype(np.float64),
-        np.frombuffer(row[5], dtype=np.uint64).reshape(-1, 2) if tasks else None,
-    )
+    dtypes = (">i8", ">i8", ">i8", ">f8", ">f8")
+    columns = [np.frombuffer(value, dtype=dtype) for value, dtype in zip(row[:5], dtypes, strict=True)]
+    if tasks:
+        columns.append(np.frombuffer(row[5], dtype=np.uint64).reshape(-1, 2))
+    return columns
 
 
 def _part_connection_params() -> dict[str, Any]:
@@ -235,15 +231,27 @@ def _ledger_read(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
     connection.ensure_connection()
     rows = _ledger_rows(study_id, tasks, parts)
-    columns = [_ledger_columns(row, tasks) for row in rows]
-    del rows
-    if len(columns) == 1:
-        ids, agent, participant, y, w, task_words = columns[0]
+    parts_columns = [_ledger_columns(row, tasks) for row in rows]
+    # Each column is allocated once and filled part by part in native byte order (no concatenation copy), the
+    # parts in threads: numpy swaps the bytes without the GIL, and the fill measured ~1 s at 10^7 rows.
+    sizes = [int(columns[0].shape[0]) for columns in parts_columns]
+    n = sum(sizes)
+    ids, agent, participant = (np.empty(n, dtype=np.int64) for _ in range(3))
+    y, w = np.empty(n), np.empty(n)
+    task_words = np.empty((n, 2), dtype=np.uint64) if tasks else None
+    targets = [ids, agent, participant, y, w] + ([] if task_words is None else [task_words])
+
+    def fill(columns: list[np.ndarray], start: int) -> None:
+        for target, column in zip(targets, columns, strict=True):
+            target[start : start + column.shape[0]] = column
+
+    starts = np.cumsum([0, *sizes[:-1]]).tolist()
+    if len(parts_columns) == 1:
+        fill(parts_columns[0], 0)
     else:
-        ids, agent, participant, y, w = (np.concatenate([part[i] for part in columns]) for i in range(5))
-        words = [part[5] for part in columns]
-        task_words = None if words[0] is None else np.concatenate(words)  # type: ignore[arg-type]
-    del columns
+        with ThreadPoolExecutor(max_workers=len(parts_columns)) as pool:
+            list(pool.map(fill, parts_columns, starts))
+    del parts_columns, rows
     if ids.size == 0:
         empty = np.zeros(0)
         return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None,
