@@ -314,9 +314,7 @@ class _GroupedHumans:
     r2: np.ndarray  # G: sum r_h^2
 
 
-def _structure(
-    obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: bool | None = None
-) -> _Structure:
+def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: bool | None = None) -> _Structure:
     """Return the design's sufficient statistics.
 
     ``blocks`` chooses the task-block core (:mod:`rating.task_blocks`) over the dense one; by default the
@@ -371,9 +369,7 @@ def _structure(
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one column: no copy
 
-    couplings = scipy.sparse.coo_matrix(
-        (joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)
-    ).tocsr()
+    couplings = scipy.sparse.coo_matrix((joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)).tocsr()
     couplings.sum_duplicates()
     n_human = np.bincount(obs.human, weights=w, minlength=n_h)
     r_human = np.bincount(obs.human, weights=wy, minlength=n_h)
@@ -880,9 +876,7 @@ def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[n
     return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
 
 
-def _mixture(
-    st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool
-) -> tuple[Mixture, bool, list[np.ndarray]]:
+def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> tuple[Mixture, bool, list[np.ndarray]]:
     """Build the quadrature over the variance components (Laplace approximation in log variances); return it,
     whether it integrates, and the log variance ratios of its nodes (the REML estimate first).
 
@@ -895,9 +889,11 @@ def _mixture(
     mean0, cov0 = _agent_moments(st, ev, lmap)
     cov = reml.cov
     if not integrate or not np.all(np.isfinite(cov)):
-        return Mixture(
-            np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))
-        ), False, [ev.theta]
+        return (
+            Mixture(np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))),
+            False,
+            [ev.theta],
+        )
     n_free = cov.shape[0] - 1
     var_tau = cov[0, 0]
     thetas = [ev.theta]
@@ -1432,9 +1428,7 @@ def fit_model(
     if spec.kind == "paper":
         return _fit_paper(obs, spec)
     if obs.n <= obs.n_agents:
-        raise ValueError(
-            f"scores: the calibrated models need more observations ({obs.n}) than agents ({obs.n_agents})"
-        )
+        raise ValueError(f"scores: the calibrated models need more observations ({obs.n}) than agents ({obs.n_agents})")
     return _fit_calibrated(obs, spec)
 
 
@@ -1545,6 +1539,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
     in the calibrated models) and is skipped.
     """
     sub = obs.subset(train)
+
     # Map test rows' entities to training codes (-1 when unseen).
     def lookup(codes_full: np.ndarray, ids_sub: np.ndarray, ids_full: np.ndarray, rows: np.ndarray) -> np.ndarray:
         position = {key: i for i, key in enumerate(ids_sub.tolist())}
@@ -1557,7 +1552,8 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
     agent = lookup(obs.agent, sub.agent_ids, obs.agent_ids, test)
     human = lookup(obs.human, sub.human_ids, obs.human_ids, test)
     task = (
-        None if obs.task is None or obs.task_ids is None or sub.task_ids is None
+        None
+        if obs.task is None or obs.task_ids is None or sub.task_ids is None
         else lookup(obs.task, sub.task_ids, obs.task_ids, test)
     )
     ok = agent >= 0

@@ -254,8 +254,7 @@ def _ledger_read(
     del parts_columns, rows
     if ids.size == 0:
         empty = np.zeros(0)
-        return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None,
-                empty, empty)
+        return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None, empty, empty)
     if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # aggregation order is the scan's: sort by id
         order = np.argsort(ids, kind="stable")
         agent, participant, y, w = agent[order], participant[order], y[order], w[order]
@@ -324,14 +323,16 @@ class GradeArrays(NamedTuple):
 
     def expert_graders(self) -> list[str]:
         """Return the experts among the graders (they have no model family)."""
-        return sorted({str(g) for g, f in zip(self.graders.tolist(), self.grader_families.tolist(), strict=True)
-                       if not f})
+        return sorted(
+            {str(g) for g, f in zip(self.graders.tolist(), self.grader_families.tolist(), strict=True) if not f}
+        )
 
 
 def grade_arrays(study: Study | int) -> GradeArrays:
     """Return the study's active grades as numpy arrays, ordered by episode and grader."""
     rows = list(
-        GradeObservation.objects.filter(study_id=_study_id(study), active=True).order_by("episode_id", "grader")
+        GradeObservation.objects.filter(study_id=_study_id(study), active=True)
+        .order_by("episode_id", "grader")
         .values_list("episode_id", "agent_id", "participant_id", "y", "grader", "grader_family", "agent_family")
     )
     columns = list(zip(*rows, strict=True)) if rows else [()] * 7
@@ -459,8 +460,11 @@ def episode_has_observation(episode_id: int) -> bool:
 
 def withdrawn_participants_with_active_observations(*, limit: int) -> list[int]:
     """Return ids of withdrawn participants whose observations still count (a retraction left undone)."""
-    return list(Observation.objects.filter(active=True, participant__status=Participant.Status.WITHDRAWN)
-                .values_list("participant_id", flat=True).distinct()[:limit])
+    return list(
+        Observation.objects.filter(active=True, participant__status=Participant.Status.WITHDRAWN)
+        .values_list("participant_id", flat=True)
+        .distinct()[:limit]
+    )
 
 
 def snapshot_model_kind(snapshot: RatingSnapshot | None) -> str | None:
@@ -546,11 +550,7 @@ def studies_needing_refresh() -> list[int]:
             wanted = study_model_settings(study)
         except ValueError:
             wanted = None  # invalid settings: the refresh reports them
-        if (
-            n_active != study.snap_n
-            or (changed_at is not None and changed_at >= study.snap_at)
-            or config != wanted
-        ):
+        if n_active != study.snap_n or (changed_at is not None and changed_at >= study.snap_at) or config != wanted:
             stale.append(study.pk)
     return stale
 
@@ -559,8 +559,11 @@ def studies_due_for_reestimation(*, older_than_seconds: float) -> list[int]:
     """Return ids of studies with live updates since a refit older than this: their variance components are due
     for re-estimation even if no further change arrives to trigger it."""
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
-    return list(PosteriorState.objects.filter(live=True, updates__gt=0, refitted_at__lt=cutoff)
-                .order_by("study_id").values_list("study_id", flat=True))
+    return list(
+        PosteriorState.objects.filter(live=True, updates__gt=0, refitted_at__lt=cutoff)
+        .order_by("study_id")
+        .values_list("study_id", flat=True)
+    )
 
 
 # A paper-model study whose residual SD is this many times β gets a plain warning on the leaderboard.

@@ -239,8 +239,12 @@ def _copy_binary(
     chunks = [_COPY_SIGNATURE]
     for rows in np.split(order, cuts):
         width = int(lengths[rows[0]])
-        fields: list[tuple[str, str]] = [("fields", ">i2"), ("snapshot_len", ">i4"), ("snapshot", ">i8"),
-                                         ("kind_len", ">i4")]
+        fields: list[tuple[str, str]] = [
+            ("fields", ">i2"),
+            ("snapshot_len", ">i4"),
+            ("snapshot", ">i8"),
+            ("kind_len", ">i4"),
+        ]
         if kind:
             fields.append(("kind", f"S{len(kind)}"))
         fields += [("key_len", ">i4"), ("key", ">i8"), ("label_len", ">i4")]
@@ -305,14 +309,27 @@ def entity_ratings_write(
                 copy.write(chunk)
         return
     columns = zip(
-        keys.tolist(), labels, floats[0].tolist(), floats[1].tolist(), floats[2].tolist(), counts.tolist(),
-        ranks.tolist(), strict=True,
+        keys.tolist(),
+        labels,
+        floats[0].tolist(),
+        floats[1].tolist(),
+        floats[2].tolist(),
+        counts.tolist(),
+        ranks.tolist(),
+        strict=True,
     )
     EntityRating.objects.bulk_create(
         [
             EntityRating(
-                snapshot_id=snapshot_id, entity_kind=kind, entity_id=entity_id, label=label, mu=m, sigma=s,
-                conservative=c, n=count, rank=rank,
+                snapshot_id=snapshot_id,
+                entity_kind=kind,
+                entity_id=entity_id,
+                label=label,
+                mu=m,
+                sigma=s,
+                conservative=c,
+                n=count,
+                rank=rank,
             )
             for entity_id, label, m, s, c, count, rank in columns
         ],
@@ -386,7 +403,12 @@ def posterior_refresh(
         if arrays.n == 0:  # an emptied ledger is an empty snapshot, not an error
             version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
             snapshot = RatingSnapshot.objects.create(
-                study=study, version=version, n_observations=0, config=settings, fit={}, ledger_digest=digest,
+                study=study,
+                version=version,
+                n_observations=0,
+                config=settings,
+                fit={},
+                ledger_digest=digest,
                 connectivity=_connectivity_summary(
                     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
                 ),
@@ -413,8 +435,13 @@ def posterior_refresh(
         if reason:
             fit_summary["update"] = {"kind": "refit", "reason": reason}
         snapshot = RatingSnapshot.objects.create(
-            study=study, version=version, n_observations=arrays.n, config=settings,
-            fit=fit_summary, connectivity=links, ledger_digest=digest,
+            study=study,
+            version=version,
+            n_observations=arrays.n,
+            config=settings,
+            fit=fit_summary,
+            connectivity=links,
+            ledger_digest=digest,
         )
         k = fit.spec.k
         agent_sigma = fit.agent_sigma()
@@ -478,8 +505,6 @@ def posteriors_refresh_stale() -> list[int]:
     return refreshed
 
 
-
-
 def study_rating_model_set(*, study: Study, spec: ModelSpec, actor: Any = None, note: str = "") -> bool:
     """Give the study this rating model (kind, k, paper hyperparameters, hyper-uncertainty); audited.
 
@@ -499,8 +524,7 @@ def study_rating_model_set(*, study: Study, spec: ModelSpec, actor: Any = None, 
     for name, value in wanted.items():
         setattr(study, name, value)
     study.save(update_fields=[*wanted, "updated_at"])
-    audit_record(actor=actor, action="study.rating_model", obj=study, study=study, before=before, after=wanted,
-                 note=note)
+    audit_record(
+        actor=actor, action="study.rating_model", obj=study, study=study, before=before, after=wanted, note=note
+    )
     return True
-
-

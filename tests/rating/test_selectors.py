@@ -53,8 +53,13 @@ def test_imported_task_uuids_count_as_tasks_and_a_missing_one_disables_task_grou
     task_uuid = uuid.uuid4()
     for n, task in enumerate((task_uuid, None)):
         Observation.objects.create(
-            study=study, agent=AgentFactory(), participant=ParticipantFactory(study=study), y=50.0,
-            source=Observation.Source.IMPORTED, external_id=f"s{n}", task_uuid=task,
+            study=study,
+            agent=AgentFactory(),
+            participant=ParticipantFactory(study=study),
+            y=50.0,
+            source=Observation.Source.IMPORTED,
+            external_id=f"s{n}",
+            task_uuid=task,
         )
     arrays = selectors.observations_arrays(study)
     assert arrays.task_ids.tolist() == [str(task_uuid), ""]
@@ -202,9 +207,15 @@ def _bulk_ledger(n_rows: int = 3000, seed: int = 0) -> Study:
     Observation.objects.bulk_create(
         [
             Observation(
-                study=study, agent=agents[i % 4], participant=participants[int(rng.integers(40))],
-                y=float(rng.uniform(0, 100)), weight=float(rng.uniform(0.5, 2.0)), source=Observation.Source.IMPORTED,
-                external_id=f"s{i}", task_uuid=tasks[int(rng.integers(len(tasks)))], active=bool(rng.random() < 0.9),
+                study=study,
+                agent=agents[i % 4],
+                participant=participants[int(rng.integers(40))],
+                y=float(rng.uniform(0, 100)),
+                weight=float(rng.uniform(0.5, 2.0)),
+                source=Observation.Source.IMPORTED,
+                external_id=f"s{i}",
+                task_uuid=tasks[int(rng.integers(len(tasks)))],
+                active=bool(rng.random() < 0.9),
             )
             for i in range(n_rows)
         ]
@@ -216,14 +227,23 @@ def _bulk_ledger(n_rows: int = 3000, seed: int = 0) -> Study:
 
 def _reference_ledger(study: Study) -> list[tuple]:
     rows = Observation.objects.filter(study=study, active=True).order_by("pk")
-    return [(o.agent_id, o.participant_id, "" if o.task_uuid is None else str(o.task_uuid), o.y, o.weight)
-            for o in rows]
+    return [
+        (o.agent_id, o.participant_id, "" if o.task_uuid is None else str(o.task_uuid), o.y, o.weight) for o in rows
+    ]
 
 
 def _as_rows(arrays: selectors.ObservationArrays) -> list[tuple]:
     tasks = arrays.task_ids.tolist() if arrays.task_ids is not None else [None] * arrays.n
-    return list(zip(arrays.agent_ids.tolist(), arrays.participant_ids.tolist(), tasks, arrays.y.tolist(),
-                    arrays.w.tolist(), strict=True))
+    return list(
+        zip(
+            arrays.agent_ids.tolist(),
+            arrays.participant_ids.tolist(),
+            tasks,
+            arrays.y.tolist(),
+            arrays.w.tolist(),
+            strict=True,
+        )
+    )
 
 
 @pytest.fixture

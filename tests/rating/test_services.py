@@ -50,7 +50,11 @@ def test_recording_takes_y_from_the_auto_score_by_default():
     assert (episode.score, episode.score_source) == (71.5, "auto")
     assert (observation.y, observation.source, observation.active) == (71.5, "auto", True)
     assert (observation.agent_id, observation.participant_id, observation.task_id, observation.task_uuid) == (
-        episode.agent_id, episode.participant_id, episode.task_id, episode.task.uuid)
+        episode.agent_id,
+        episode.participant_id,
+        episode.task_id,
+        episode.task.uuid,
+    )
 
 
 def test_recording_takes_the_expert_score_when_the_study_rates_on_expert_grades():
@@ -242,8 +246,14 @@ def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
         "kind": "paper",
         "k": 2.0,
         "paper": {
-            "mu0": 0.0, "sigma0": 1.0, "beta": 1.0, "k": 2.0,
-            "agent_mu0": None, "agent_sigma0": None, "human_mu0": None, "human_sigma0": None,
+            "mu0": 0.0,
+            "sigma0": 1.0,
+            "beta": 1.0,
+            "k": 2.0,
+            "agent_mu0": None,
+            "agent_sigma0": None,
+            "human_mu0": None,
+            "human_sigma0": None,
         },
         "integrate_hyper": True,
     }
@@ -427,8 +437,16 @@ def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite
     mu[1], mu[2], sigma[3] = np.nan, np.inf, -np.inf
     conservative = mu - 2.0 * sigma
     n = rng.integers(0, 2**31 - 1, len(labels))
-    refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind="human", keys=keys, labels=labels, mu=mu,
-                                 sigma=sigma, conservative=conservative, n=n)
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind="human",
+        keys=keys,
+        labels=labels,
+        mu=mu,
+        sigma=sigma,
+        conservative=conservative,
+        n=n,
+    )
     stored = _stored_ratings(snapshot, "human")
     assert sorted(stored) == sorted(keys.tolist())
     for i, key in enumerate(keys.tolist()):
@@ -446,8 +464,16 @@ def test_the_ratings_write_ranks_by_conservative_score_then_mu_then_key():
     mu = np.array([1.0, 2.0, 2.0, 0.5, 3.0, 2.0])
     conservative = np.array([0.0, 1.0, 1.0, 1.0, -1.0, 1.0])
     labels = [f"agent {k}" + "!" * int(k % 3) for k in keys.tolist()]  # labels of three different lengths
-    refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind="agent", keys=keys, labels=labels, mu=mu,
-                                 sigma=np.ones(6), conservative=conservative, n=np.arange(6))
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind="agent",
+        keys=keys,
+        labels=labels,
+        mu=mu,
+        sigma=np.ones(6),
+        conservative=conservative,
+        n=np.arange(6),
+    )
     expected = sorted(range(6), key=lambda i: (-conservative[i], -mu[i], keys[i]))
     stored = _stored_ratings(snapshot, "agent")
     assert [stored[int(keys[i])][5] for i in expected] == [1, 2, 3, 4, 5, 6]
@@ -458,7 +484,14 @@ def test_the_ratings_write_refuses_counts_beyond_the_integer_column():
     study = StudyFactory()
     snapshot = RatingSnapshot.objects.create(study=study, version=1)
     with pytest.raises(ValueError, match="n:"):
-        refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind="agent", keys=np.array([1]), labels=["a"],
-                                     mu=np.zeros(1), sigma=np.ones(1), conservative=np.zeros(1),
-                                     n=np.array([2**31]))
+        refresh.entity_ratings_write(
+            snapshot_id=snapshot.pk,
+            kind="agent",
+            keys=np.array([1]),
+            labels=["a"],
+            mu=np.zeros(1),
+            sigma=np.ones(1),
+            conservative=np.zeros(1),
+            n=np.array([2**31]),
+        )
     assert not EntityRating.objects.filter(snapshot=snapshot).exists()
