@@ -39,7 +39,6 @@ from scipy.stats import chi2, norm
 from threadpoolctl import threadpool_limits
 
 from rating.arrays import finite_array, first_appearance, id_array, id_words, weight_array
-from rating.design_kernels import add_row_products_at, grouped_outer_sums
 from rating.engine import RatingConfig, prob_greater_matrix, solve_bipartite
 from rating.linalg import chol_inverse, eliminated_block, inv_lower, row_quadratic_forms
 from rating.reml import (
@@ -416,6 +415,9 @@ def _group_humans(
     if n_groups * n_core * n_core > _GROUPED_LIMIT or 4 * n_groups > n_h:
         return None
     group = group.reshape(-1)
+    # Imported here: numba loads only in the processes that fit.
+    from rating.design_kernels import grouped_outer_sums
+
     gram, b_r = grouped_outer_sums(
         couplings.indptr, couplings.indices, couplings.data, r_human, group, n_groups, n_core
     )
@@ -1364,6 +1366,8 @@ def _dense_core_forms(
         # Few core columns: (S^{-1} b_h) read at each observation's columns serves both the leverages and the
         # human variances: b_h sums the human's weighted observations, so b_h^T S^{-1} b_h sums their weighted
         # reads. The reads are summed over the human's entries; the product for every human is never formed.
+        from rating.design_kernels import add_row_products_at
+
         couplings = st.couplings
         cross = np.zeros(st.n)
         for ci in st.core_cols:
