@@ -232,13 +232,27 @@ def _copy_binary(
     group they go in key order, so the unique index on (snapshot, kind, entity) takes them at its right edge.
     """
     lengths = np.fromiter(map(len, labels), dtype=np.int64, count=len(labels))
-    order = np.lexsort((keys, lengths))
-    lengths_sorted = lengths[order]
-    cuts = np.flatnonzero(lengths_sorted[1:] != lengths_sorted[:-1]) + 1
-    packed = np.array(labels, dtype=object)
+    # Row groups as index arrays, None for "every row as given" (sorted keys and labels of one length, the usual
+    # case: no gather at all).
+    order = None if keys.size < 2 or bool(np.all(keys[1:] > keys[:-1])) else np.argsort(keys, kind="stable")
+    ordered_lengths = lengths if order is None else lengths[order]
+    groups: list[np.ndarray | None]
+    if int(ordered_lengths.min()) == int(ordered_lengths.max()):
+        groups = [order]
+    else:
+        by_length = np.argsort(ordered_lengths, kind="stable")
+        grouped = by_length if order is None else order[by_length]
+        cuts = np.flatnonzero(np.diff(ordered_lengths[by_length])) + 1
+        groups = list(np.split(grouped, cuts))
+    # An "S" array keeps the bytes as they are (a label holds no NUL: PostgreSQL text cannot).
+    packed = np.array(labels, dtype=bytes)
+
+    def take(values: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        return values if rows is None else values[rows]
+
     chunks = [_COPY_SIGNATURE]
-    for rows in np.split(order, cuts):
-        width = int(lengths[rows[0]])
+    for rows in groups:
+        width = int(lengths[0 if rows is None else rows[0]])
         fields: list[tuple[str, str]] = [
             ("fields", ">i2"),
             ("snapshot_len", ">i4"),
@@ -253,21 +267,24 @@ def _copy_binary(
         for name in ("mu", "sigma", "conservative"):
             fields += [(f"{name}_len", ">i4"), (name, ">f8")]
         fields += [("n_len", ">i4"), ("n", ">i4"), ("rank_len", ">i4"), ("rank", ">i4")]
-        record = np.empty(rows.shape[0], dtype=np.dtype(fields))
-        record["fields"] = 9
-        record["snapshot_len"], record["snapshot"] = 8, snapshot_id
-        record["kind_len"] = len(kind)
+        # What every row of the group shares (field count, lengths, snapshot, kind) is set once and broadcast:
+        # a strided write per field and row costs more than copying whole records.
+        shared = np.zeros((), dtype=np.dtype(fields))
+        shared["fields"], shared["snapshot_len"], shared["snapshot"] = 9, 8, snapshot_id
+        shared["kind_len"], shared["key_len"], shared["label_len"] = len(kind), 8, width
         if kind:
-            record["kind"] = kind
-        record["key_len"], record["key"] = 8, keys[rows]
-        record["label_len"] = width
+            shared["kind"] = kind
+        for name in ("mu", "sigma", "conservative"):
+            shared[f"{name}_len"] = 8
+        shared["n_len"], shared["rank_len"] = 4, 4
+        record = np.empty(keys.shape[0] if rows is None else rows.shape[0], dtype=np.dtype(fields))
+        record[...] = shared
+        record["key"] = take(keys, rows)
         if width:
-            # An "S" array keeps the bytes as they are (a label holds no NUL: PostgreSQL text cannot).
-            record["label"] = packed[rows].astype(f"S{width}")
+            record["label"] = take(packed, rows)  # the group's labels fill their width: only padding is cut
         for name, values in zip(("mu", "sigma", "conservative"), floats, strict=True):
-            record[f"{name}_len"], record[name] = 8, values[rows]
-        record["n_len"], record["n"] = 4, counts[rows]
-        record["rank_len"], record["rank"] = 4, ranks[rows]
+            record[name] = take(values, rows)
+        record["n"], record["rank"] = take(counts, rows), take(ranks, rows)
         chunks.append(record.tobytes())
     chunks.append(_COPY_TRAILER)
     return chunks

@@ -495,3 +495,23 @@ def test_the_ratings_write_refuses_counts_beyond_the_integer_column():
             n=np.array([2**31]),
         )
     assert not EntityRating.objects.filter(snapshot=snapshot).exists()
+
+
+def test_the_ratings_write_stores_sorted_keys_with_labels_of_one_length_as_given():
+    study = StudyFactory()
+    snapshot = RatingSnapshot.objects.create(study=study, version=1)
+    keys = np.arange(100, 150, dtype=np.int64)
+    labels = [f"p\t{k:04d}é" for k in keys.tolist()]
+    mu = np.linspace(-1.0, 1.0, 50)
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind="human",
+        keys=keys,
+        labels=labels,
+        mu=mu,
+        sigma=np.full(50, 0.5),
+        conservative=mu - 1.5,
+        n=np.arange(50),
+    )
+    stored = _stored_ratings(snapshot, "human")
+    assert stored == {k: (labels[i], mu[i], 0.5, mu[i] - 1.5, i, 50 - i) for i, k in enumerate(keys.tolist())}
