@@ -2,8 +2,9 @@
 
 Why: a refresh (``rating.services.refresh.posterior_refresh``) reads the whole active ledger, fits the study's
 rating model, and writes one EntityRating row per agent and per human. At the largest scale the target is
-10 s end to end; the ledger is read in one query as one binary value per column and the ratings written with
-``COPY ... FROM STDIN``, never row by row. The bench fills a throw-away study with bulk ``COPY`` loads
+10 s end to end; the ledger is read as one binary value per column, a large one in parts by table pages on
+concurrent connections sharing one snapshot, and the ratings written with ``COPY ... FROM STDIN (FORMAT BINARY)``,
+never row by row. The bench fills a throw-away study with bulk ``COPY`` loads
 (participants and observations drawn from y = s_agent + s_human + task + noise), then times refreshes under
 the models asked for and prints the refresh's own timings (read, fit, connectivity, write, total), the
 median of the repeats (3 by default) against the target, and the machine's load average.
