@@ -80,7 +80,8 @@ RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task", "jud
 
 # Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
 _DENSE_CORE = 256
-# Largest dense (humans x core) product S^{-1} b_h held at once (floats): 10^6 participants x 100 agents.
+# Up to this many (humans x core) cells the reads of S^{-1} b_h take the compiled loop, beyond them the per-row
+# gathers. It bounded a dense product the loop no longer forms; kept so both paths stay tested against each other.
 _DENSE_PRODUCT_LIMIT = 1 << 27
 # Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
 _GROUPED_LIMIT = 1 << 24
