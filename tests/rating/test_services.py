@@ -515,3 +515,23 @@ def test_the_ratings_write_stores_sorted_keys_with_labels_of_one_length_as_given
     )
     stored = _stored_ratings(snapshot, "human")
     assert stored == {k: (labels[i], mu[i], 0.5, mu[i] - 1.5, i, 50 - i) for i, k in enumerate(keys.tolist())}
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_ranks_order_by_conservative_score_then_mu_then_key(ties):
+    rng = np.random.default_rng(4)
+    conservative = rng.normal(size=500)
+    mu = rng.normal(size=500)
+    if ties:
+        conservative = np.round(conservative, 1)
+        conservative[:3] = [np.nan, np.inf, -0.0]
+        mu = np.round(mu)
+    keys = rng.permutation(1000)[:500].astype(np.int64)
+    ranks = refresh._ranks(conservative, mu, keys)
+    expected = sorted(range(500), key=lambda i: (-conservative[i], -mu[i], keys[i]))
+    if ties:  # lexsort puts nan last
+        expected = sorted(
+            range(500),
+            key=lambda i: (np.isnan(conservative[i]), np.nan_to_num(-conservative[i], nan=0.0), -mu[i], keys[i]),
+        )
+    assert ranks[expected].tolist() == list(range(1, 501))
