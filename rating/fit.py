@@ -80,7 +80,8 @@ RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task", "jud
 
 # Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
 _DENSE_CORE = 256
-# Largest dense (humans x core) product S^{-1} b_h held at once (floats): 10^6 participants x 100 agents.
+# Up to this many (humans x core) cells the reads of S^{-1} b_h take the compiled loop, beyond them the per-row
+# gathers. It bounded a dense product the loop no longer forms; kept so both paths stay tested against each other.
 _DENSE_PRODUCT_LIMIT = 1 << 27
 # Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
 _GROUPED_LIMIT = 1 << 24
@@ -313,9 +314,7 @@ class _GroupedHumans:
     r2: np.ndarray  # G: sum r_h^2
 
 
-def _structure(
-    obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: bool | None = None
-) -> _Structure:
+def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: bool | None = None) -> _Structure:
     """Return the design's sufficient statistics.
 
     ``blocks`` chooses the task-block core (:mod:`rating.task_blocks`) over the dense one; by default the
@@ -370,9 +369,7 @@ def _structure(
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one column: no copy
 
-    couplings = scipy.sparse.coo_matrix(
-        (joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)
-    ).tocsr()
+    couplings = scipy.sparse.coo_matrix((joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)).tocsr()
     couplings.sum_duplicates()
     n_human = np.bincount(obs.human, weights=w, minlength=n_h)
     r_human = np.bincount(obs.human, weights=wy, minlength=n_h)
@@ -419,14 +416,15 @@ def _group_humans(
     if n_groups * n_core * n_core > _GROUPED_LIMIT or 4 * n_groups > n_h:
         return None
     group = group.reshape(-1)
-    # Row h of ``expand`` is b_h shifted to its group's block of columns: couplings' rows, new column indices
-    # (built in CSR directly, the entries in couplings' order).
-    entry_group = np.repeat(group, np.diff(couplings.indptr))
-    expand = scipy.sparse.csr_matrix(
-        (couplings.data, entry_group * n_core + couplings.indices, couplings.indptr), shape=(n_h, n_groups * n_core)
+    # Imported here: numba loads only in the processes that fit.
+    from rating.design_kernels import grouped_outer_sums
+
+    gram, b_r = grouped_outer_sums(
+        couplings.indptr, couplings.indices, couplings.data, r_human, group, n_groups, n_core
     )
-    gram = (expand.T @ couplings).toarray().reshape(n_groups, n_core, n_core)
-    b_r = (expand.T @ r_human).reshape(n_groups, n_core)
+    # In the column-major layout the sparse product used to return: einsum's order of summation follows the
+    # strides, and this keeps the fit's numbers as they were, to the last bit.
+    gram = np.asfortranarray(gram.reshape(n_groups * n_core, n_core)).reshape(n_groups, n_core, n_core)
     return _GroupedHumans(
         n_value=values,
         count=np.bincount(group, minlength=n_groups).astype(np.float64),
@@ -881,9 +879,7 @@ def _agent_moments(st: _Structure, ev: _Evaluation, lmap: np.ndarray) -> tuple[n
     return lmap @ ev.core_mu, 0.5 * (cov0 + cov0.T)
 
 
-def _mixture(
-    st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool
-) -> tuple[Mixture, bool, list[np.ndarray]]:
+def _mixture(st: _Structure, reml: _Reml, lmap: np.ndarray, integrate: bool) -> tuple[Mixture, bool, list[np.ndarray]]:
     """Build the quadrature over the variance components (Laplace approximation in log variances); return it,
     whether it integrates, and the log variance ratios of its nodes (the REML estimate first).
 
@@ -896,9 +892,11 @@ def _mixture(
     mean0, cov0 = _agent_moments(st, ev, lmap)
     cov = reml.cov
     if not integrate or not np.all(np.isfinite(cov)):
-        return Mixture(
-            np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))
-        ), False, [ev.theta]
+        return (
+            Mixture(np.ones(1), mean0[None], cov0[None], np.array([[math.exp(reml.tau)]]), np.ones((1, 1))),
+            False,
+            [ev.theta],
+        )
     n_free = cov.shape[0] - 1
     var_tau = cov[0, 0]
     thetas = [ev.theta]
@@ -1162,13 +1160,6 @@ def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.nd
     return out
 
 
-def _at_columns(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Return ``matrix[rows, cols]``, 0 where ``cols`` is -1 (one flat gather, no boolean masks when none is)."""
-    n_cols = matrix.shape[1]
-    values = np.take(matrix.reshape(-1), rows * n_cols + cols, mode="clip")
-    return values if cols.size == 0 or int(cols.min()) >= 0 else np.where(cols >= 0, values, 0.0)
-
-
 def _obs_quadratic(
     couplings: scipy.sparse.csr_matrix,
     d: np.ndarray,
@@ -1373,14 +1364,15 @@ def _dense_core_forms(
     s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
     cross = None
     if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
-        # Few core columns: one sparse-dense product S^{-1} b_h for every human, read at each observation's
-        # columns, serves both the leverages and the human variances: b_h sums the human's weighted
-        # observations, so b_h^T S^{-1} b_h sums their weighted reads.
-        s_inv_b = np.asarray(st.couplings @ s_inv)
+        # Few core columns: (S^{-1} b_h) read at each observation's columns serves both the leverages and the
+        # human variances: b_h sums the human's weighted observations, so b_h^T S^{-1} b_h sums their weighted
+        # reads. The reads are summed over the human's entries; the product for every human is never formed.
+        from rating.design_kernels import add_row_products_at
+
+        couplings = st.couplings
         cross = np.zeros(st.n)
         for ci in st.core_cols:
-            cross += _at_columns(s_inv_b, st.human, ci)
-        del s_inv_b
+            add_row_products_at(couplings.indptr, couplings.indices, couplings.data, s_inv, st.human, ci, cross)
         b_s_b = np.bincount(st.human, weights=omega * cross, minlength=st.couplings.shape[0])
     else:
         b_s_b = row_forms(st.couplings, ev.chol, s_inv)
@@ -1441,9 +1433,7 @@ def fit_model(
     if spec.kind == "paper":
         return _fit_paper(obs, spec)
     if obs.n <= obs.n_agents:
-        raise ValueError(
-            f"scores: the calibrated models need more observations ({obs.n}) than agents ({obs.n_agents})"
-        )
+        raise ValueError(f"scores: the calibrated models need more observations ({obs.n}) than agents ({obs.n_agents})")
     return _fit_calibrated(obs, spec)
 
 
@@ -1554,6 +1544,7 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
     in the calibrated models) and is skipped.
     """
     sub = obs.subset(train)
+
     # Map test rows' entities to training codes (-1 when unseen).
     def lookup(codes_full: np.ndarray, ids_sub: np.ndarray, ids_full: np.ndarray, rows: np.ndarray) -> np.ndarray:
         position = {key: i for i, key in enumerate(ids_sub.tolist())}
@@ -1566,7 +1557,8 @@ def _predict(obs: _Obs, train: np.ndarray, test: np.ndarray, spec: ModelSpec) ->
     agent = lookup(obs.agent, sub.agent_ids, obs.agent_ids, test)
     human = lookup(obs.human, sub.human_ids, obs.human_ids, test)
     task = (
-        None if obs.task is None or obs.task_ids is None or sub.task_ids is None
+        None
+        if obs.task is None or obs.task_ids is None or sub.task_ids is None
         else lookup(obs.task, sub.task_ids, obs.task_ids, test)
     )
     ok = agent >= 0

@@ -53,8 +53,13 @@ def test_imported_task_uuids_count_as_tasks_and_a_missing_one_disables_task_grou
     task_uuid = uuid.uuid4()
     for n, task in enumerate((task_uuid, None)):
         Observation.objects.create(
-            study=study, agent=AgentFactory(), participant=ParticipantFactory(study=study), y=50.0,
-            source=Observation.Source.IMPORTED, external_id=f"s{n}", task_uuid=task,
+            study=study,
+            agent=AgentFactory(),
+            participant=ParticipantFactory(study=study),
+            y=50.0,
+            source=Observation.Source.IMPORTED,
+            external_id=f"s{n}",
+            task_uuid=task,
         )
     arrays = selectors.observations_arrays(study)
     assert arrays.task_ids.tolist() == [str(task_uuid), ""]
@@ -186,3 +191,131 @@ def test_stability_report_of_a_task_model_study_resamples_the_task_model():
     assert {row["agent_id"] for row in report["leaderboard"]} == {str(a.pk) for a in agents}
     assert report["leave_one_task_out"]["n_groups"] == report["n_tasks"]
     assert report["bootstrap"]["cluster"] == "human" and report["bootstrap"]["rounds"] == 30
+
+
+# ---- the ledger read in parts ----------------------------------------------------------------------------
+
+
+def _bulk_ledger(n_rows: int = 3000, seed: int = 0) -> Study:
+    """Create a study whose ledger spans many pages of the table, with inactive rows, rows without a task and
+    rows rewritten after the load (their new versions sit on later pages than their ids suggest)."""
+    rng = np.random.default_rng(seed)
+    study = StudyFactory()
+    agents = [AgentFactory() for _ in range(4)]
+    participants = [ParticipantFactory(study=study) for _ in range(40)]
+    tasks = [uuid.uuid4() for _ in range(7)] + [None]
+    Observation.objects.bulk_create(
+        [
+            Observation(
+                study=study,
+                agent=agents[i % 4],
+                participant=participants[int(rng.integers(40))],
+                y=float(rng.uniform(0, 100)),
+                weight=float(rng.uniform(0.5, 2.0)),
+                source=Observation.Source.IMPORTED,
+                external_id=f"s{i}",
+                task_uuid=tasks[int(rng.integers(len(tasks)))],
+                active=bool(rng.random() < 0.9),
+            )
+            for i in range(n_rows)
+        ]
+    )
+    first = list(Observation.objects.filter(study=study).order_by("pk").values_list("pk", flat=True)[:200])
+    Observation.objects.filter(pk__in=first).update(y=12.5, retraction_reason="rewritten " * 20)
+    return study
+
+
+def _reference_ledger(study: Study) -> list[tuple]:
+    rows = Observation.objects.filter(study=study, active=True).order_by("pk")
+    return [
+        (o.agent_id, o.participant_id, "" if o.task_uuid is None else str(o.task_uuid), o.y, o.weight) for o in rows
+    ]
+
+
+def _as_rows(arrays: selectors.ObservationArrays) -> list[tuple]:
+    tasks = arrays.task_ids.tolist() if arrays.task_ids is not None else [None] * arrays.n
+    return list(
+        zip(
+            arrays.agent_ids.tolist(),
+            arrays.participant_ids.tolist(),
+            tasks,
+            arrays.y.tolist(),
+            arrays.w.tolist(),
+            strict=True,
+        )
+    )
+
+
+@pytest.fixture
+def parts_read(monkeypatch) -> list[int]:
+    """Count the parts read on their own connections."""
+    calls: list[int] = []
+    original = selectors._read_part
+
+    def counted(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(selectors, "_read_part", counted)
+    return calls
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_a_ledger_read_in_parts_equals_the_one_query_read_row_for_row(parts, parts_read):
+    study = _bulk_ledger(seed=parts)
+    reference = _reference_ledger(study)
+    single = selectors.ObservationArrays(*selectors._ledger_read(study.pk, True, parts=1))
+    assert not parts_read
+    split = selectors.ObservationArrays(*selectors._ledger_read(study.pk, True, parts=parts))
+    assert len(parts_read) == parts
+    assert _as_rows(split) == _as_rows(single) == reference
+    bare = selectors.ObservationArrays(*selectors._ledger_read(study.pk, False, parts=parts))
+    assert _as_rows(bare) == [(a, p, None, y, w) for a, p, _, y, w in reference]
+    assert bare.digest({}) == selectors.ObservationArrays(*selectors._ledger_read(study.pk, False, parts=1)).digest({})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_committed_while_the_parts_are_read_are_invisible_to_the_read(monkeypatch):
+    import psycopg
+
+    study = _bulk_ledger(seed=7)
+    params = selectors._part_connection_params()
+    original = selectors._read_part
+
+    def after_a_commit(*args):
+        # Another session records a row (on the table's last page) and commits before this part starts.
+        with psycopg.connect(**params, autocommit=True) as other:
+            other.execute(
+                "INSERT INTO rating_observation (study_id, agent_id, participant_id, task_uuid, external_id, y, "
+                "weight, source, active, retraction_reason, recorded_at, updated_at) SELECT study_id, agent_id, "
+                "participant_id, task_uuid, '', 99.0, 1.0, 'auto', true, '', now(), now() FROM rating_observation "
+                "WHERE study_id = %s ORDER BY id LIMIT 1",
+                (study.pk,),
+            )
+        return original(*args)
+
+    monkeypatch.setattr(selectors, "_read_part", after_a_commit)
+    with refresh.refresh_transaction(study.pk):
+        before = selectors.ObservationArrays(*selectors._ledger_read(study.pk, True, parts=1))
+        split = selectors.ObservationArrays(*selectors._ledger_read(study.pk, True, parts=2))
+    assert _as_rows(split) == _as_rows(before) == _reference_ledger(study)[: before.n]
+    later = selectors.observations_arrays(study)
+    assert later.n == before.n + 2 and later.y[-2:].tolist() == [99.0, 99.0]
+
+
+def test_a_transaction_that_wrote_reads_its_own_rows_in_one_query(parts_read):
+    study = _bulk_ledger(n_rows=300, seed=8)  # written in this test's transaction, not committed
+    arrays = selectors.ObservationArrays(*selectors._ledger_read(study.pk, True, parts=2))
+    assert not parts_read
+    assert _as_rows(arrays) == _reference_ledger(study)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_small_ledger_is_read_in_one_query_and_a_large_table_in_parts(monkeypatch, parts_read):
+    study = _bulk_ledger(n_rows=300, seed=9)
+    assert _as_rows(selectors.observations_arrays(study)) == _reference_ledger(study)
+    assert not parts_read
+    monkeypatch.setattr(selectors, "PARALLEL_MIN_PAGES", 1)
+    assert _as_rows(selectors.observations_arrays(study)) == _reference_ledger(study)
+    assert len(parts_read) == selectors.READ_PARTS

@@ -50,7 +50,11 @@ def test_recording_takes_y_from_the_auto_score_by_default():
     assert (episode.score, episode.score_source) == (71.5, "auto")
     assert (observation.y, observation.source, observation.active) == (71.5, "auto", True)
     assert (observation.agent_id, observation.participant_id, observation.task_id, observation.task_uuid) == (
-        episode.agent_id, episode.participant_id, episode.task_id, episode.task.uuid)
+        episode.agent_id,
+        episode.participant_id,
+        episode.task_id,
+        episode.task.uuid,
+    )
 
 
 def test_recording_takes_the_expert_score_when_the_study_rates_on_expert_grades():
@@ -242,8 +246,14 @@ def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
         "kind": "paper",
         "k": 2.0,
         "paper": {
-            "mu0": 0.0, "sigma0": 1.0, "beta": 1.0, "k": 2.0,
-            "agent_mu0": None, "agent_sigma0": None, "human_mu0": None, "human_sigma0": None,
+            "mu0": 0.0,
+            "sigma0": 1.0,
+            "beta": 1.0,
+            "k": 2.0,
+            "agent_mu0": None,
+            "agent_sigma0": None,
+            "human_mu0": None,
+            "human_sigma0": None,
         },
         "integrate_hyper": True,
     }
@@ -404,3 +414,124 @@ def test_the_snapshot_connectivity_equals_the_analysis_of_the_full_ledger(seed):
     full = connectivity(labels[agent_codes], human_codes.astype(str)).to_dict()
     assert reduced == full
     assert reduced["n_components"] >= 2
+
+
+# ---- the ratings' binary COPY --------------------------------------------------------------------------
+
+
+def _stored_ratings(snapshot: RatingSnapshot, kind: str) -> dict[int, tuple]:
+    rows = EntityRating.objects.filter(snapshot=snapshot, entity_kind=kind).values_list(
+        "entity_id", "label", "mu", "sigma", "conservative", "n", "rank"
+    )
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite_floats():
+    study = StudyFactory()
+    snapshot = RatingSnapshot.objects.create(study=study, version=1)
+    rng = np.random.default_rng(3)
+    labels = ["tab\there", "back\\slash \\N", "new\nline\r", "plain é", "日本語 ✓", "", "x" * 200, "a", "b", "\\."]
+    keys = rng.permutation(np.arange(10, 10 + 10 * len(labels), 10)).astype(np.int64)
+    mu = rng.normal(0, 1e6, len(labels)) / 3.0
+    sigma = np.abs(rng.normal(0, 1, len(labels))) * 1e-300
+    mu[1], mu[2], sigma[3] = np.nan, np.inf, -np.inf
+    conservative = mu - 2.0 * sigma
+    n = rng.integers(0, 2**31 - 1, len(labels))
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind="human",
+        keys=keys,
+        labels=labels,
+        mu=mu,
+        sigma=sigma,
+        conservative=conservative,
+        n=n,
+    )
+    stored = _stored_ratings(snapshot, "human")
+    assert sorted(stored) == sorted(keys.tolist())
+    for i, key in enumerate(keys.tolist()):
+        label, m, s, c, count, _ = stored[key]
+        assert label == labels[i]
+        assert count == int(n[i])
+        for got, want in ((m, mu[i]), (s, sigma[i]), (c, conservative[i])):
+            assert np.array([got]).tobytes() == np.array([want]).tobytes()  # the same bits, nan included
+
+
+def test_the_ratings_write_ranks_by_conservative_score_then_mu_then_key():
+    study = StudyFactory()
+    snapshot = RatingSnapshot.objects.create(study=study, version=1)
+    keys = np.array([7, 3, 5, 9, 1, 4], dtype=np.int64)
+    mu = np.array([1.0, 2.0, 2.0, 0.5, 3.0, 2.0])
+    conservative = np.array([0.0, 1.0, 1.0, 1.0, -1.0, 1.0])
+    labels = [f"agent {k}" + "!" * int(k % 3) for k in keys.tolist()]  # labels of three different lengths
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind="agent",
+        keys=keys,
+        labels=labels,
+        mu=mu,
+        sigma=np.ones(6),
+        conservative=conservative,
+        n=np.arange(6),
+    )
+    expected = sorted(range(6), key=lambda i: (-conservative[i], -mu[i], keys[i]))
+    stored = _stored_ratings(snapshot, "agent")
+    assert [stored[int(keys[i])][5] for i in expected] == [1, 2, 3, 4, 5, 6]
+    assert {key: row[0] for key, row in stored.items()} == dict(zip(keys.tolist(), labels, strict=True))
+
+
+def test_the_ratings_write_refuses_counts_beyond_the_integer_column():
+    study = StudyFactory()
+    snapshot = RatingSnapshot.objects.create(study=study, version=1)
+    with pytest.raises(ValueError, match="n:"):
+        refresh.entity_ratings_write(
+            snapshot_id=snapshot.pk,
+            kind="agent",
+            keys=np.array([1]),
+            labels=["a"],
+            mu=np.zeros(1),
+            sigma=np.ones(1),
+            conservative=np.zeros(1),
+            n=np.array([2**31]),
+        )
+    assert not EntityRating.objects.filter(snapshot=snapshot).exists()
+
+
+def test_the_ratings_write_stores_sorted_keys_with_labels_of_one_length_as_given():
+    study = StudyFactory()
+    snapshot = RatingSnapshot.objects.create(study=study, version=1)
+    keys = np.arange(100, 150, dtype=np.int64)
+    labels = [f"p\t{k:04d}é" for k in keys.tolist()]
+    mu = np.linspace(-1.0, 1.0, 50)
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind="human",
+        keys=keys,
+        labels=labels,
+        mu=mu,
+        sigma=np.full(50, 0.5),
+        conservative=mu - 1.5,
+        n=np.arange(50),
+    )
+    stored = _stored_ratings(snapshot, "human")
+    assert stored == {k: (labels[i], mu[i], 0.5, mu[i] - 1.5, i, 50 - i) for i, k in enumerate(keys.tolist())}
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_ranks_order_by_conservative_score_then_mu_then_key(ties):
+    rng = np.random.default_rng(4)
+    conservative = rng.normal(size=500)
+    mu = rng.normal(size=500)
+    if ties:
+        conservative = np.round(conservative, 1)
+        conservative[:3] = [np.nan, np.inf, -0.0]
+        mu = np.round(mu)
+    keys = rng.permutation(1000)[:500].astype(np.int64)
+    ranks = refresh._ranks(conservative, mu, keys)
+    expected = sorted(range(500), key=lambda i: (-conservative[i], -mu[i], keys[i]))
+    if ties:  # lexsort puts nan last
+        expected = sorted(
+            range(500),
+            key=lambda i: (np.isnan(conservative[i]), np.nan_to_num(-conservative[i], nan=0.0), -mu[i], keys[i]),
+        )
+    assert ranks[expected].tolist() == list(range(1, 501))
