@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -19,6 +20,8 @@ from rating.engine import RatingConfig
 from rating.fit import ModelSpec
 from rating.models import EntityRating, GradeObservation, Observation, PosteriorState, RatingSnapshot
 from studies.models import Agent, Participant, Study
+
+logger = logging.getLogger(__name__)
 
 
 class ObservationArrays(NamedTuple):
@@ -214,9 +217,14 @@ def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[tuple[An
             ]
             jobs.append((sql + " AND o.ctid >= %s::tid", (int(study_id), f"({bounds[-1]},0)")))
             params = _part_connection_params()
-            with ThreadPoolExecutor(max_workers=count) as pool:
-                futures = [pool.submit(_read_part, params, snapshot, part, args) for part, args in jobs]
-                return [future.result() for future in futures]
+            try:
+                with ThreadPoolExecutor(max_workers=count) as pool:
+                    futures = [pool.submit(_read_part, params, snapshot, part, args) for part, args in jobs]
+                    return [future.result() for future in futures]
+            except psycopg.OperationalError as exc:
+                # A server refusing more connections (max_connections, a pooler's limit) must not stop the
+                # ratings until someone intervenes: read in one query on this connection, as a small ledger is.
+                logger.warning("ledger of study %s read in one query: a part connection failed (%s)", study_id, exc)
         # A server-binding psycopg cursor on Django's connection (and transaction): Django's own cursors bind
         # client-side, which cannot return binary results.
         with psycopg.Cursor(connection.connection) as raw:

@@ -319,3 +319,21 @@ def test_a_small_ledger_is_read_in_one_query_and_a_large_table_in_parts(monkeypa
     monkeypatch.setattr(selectors, "PARALLEL_MIN_PAGES", 1)
     assert _as_rows(selectors.observations_arrays(study)) == _reference_ledger(study)
     assert len(parts_read) == selectors.READ_PARTS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_the_server_refuses_the_part_connections_the_ledger_is_read_in_one_query(monkeypatch, caplog):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: every part connection is refused
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    study = _bulk_ledger(n_rows=300, seed=10)
+    params = selectors._part_connection_params()
+    monkeypatch.setattr(selectors, "_part_connection_params",
+                        lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2})
+    monkeypatch.setattr(selectors, "PARALLEL_MIN_PAGES", 1)
+    with caplog.at_level("WARNING", logger="rating.selectors"):
+        arrays = selectors.observations_arrays(study)
+    assert _as_rows(arrays) == _reference_ledger(study)
+    assert "read in one query" in caplog.text
