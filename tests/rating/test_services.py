@@ -426,6 +426,11 @@ def _stored_ratings(snapshot: RatingSnapshot, kind: str) -> dict[int, tuple]:
     return {row[0]: row[1:] for row in rows}
 
 
+def _write(snapshot: RatingSnapshot, kind: str, keys, labels, mu, sigma, conservative, n) -> None:
+    refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind=kind, keys=keys, labels=labels, mu=mu, sigma=sigma,
+                                 conservative=conservative, n=n)
+
+
 def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite_floats():
     study = StudyFactory()
     snapshot = RatingSnapshot.objects.create(study=study, version=1)
@@ -437,16 +442,7 @@ def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite
     mu[1], mu[2], sigma[3] = np.nan, np.inf, -np.inf
     conservative = mu - 2.0 * sigma
     n = rng.integers(0, 2**31 - 1, len(labels))
-    refresh.entity_ratings_write(
-        snapshot_id=snapshot.pk,
-        kind="human",
-        keys=keys,
-        labels=labels,
-        mu=mu,
-        sigma=sigma,
-        conservative=conservative,
-        n=n,
-    )
+    _write(snapshot, "human", keys, labels, mu, sigma, conservative, n)
     stored = _stored_ratings(snapshot, "human")
     assert sorted(stored) == sorted(keys.tolist())
     for i, key in enumerate(keys.tolist()):
@@ -464,16 +460,7 @@ def test_the_ratings_write_ranks_by_conservative_score_then_mu_then_key():
     mu = np.array([1.0, 2.0, 2.0, 0.5, 3.0, 2.0])
     conservative = np.array([0.0, 1.0, 1.0, 1.0, -1.0, 1.0])
     labels = [f"agent {k}" + "!" * int(k % 3) for k in keys.tolist()]  # labels of three different lengths
-    refresh.entity_ratings_write(
-        snapshot_id=snapshot.pk,
-        kind="agent",
-        keys=keys,
-        labels=labels,
-        mu=mu,
-        sigma=np.ones(6),
-        conservative=conservative,
-        n=np.arange(6),
-    )
+    _write(snapshot, "agent", keys, labels, mu, np.ones(6), conservative, np.arange(6))
     expected = sorted(range(6), key=lambda i: (-conservative[i], -mu[i], keys[i]))
     stored = _stored_ratings(snapshot, "agent")
     assert [stored[int(keys[i])][5] for i in expected] == [1, 2, 3, 4, 5, 6]
@@ -484,16 +471,7 @@ def test_the_ratings_write_refuses_counts_beyond_the_integer_column():
     study = StudyFactory()
     snapshot = RatingSnapshot.objects.create(study=study, version=1)
     with pytest.raises(ValueError, match="n:"):
-        refresh.entity_ratings_write(
-            snapshot_id=snapshot.pk,
-            kind="agent",
-            keys=np.array([1]),
-            labels=["a"],
-            mu=np.zeros(1),
-            sigma=np.ones(1),
-            conservative=np.zeros(1),
-            n=np.array([2**31]),
-        )
+        _write(snapshot, "agent", np.array([1]), ["a"], np.zeros(1), np.ones(1), np.zeros(1), np.array([2**31]))
     assert not EntityRating.objects.filter(snapshot=snapshot).exists()
 
 
@@ -503,16 +481,7 @@ def test_the_ratings_write_stores_sorted_keys_with_labels_of_one_length_as_given
     keys = np.arange(100, 150, dtype=np.int64)
     labels = [f"p\t{k:04d}é" for k in keys.tolist()]
     mu = np.linspace(-1.0, 1.0, 50)
-    refresh.entity_ratings_write(
-        snapshot_id=snapshot.pk,
-        kind="human",
-        keys=keys,
-        labels=labels,
-        mu=mu,
-        sigma=np.full(50, 0.5),
-        conservative=mu - 1.5,
-        n=np.arange(50),
-    )
+    _write(snapshot, "human", keys, labels, mu, np.full(50, 0.5), mu - 1.5, np.arange(50))
     stored = _stored_ratings(snapshot, "human")
     assert stored == {k: (labels[i], mu[i], 0.5, mu[i] - 1.5, i, 50 - i) for i, k in enumerate(keys.tolist())}
 
