@@ -80,9 +80,6 @@ RATING_MODELS: tuple[str, ...] = ("paper", "calibrated", "calibrated_task", "jud
 
 # Beyond this many core columns (agents + tasks) per-human quantities gather over sparse rows.
 _DENSE_CORE = 256
-# Up to this many (humans x core) cells the reads of S^{-1} b_h take the compiled loop, beyond them the per-row
-# gathers. It bounded a dense product the loop no longer forms; kept so both paths stay tested against each other.
-_DENSE_PRODUCT_LIMIT = 1 << 27
 # Largest grouped-Gram workspace (groups x K x K floats) before falling back to per-human products.
 _GROUPED_LIMIT = 1 << 24
 
@@ -301,6 +298,8 @@ class _Structure:
     # The task model with many tasks: the core system in connected task blocks (rating.task_blocks); then
     # gram_core is empty and every core solve goes through the block factor.
     blocks: TaskBlocks | None = None
+    # Per core column array (the rows of ``core_cols``) and observation, its entry in ``couplings`` (-1: none).
+    entries: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -346,14 +345,10 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: b
     w, wy = obs.omega, obs.omega * obs.y
     gram = np.zeros(0 if use_blocks else n_core * n_core)
     r_core = np.zeros(n_core)
-    rows, cols_all, data = [], [], []
     complete = [ci.size == 0 or int(ci.min()) >= 0 for ci in cols]  # no -1 codes: use them unmasked
     for i, ci in enumerate(cols):
         has_i: slice | np.ndarray = slice(None) if complete[i] else ci >= 0
         r_core += np.bincount(ci[has_i], weights=wy[has_i], minlength=n_core)
-        rows.append(obs.human[has_i])
-        cols_all.append(ci[has_i])
-        data.append(w[has_i])
         for j, cj in enumerate(cols[i:], start=i):
             if use_blocks:
                 break
@@ -365,12 +360,12 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: b
             gram += cell
             if cj is not ci:
                 gram += cell.reshape(n_core, n_core).T.ravel()
+    # Imported here: numba loads only in the processes that fit.
+    from rating.design_kernels import coupling_entries
 
-    def joined(parts: list[np.ndarray]) -> np.ndarray:
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one column: no copy
-
-    couplings = scipy.sparse.coo_matrix((joined(data), (joined(rows), joined(cols_all))), shape=(n_h, n_core)).tocsr()
-    couplings.sum_duplicates()
+    stacked = cols[0][None, :] if len(cols) == 1 else np.stack(cols)  # one column: a view, no copy
+    indptr, indices, data, entries = coupling_entries(obs.human, stacked, w, n_h, n_core)
+    couplings = scipy.sparse.csr_matrix((data, indices, indptr), shape=(n_h, n_core))
     n_human = np.bincount(obs.human, weights=w, minlength=n_h)
     r_human = np.bincount(obs.human, weights=wy, minlength=n_h)
     layout = None
@@ -397,6 +392,7 @@ def _structure(obs: _Obs, *, tasks: bool, random_agents: bool = False, blocks: b
         sum_log_omega=float(np.log(obs.omega).sum()),
         grouped=None if use_blocks else _group_humans(couplings, n_human, r_human),
         blocks=layout,
+        entries=entries,
     )
 
 
@@ -1160,73 +1156,6 @@ def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.nd
     return out
 
 
-def _obs_quadratic(
-    couplings: scipy.sparse.csr_matrix,
-    d: np.ndarray,
-    s_inv: np.ndarray,
-    core_cols: tuple[np.ndarray, ...],
-    human: np.ndarray,
-    b_s_b: np.ndarray,
-    cross: np.ndarray | None = None,
-) -> np.ndarray:
-    """Return :math:`x_o^\\top C^{-1} x_o` for every observation (its leverage up to the weight).
-
-    With the humans eliminated, :math:`x^\\top C^{-1} x = (x_c - b_h/d_h)^\\top S^{-1} (x_c - b_h/d_h) + 1/d_h`
-    for an observation loading on core columns :math:`x_c` and human :math:`h`. The terms that depend on the
-    human only (:math:`1/d_h + b_h^\\top S^{-1} b_h/d_h^2`) are formed per human and gathered once; ``cross``,
-    when given, is :math:`x_c^\\top S^{-1} b_h` per observation.
-    """
-    n_core = s_inv.shape[0]
-    out = np.take(1.0 / d + b_s_b / d**2, human)
-    s_inv_diag = np.append(np.diag(s_inv), 0.0)  # code -1 reads the appended zero
-    s_inv_pad = np.zeros((n_core + 1, n_core + 1))
-    s_inv_pad[:n_core, :n_core] = s_inv
-    for i, ci in enumerate(core_cols):
-        out += np.take(s_inv_diag, ci)
-        for cj in core_cols[i + 1 :]:
-            out += 2.0 * np.take(s_inv_pad.reshape(-1), (ci % (n_core + 1)) * (n_core + 1) + cj % (n_core + 1))
-    if cross is None:
-        cross = _cross_terms(couplings, s_inv, core_cols, human)
-    out -= 2.0 * (cross / np.take(d, human))
-    return out
-
-
-def _cross_terms(
-    couplings: scipy.sparse.csr_matrix, s_inv: np.ndarray, core_cols: tuple[np.ndarray, ...], human: np.ndarray
-) -> np.ndarray:
-    """Return :math:`x_c^\\top S^{-1} b_h` for every observation without holding :math:`S^{-1} b_h` for every
-    human at once (many core columns, or more humans than ``_DENSE_PRODUCT_LIMIT`` allows)."""
-    n_h = couplings.shape[0]
-    n = human.shape[0]
-    cross = np.zeros(n)
-    if _gather_rows(couplings):
-        # Few core columns per human: gather S^{-1}[c, j] b_hj over each observation's human's entries.
-        indptr, indices, data = couplings.indptr, couplings.indices, couplings.data
-        sizes = np.diff(indptr)[human]
-        chunk = max(1, (1 << 22) // max(int(sizes.max()), 1))
-        for start in range(0, n, chunk):
-            stop = min(start + chunk, n)
-            sz = sizes[start:stop]
-            obs_rep = np.repeat(np.arange(start, stop), sz)
-            offsets = np.arange(obs_rep.shape[0]) - np.repeat(np.cumsum(sz) - sz, sz)
-            entry = indptr[human[obs_rep]] + offsets
-            for ci in core_cols:
-                c = ci[obs_rep]
-                has = c >= 0
-                vals = np.zeros(obs_rep.shape[0])
-                vals[has] = s_inv[c[has], indices[entry[has]]] * data[entry[has]]
-                cross[start:stop] += np.bincount(obs_rep - start, weights=vals, minlength=stop - start)
-    else:
-        for start in range(0, n_h, 1 << 16):
-            stop = min(start + (1 << 16), n_h)
-            block = couplings[start:stop] @ s_inv
-            rows = (human >= start) & (human < stop)
-            for ci in core_cols:
-                has = rows & (ci >= 0)
-                cross[has] += block[human[has] - start, ci[has]]
-    return cross
-
-
 def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
     tasks = spec.kind == "calibrated_task"
     # One BLAS thread: on a shared machine threaded factorisations of a few thousand columns measured up to
@@ -1359,25 +1288,37 @@ def _pooled_terms(st: _Structure, gammas: np.ndarray) -> dict[str, Any] | None:
 def _dense_core_forms(
     st: _Structure, ev: _Evaluation, beta2: float, omega: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core."""
-    assert ev.chol is not None
-    s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
-    cross = None
-    if st.n_core <= _DENSE_CORE and st.couplings.shape[0] * st.n_core <= _DENSE_PRODUCT_LIMIT:
-        # Few core columns: (S^{-1} b_h) read at each observation's columns serves both the leverages and the
-        # human variances: b_h sums the human's weighted observations, so b_h^T S^{-1} b_h sums their weighted
-        # reads. The reads are summed over the human's entries; the product for every human is never formed.
-        from rating.design_kernels import add_row_products_at
+    """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core.
 
-        couplings = st.couplings
-        cross = np.zeros(st.n)
-        for ci in st.core_cols:
-            add_row_products_at(couplings.indptr, couplings.indices, couplings.data, s_inv, st.human, ci, cross)
-        b_s_b = np.bincount(st.human, weights=omega * cross, minlength=st.couplings.shape[0])
-    else:
-        b_s_b = row_forms(st.couplings, ev.chol, s_inv)
+    :math:`S^{-1} b_h` is read only at the participant's own coupling entries (a handful per participant),
+    which gives both :math:`b_h^\\top S^{-1} b_h` and, through each observation's entry, the
+    :math:`x_c^\\top S^{-1} b_h` of its leverage: no participants x core product and no walk over a
+    participant's row per observation.
+    """
+    assert ev.chol is not None and st.entries is not None
+    from rating.design_kernels import entry_row_products, in_parts, observation_leverages
+
+    s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
+    couplings = st.couplings
+    reads, b_s_b = entry_row_products(couplings.indptr, couplings.indices, couplings.data, s_inv)
     var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
-    leverage = omega * _obs_quadratic(st.couplings, ev.d, s_inv, st.core_cols, st.human, b_s_b, cross)
+    stacked = st.core_cols[0][None, :] if len(st.core_cols) == 1 else np.stack(st.core_cols)
+    leverage = np.empty(st.n)
+
+    def part(lo: int, hi: int) -> None:
+        observation_leverages(
+            st.human[lo:hi],
+            stacked[:, lo:hi],
+            st.entries[:, lo:hi],
+            reads,
+            ev.d,
+            b_s_b,
+            s_inv,
+            omega[lo:hi],
+            leverage[lo:hi],
+        )
+
+    in_parts(part, st.n)
     return var_h, leverage, np.diag(s_inv).copy()
 
 

@@ -99,25 +99,29 @@ def study_model_spec(study: Study) -> ModelSpec:
     )
 
 
-# The ledger is read in one row: each column one bytea of its values' binary forms end to end (int8send,
-# float8send, uuid_send: fixed widths, big-endian), parsed by numpy in place. A COPY hands the client one
-# message per row, and driving ten million messages through the driver took ~30 s by itself; arrays
-# (array_agg) cost PostgreSQL a send call and an allocation per element on output (10^7 x 5 columns: 8-10 s
-# against 5-6 s). Grouping into blocks of ids made the server sort every row (its estimate of the groups is
-# the row count). One aggregate: a bytea holds up to 1 GB, so 6 x 10^7 observations with tasks (1.3 x 10^8
-# without), beyond what a fit of the ledger holds in memory anyway.
+# The ledger is read in one value: each observation's fields in their binary forms (int8send, float8send,
+# uuid_send: fixed widths, big-endian) as one record, the records end to end in one bytea, parsed by numpy in
+# place. A COPY hands the client one message per row, and driving ten million messages through the driver took
+# ~30 s by itself; arrays (array_agg) cost PostgreSQL a send call and an allocation per element on output (10^7
+# x 5 columns: 8-10 s against 5-6 s); one aggregate per column cost the server more than one per row (4.9 s
+# against 3.8 s for 7.3 x 10^6 rows). Grouping into blocks of ids made the server sort every row (its estimate
+# of the groups is the row count). Every field is NOT NULL (the task is coalesced), so string_agg skips no
+# record. A bytea holds up to 1 GB: 1.9 x 10^7 observations with tasks (2.7 x 10^7 without) per part of the
+# read, beyond what a fit of the ledger holds in memory anyway.
 _LEDGER_SQL = (
-    "SELECT string_agg(int8send(o.id), ''), string_agg(int8send(o.agent_id::bigint), ''), "
-    "string_agg(int8send(o.participant_id::bigint), ''), string_agg(float8send(o.y::float8), ''), "
-    "string_agg(float8send(o.weight::float8), ''){tasks} "
+    "SELECT string_agg(int8send(o.id) || int8send(o.agent_id::bigint) || int8send(o.participant_id::bigint) "
+    "|| float8send(o.y::float8) || float8send(o.weight::float8){tasks}, '') "
     "FROM rating_observation o WHERE o.study_id = %s AND o.active"
 )
 # The task's UUID is looked up only for rows that do not carry it (COALESCE stops at the first non-null):
 # services record it on every row, so a ten-million-row read joins nothing.
 _TASK_COLUMN = (
-    ", string_agg(uuid_send(COALESCE(o.task_uuid, (SELECT t.uuid FROM studyapp_taskinstance t "
-    "WHERE t.id = o.task_id), '00000000-0000-0000-0000-000000000000'::uuid)), '')"
+    " || uuid_send(COALESCE(o.task_uuid, (SELECT t.uuid FROM studyapp_taskinstance t "
+    "WHERE t.id = o.task_id), '00000000-0000-0000-0000-000000000000'::uuid))"
 )
+_LEDGER_RECORD: list[Any] = [("id", ">i8"), ("agent", ">i8"), ("participant", ">i8"), ("y", ">f8"), ("w", ">f8")]
+# The UUID's 16 bytes as two native words: equal UUIDs, equal words (numbered without a string per row).
+_LEDGER_TASK = ("task", np.uint64, (2,))
 # The text form of a UUID: hex digits at these positions, dashes between.
 _UUID_DIGITS = np.array([*range(0, 8), *range(9, 13), *range(14, 18), *range(19, 23), *range(24, 36)])
 
@@ -145,22 +149,14 @@ READ_PARTS = 2
 
 
 def _ledger_columns(row: tuple[Any, ...], tasks: bool) -> list[np.ndarray]:
-    """Return one aggregate row's columns as views of its bytes: ids, agents, participants, y, w (big-endian), and
-    the task UUIDs as pairs of words when read."""
-    widths = (8, 8, 8, 8, 8, 16) if tasks else (8, 8, 8, 8, 8)
-    if row[0] is None:
-        if any(value is not None for value in row):
-            raise RuntimeError("unexpected ledger layout from PostgreSQL")
-        row = tuple(b"" for _ in widths)
-    n = len(row[0]) // 8
-    if any(len(value) != n * width for value, width in zip(row, widths, strict=True)):
-        # string_agg skips NULLs: a column of another length is not aligned with the others.
+    """Return one aggregate's records as column views of its bytes: ids, agents, participants, y, w (big-endian),
+    and the task UUIDs as pairs of words when read."""
+    record = np.dtype(_LEDGER_RECORD + ([_LEDGER_TASK] if tasks else []))
+    value = b"" if row[0] is None else row[0]
+    if len(row) != 1 or len(value) % record.itemsize:
         raise RuntimeError("unexpected ledger layout from PostgreSQL")
-    dtypes = (">i8", ">i8", ">i8", ">f8", ">f8")
-    columns = [np.frombuffer(value, dtype=dtype) for value, dtype in zip(row[:5], dtypes, strict=True)]
-    if tasks:
-        columns.append(np.frombuffer(row[5], dtype=np.uint64).reshape(-1, 2))
-    return columns
+    records = np.frombuffer(value, dtype=record)
+    return [records[name] for name in record.names]
 
 
 def _part_connection_params() -> dict[str, Any]:
@@ -401,6 +397,71 @@ def participant_pseudonyms(study: Study | int, participant_ids: Any) -> dict[int
     if missing:  # only if the ledger links a participant of another study, which services never do
         found.update(Participant.objects.filter(pk__in=missing).values_list("pk", "pseudonym"))
     return found
+
+
+# The study's participants in one row: ids, each pseudonym's byte length, and the pseudonyms end to end
+# (UTF-8), parsed by numpy like the ledger: no Python string per participant.
+_PSEUDONYMS_SQL = (
+    "SELECT string_agg(int8send(p.id), ''), string_agg(int4send(octet_length(p.pseudonym)), ''), "
+    "string_agg(convert_to(p.pseudonym, 'UTF8'), '') FROM studyapp_participant p WHERE p.study_id = %s"
+)
+
+
+def _packed_labels(blob: bytes, lengths: np.ndarray) -> np.ndarray:
+    """Return the labels stored end to end in ``blob`` (``lengths`` bytes each) as a fixed-width bytes array."""
+    count = lengths.shape[0]
+    width = int(lengths.max()) if count else 0
+    raw = np.frombuffer(blob, dtype=np.uint8)
+    if count == 0 or width == 0:
+        return np.zeros(count, dtype="S1")
+    if int(lengths.min()) == width:  # one length (the usual generated pseudonyms): the bytes as they are
+        return raw.reshape(count, width).copy().view(f"S{width}").reshape(-1)
+    table = np.zeros((count, width), dtype=np.uint8)
+    inside = np.arange(width)[None, :] < lengths[:, None]
+    table[inside] = raw  # row-major order of the True cells is each label's bytes in turn
+    return table.view(f"S{width}").reshape(-1)
+
+
+def participant_label_bytes(study: Study | int, participant_ids: np.ndarray) -> np.ndarray:
+    """Return the pseudonyms of ``participant_ids`` (UTF-8, a fixed-width bytes array in their order).
+
+    For the rating rows of a million participants: on PostgreSQL the study's pseudonyms arrive as three
+    binary columns and are matched to the ids by array lookups, where a dict of a million strings, built and
+    read back and encoded again, cost over a second. A participant of another study (which services never
+    link) is looked up by key; one that does not exist is labelled ``human <pk>``.
+    """
+    keys = np.asarray(participant_ids).astype(np.int64, copy=False)
+    if keys.size == 0:
+        return np.zeros(0, dtype="S1")
+    if connection.vendor != "postgresql":
+        found = participant_pseudonyms(study, keys)
+        return np.array([found.get(pk, f"human {pk}").encode() for pk in keys.tolist()], dtype=bytes)
+    import psycopg
+
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as raw:
+        raw.execute(_PSEUDONYMS_SQL, (_study_id(study),), binary=True)
+        row = raw.fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns one row
+    ids = np.frombuffer(row[0] or b"", dtype=">i8").astype(np.int64)
+    lengths = np.frombuffer(row[1] or b"", dtype=">i4").astype(np.int64)
+    blob = row[2] or b""
+    if ids.shape[0] != lengths.shape[0] or int(lengths.sum()) != len(blob):
+        raise RuntimeError("unexpected participant layout from PostgreSQL")
+    labels = _packed_labels(blob, lengths)
+    order = np.argsort(ids, kind="stable")
+    where = np.searchsorted(ids, keys, sorter=order)
+    where = order[np.minimum(where, ids.shape[0] - 1)] if ids.shape[0] else np.zeros(keys.shape[0], dtype=np.intp)
+    present = ids[where] == keys if ids.shape[0] else np.zeros(keys.shape[0], dtype=bool)
+    if bool(present.all()):
+        return labels[where]
+    missing = keys[~present]
+    found = dict(Participant.objects.filter(pk__in=missing.tolist()).values_list("pk", "pseudonym"))
+    extra = [found.get(pk, f"human {pk}").encode() for pk in missing.tolist()]
+    width = max(labels.dtype.itemsize, max(len(label) for label in extra))
+    out = (labels[where] if ids.shape[0] else np.zeros(keys.shape[0], dtype="S1")).astype(f"S{width}")
+    out[~present] = np.array(extra, dtype=f"S{width}")
+    return out
 
 
 def latest_snapshot(study: Study | int) -> RatingSnapshot | None:

@@ -162,9 +162,7 @@ def test_reml_estimates_equal_an_independent_dense_reml(seed: int) -> None:
 
 def test_task_model_reml_equals_an_independent_dense_reml() -> None:
     data = simulate(np.random.default_rng(11), n_agents=3, n_humans=20, n_obs=80, n_tasks=6, task_sd=8.0)
-    fit = fit_model(
-        data["agent"], data["human"], data["y"], data["task"], spec=ModelSpec(kind="calibrated_task")
-    )
+    fit = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=ModelSpec(kind="calibrated_task"))
     sds, loglik = dense_reml(data["agent"], data["human"], data["y"], data["task"])
     assert fit.hyper["beta"]["estimate"] == pytest.approx(sds[0], rel=1e-6)
     assert fit.hyper["sigma_human"]["estimate"] == pytest.approx(sds[1], rel=1e-6)
@@ -307,18 +305,6 @@ def test_compare_models_prefers_the_task_term_only_when_tasks_differ() -> None:
     rows = compare_models(flat["agent"], flat["human"], flat["y"], flat["task"])
     assert rows[0]["preferred_by_aic"]
     json.dumps(rows)
-
-
-def test_dense_products_equal_sparse_gathers_for_participant_variances_and_leverages(monkeypatch) -> None:
-    import rating.fit as fit_module
-
-    data = simulate(np.random.default_rng(25), n_humans=60, n_obs=400)
-    spec = ModelSpec(integrate_hyper=False)
-    dense = fit_model(data["agent"], data["human"], data["y"], spec=spec)
-    monkeypatch.setattr(fit_module, "_DENSE_PRODUCT_LIMIT", 0)  # per-row gathers instead
-    gathered = fit_model(data["agent"], data["human"], data["y"], spec=spec)
-    np.testing.assert_allclose(dense.human_sigma, gathered.human_sigma, rtol=1e-10)
-    np.testing.assert_allclose(dense.standardized_residuals, gathered.standardized_residuals, rtol=1e-9, atol=1e-12)
 
 
 def test_sparse_gathers_equal_dense_projections_for_per_participant_variances(monkeypatch) -> None:
