@@ -109,9 +109,15 @@ def study_model_spec(study: Study) -> ModelSpec:
 # record. A bytea holds up to 1 GB: 1.9 x 10^7 observations with tasks (2.7 x 10^7 without) per part of the
 # read, beyond what a fit of the ledger holds in memory anyway.
 _LEDGER_SQL = (
-    "SELECT string_agg(int8send(o.id) || int8send(o.agent_id::bigint) || int8send(o.participant_id::bigint) "
+    "SELECT string_agg({ids}(o.id::{id}) || {ids}(o.agent_id::{id}) || {ids}(o.participant_id::{id}) "
     "|| float8send(o.y::float8) || float8send(o.weight::float8){tasks}, '') "
     "FROM rating_observation o WHERE o.study_id = %s AND o.active"
+)
+# While every observation, agent and participant key fits 32 bits (the keys' indexes answer at once), the three
+# keys travel as int4: 28 bytes a record instead of 40, and the transfer was as long as the aggregation.
+_NARROW_KEYS_SQL = (
+    "SELECT GREATEST((SELECT max(id) FROM rating_observation), (SELECT max(id) FROM studyapp_agent), "
+    "(SELECT max(id) FROM studyapp_participant)) < 2147483647"
 )
 # The task's UUID is looked up only for rows that do not carry it (COALESCE stops at the first non-null):
 # services record it on every row, so a ten-million-row read joins nothing.
@@ -119,7 +125,7 @@ _TASK_COLUMN = (
     " || uuid_send(COALESCE(o.task_uuid, (SELECT t.uuid FROM studyapp_taskinstance t "
     "WHERE t.id = o.task_id), '00000000-0000-0000-0000-000000000000'::uuid))"
 )
-_LEDGER_RECORD: list[Any] = [("id", ">i8"), ("agent", ">i8"), ("participant", ">i8"), ("y", ">f8"), ("w", ">f8")]
+_LEDGER_FIELDS = ("id", "agent", "participant")
 # The UUID's 16 bytes as two native words: equal UUIDs, equal words (numbered without a string per row).
 _LEDGER_TASK = ("task", np.uint64, (2,))
 # The text form of a UUID: hex digits at these positions, dashes between.
@@ -146,17 +152,27 @@ def _uuid_labels(raw: np.ndarray) -> np.ndarray:
 # the table's pages (a TID range) without an index. Below it a second connection costs more than it saves.
 PARALLEL_MIN_PAGES = 4096
 READ_PARTS = 2
+# Pages per query of a part (~500 000 observations, 14-20 MB).
+READ_CHUNK_PAGES = 8192
 
 
-def _ledger_columns(row: tuple[Any, ...], tasks: bool) -> list[np.ndarray]:
-    """Return one aggregate's records as column views of its bytes: ids, agents, participants, y, w (big-endian),
-    and the task UUIDs as pairs of words when read."""
-    record = np.dtype(_LEDGER_RECORD + ([_LEDGER_TASK] if tasks else []))
-    value = b"" if row[0] is None else row[0]
-    if len(row) != 1 or len(value) % record.itemsize:
+def _ledger_record(tasks: bool, narrow: bool) -> np.dtype:
+    """Return the numpy record of one observation as the ledger query sends it."""
+    keys = ">i4" if narrow else ">i8"
+    fields: list[Any] = [(name, keys) for name in _LEDGER_FIELDS] + [("y", ">f8"), ("w", ">f8")]
+    return np.dtype(fields + ([_LEDGER_TASK] if tasks else []))
+
+
+def _ledger_columns(value: bytes | None, record: np.dtype) -> list[np.ndarray]:
+    """Return one aggregate's records as native columns: ids, agents, participants (int64), y, w (float64), and
+    the task UUIDs as pairs of words when read."""
+    value = b"" if value is None else value
+    if len(value) % record.itemsize:
         raise RuntimeError("unexpected ledger layout from PostgreSQL")
     records = np.frombuffer(value, dtype=record)
-    return [records[name] for name in record.names]
+    names = record.names or ()
+    native = [np.int64, np.int64, np.int64, np.float64, np.float64, np.uint64]
+    return [np.ascontiguousarray(records[name], dtype=kind) for name, kind in zip(names, native, strict=False)]
 
 
 def _part_connection_params() -> dict[str, Any]:
@@ -167,56 +183,89 @@ def _part_connection_params() -> dict[str, Any]:
     return params
 
 
-def _read_part(params: dict[str, Any], snapshot: str, sql: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Run one part of the ledger read on a new connection, in the exported snapshot ``snapshot``."""
+def _read_part(
+    params: dict[str, Any], snapshot: str, sql: str, args: list[tuple[Any, ...]], record: np.dtype
+) -> list[list[np.ndarray]]:
+    """Run one part of the ledger read on a new connection, in the exported snapshot ``snapshot``: one query per
+    argument tuple (the part's page ranges, in order), sent together in a pipeline so the server aggregates
+    the next range while this thread converts the last; return each range's columns."""
     import psycopg
     from psycopg import sql as pgsql
 
     with psycopg.connect(**params, autocommit=True) as conn:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         conn.execute(pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot)))
-        with conn.cursor() as cursor:
-            cursor.execute(sql, args, binary=True)
-            row = cursor.fetchone()
+        cursors = [conn.cursor(binary=True) for _ in args]
+        with conn.pipeline() as pipeline:
+            for cursor, chunk in zip(cursors, args, strict=True):
+                cursor.execute(sql, chunk)
+            pipeline.sync()
+            columns = []
+            for cursor in cursors:
+                row = cursor.fetchone()
+                assert row is not None  # an aggregate without GROUP BY returns one row (NULL when nothing matches)
+                columns.append(_ledger_columns(row[0], record))
+                cursor.close()
         conn.execute("COMMIT")
-    assert row is not None  # an aggregate without GROUP BY returns one row (of NULLs when nothing matches)
-    return tuple(row)
+    return columns
 
 
-def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[tuple[Any, ...]]:
-    """Return the ledger's aggregate rows: one from Django's connection, or one per part of the table.
+# Past every page a table can have (block numbers are 32-bit): the upper bound of the read's last range, which
+# so takes in the pages added since the table's size was read.
+_END_OF_TABLE = f"({2**32 - 1},0)"
+
+
+def _page_ranges(low: int, high: int | None, size: int) -> list[tuple[str, str]]:
+    """Return TID bounds of pages ``[low, high)`` in ranges of ``size`` pages (``high`` None: to the end)."""
+    stop = high if high is not None else low + 1
+    starts = list(range(low, max(stop, low + 1), size))
+    bounds = [(f"({start},0)", f"({start + size},0)") for start in starts]
+    bounds[-1] = (bounds[-1][0], _END_OF_TABLE if high is None else f"({high},0)")
+    return bounds
+
+
+def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[list[np.ndarray]]:
+    """Return the ledger's columns in pieces, in table page order: one piece from Django's connection, or
+    several per part of the table.
 
     The parts run concurrently on their own connections, each importing a snapshot exported by this
     transaction, so together they read exactly the ledger one query would (rows committed meanwhile by
     anyone are invisible to all of them). A transaction that has written anything reads in one query on its
-    own connection: the others would not see its uncommitted rows.
+    own connection: the others would not see its uncommitted rows. Each part reads its pages in ranges of
+    ``READ_CHUNK_PAGES``, one query each: values of a few tens of MB, where one value of hundreds of MB was
+    copied and grown in memory several times on its way (the transfer measured as long as the aggregation).
     """
     import psycopg
 
-    sql = _LEDGER_SQL.format(tasks=_TASK_COLUMN if tasks else "")
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_relation_size(%s) / current_setting('block_size')::bigint, txid_current_if_assigned()",
             [Observation._meta.db_table],
         )
         pages, xid = cursor.fetchone()
+        cursor.execute(_NARROW_KEYS_SQL)
+        narrow = bool(cursor.fetchone()[0])
+        record = _ledger_record(tasks, narrow)
+        key_send, key_type = ("int4send", "int4") if narrow else ("int8send", "bigint")
+        sql = _LEDGER_SQL.format(ids=key_send, id=key_type, tasks=_TASK_COLUMN if tasks else "")
         count = READ_PARTS if parts is None else parts
         if count > 1 and xid is None and (parts is not None or pages >= PARALLEL_MIN_PAGES):
             cursor.execute("SELECT pg_export_snapshot()")
             snapshot = cursor.fetchone()[0]
             # Page bounds of each part; the last is open-ended, so pages added since the size was read are in it.
-            bounds = [int(pages) * i // count for i in range(count)]
-            part_sql = sql + " AND o.ctid >= %s::tid" + " AND o.ctid < %s::tid"
-            jobs: list[tuple[str, tuple[Any, ...]]] = [
-                (part_sql, (int(study_id), f"({low},0)", f"({high},0)"))
+            bounds: list[int | None] = [int(pages) * i // count for i in range(count)]
+            bounds.append(None)
+            ranged = sql + " AND o.ctid >= %s::tid AND o.ctid < %s::tid"
+            jobs = [
+                [(int(study_id), start, stop) for start, stop in _page_ranges(int(low), high, READ_CHUNK_PAGES)]
                 for low, high in zip(bounds[:-1], bounds[1:], strict=True)
+                if low is not None
             ]
-            jobs.append((sql + " AND o.ctid >= %s::tid", (int(study_id), f"({bounds[-1]},0)")))
             params = _part_connection_params()
             try:
                 with ThreadPoolExecutor(max_workers=count) as pool:
-                    futures = [pool.submit(_read_part, params, snapshot, part, args) for part, args in jobs]
-                    return [future.result() for future in futures]
+                    futures = [pool.submit(_read_part, params, snapshot, ranged, args, record) for args in jobs]
+                    return [columns for future in futures for columns in future.result()]
             except psycopg.OperationalError as exc:
                 # A server refusing more connections (max_connections, a pooler's limit) must not stop the
                 # ratings until someone intervenes: read in one query on this connection, as a small ledger is.
@@ -227,35 +276,24 @@ def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[tuple[An
             raw.execute(sql, (int(study_id),), binary=True)
             row = raw.fetchone()
     assert row is not None  # an aggregate without GROUP BY returns one row (of NULLs when nothing matches)
-    return [tuple(row)]
+    return [_ledger_columns(row[0], record)]
 
 
 def _ledger_read(
     study_id: int, tasks: bool, parts: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
     connection.ensure_connection()
-    rows = _ledger_rows(study_id, tasks, parts)
-    parts_columns = [_ledger_columns(row, tasks) for row in rows]
-    # Each column is allocated once and filled part by part in native byte order (no concatenation copy), the
-    # parts in threads: numpy swaps the bytes without the GIL, and the fill measured ~1 s at 10^7 rows.
-    sizes = [int(columns[0].shape[0]) for columns in parts_columns]
-    n = sum(sizes)
-    ids, agent, participant = (np.empty(n, dtype=np.int64) for _ in range(3))
-    y, w = np.empty(n), np.empty(n)
-    task_words = np.empty((n, 2), dtype=np.uint64) if tasks else None
-    targets = [ids, agent, participant, y, w] + ([] if task_words is None else [task_words])
-
-    def fill(columns: list[np.ndarray], start: int) -> None:
-        for target, column in zip(targets, columns, strict=True):
-            target[start : start + column.shape[0]] = column
-
-    starts = np.cumsum([0, *sizes[:-1]]).tolist()
-    if len(parts_columns) == 1:
-        fill(parts_columns[0], 0)
-    else:
-        with ThreadPoolExecutor(max_workers=len(parts_columns)) as pool:
-            list(pool.map(fill, parts_columns, starts))
-    del parts_columns, rows
+    pieces = _ledger_rows(study_id, tasks, parts)
+    # Each piece arrived converted to native columns (in its part's thread, while the server aggregated the
+    # next); the columns are joined once.
+    width = 6 if tasks else 5
+    if any(len(piece) != width for piece in pieces):
+        raise RuntimeError("unexpected ledger layout from PostgreSQL")
+    ids, agent, participant, y, w, *rest = (
+        pieces[0][i] if len(pieces) == 1 else np.concatenate([piece[i] for piece in pieces]) for i in range(width)
+    )
+    task_words = rest[0] if tasks else None
+    del pieces
     if ids.size == 0:
         empty = np.zeros(0)
         return (empty.astype(np.int64), empty.astype(np.int64), empty.astype(object) if tasks else None, empty, empty)

@@ -276,6 +276,33 @@ def test_a_ledger_read_in_parts_equals_the_one_query_read_row_for_row(parts, par
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("narrow", [True, False])
+def test_parts_read_in_many_page_ranges_with_either_key_width_equal_the_reference(monkeypatch, narrow, parts_read):
+    """Each part reads its pages one range per query (pipelined); keys travel as int4 while they fit 32 bits
+    and as int8 otherwise (forced here): the ledger is the same row for row."""
+    study = _bulk_ledger(seed=11)
+    monkeypatch.setattr(selectors, "READ_CHUNK_PAGES", 1)
+    if not narrow:
+        monkeypatch.setattr(selectors, "_NARROW_KEYS_SQL", "SELECT false")
+    pages = Observation.objects.raw(
+        "SELECT 1 AS id, pg_relation_size('rating_observation') / current_setting('block_size')::bigint AS pages"
+    )[0].pages
+    assert pages >= 6  # several ranges per part
+    reference = _reference_ledger(study)
+    split = selectors.ObservationArrays(*selectors._ledger_read(study.pk, True, parts=2))
+    assert len(parts_read) == 2
+    assert _as_rows(split) == reference
+    bare = selectors.ObservationArrays(*selectors._ledger_read(study.pk, False, parts=3))
+    assert _as_rows(bare) == [(a, p, None, y, w) for a, p, _, y, w in reference]
+
+
+def test_page_ranges_cover_a_part_and_leave_the_last_open():
+    assert selectors._page_ranges(0, 5, 2) == [("(0,0)", "(2,0)"), ("(2,0)", "(4,0)"), ("(4,0)", "(5,0)")]
+    assert selectors._page_ranges(4, None, 8) == [("(4,0)", selectors._END_OF_TABLE)]
+    assert selectors._page_ranges(3, 3, 8) == [("(3,0)", "(3,0)")]  # an empty part reads nothing
+
+
+@pytest.mark.django_db(transaction=True)
 def test_rows_committed_while_the_parts_are_read_are_invisible_to_the_read(monkeypatch):
     import psycopg
 
@@ -330,10 +357,44 @@ def test_when_the_server_refuses_the_part_connections_the_ledger_is_read_in_one_
         closed = probe.getsockname()[1]
     study = _bulk_ledger(n_rows=300, seed=10)
     params = selectors._part_connection_params()
-    monkeypatch.setattr(selectors, "_part_connection_params",
-                        lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2})
+    monkeypatch.setattr(
+        selectors,
+        "_part_connection_params",
+        lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2},
+    )
     monkeypatch.setattr(selectors, "PARALLEL_MIN_PAGES", 1)
     with caplog.at_level("WARNING", logger="rating.selectors"):
         arrays = selectors.observations_arrays(study)
     assert _as_rows(arrays) == _reference_ledger(study)
     assert "read in one query" in caplog.text
+
+
+@pytest.mark.parametrize("vendor_path", ["database", "python"])
+def test_participant_label_bytes_are_the_pseudonyms_in_the_order_asked(monkeypatch, vendor_path):
+    from django.db import connection
+
+    if vendor_path == "python":
+        monkeypatch.setattr(connection, "vendor", "sqlite-like")
+    study = StudyFactory()
+    people = [ParticipantFactory(study=study, pseudonym=name) for name in ("ana", "Bø-ørn", "c", "dmitri-ü")]
+    stranger = ParticipantFactory(study=StudyFactory(), pseudonym="elsewhere")
+    keys = np.array([people[2].pk, stranger.pk, people[0].pk, 10**9, people[1].pk, people[3].pk, people[0].pk])
+    labels = selectors.participant_label_bytes(study, keys)
+    assert [label.decode() for label in labels.tolist()] == [
+        "c",
+        "elsewhere",
+        "ana",
+        f"human {10**9}",
+        "Bø-ørn",
+        "dmitri-ü",
+        "ana",
+    ]
+    assert selectors.participant_label_bytes(study, np.zeros(0, dtype=np.int64)).shape == (0,)
+
+
+def test_packed_labels_split_the_bytes_by_their_lengths():
+    blob = b"ab" + "çd".encode() + b"xyz"  # "ç" is two bytes
+    labels = selectors._packed_labels(blob, np.array([2, 0, 3, 3]))
+    assert labels.tolist() == [b"ab", b"", "çd".encode(), b"xyz"]
+    same = selectors._packed_labels(b"aabbcc", np.array([2, 2, 2]))
+    assert same.tolist() == [b"aa", b"bb", b"cc"]
