@@ -700,17 +700,31 @@ def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
     :math:`v_i^\\top P_0 v_j = v_i^\\top W v_j - r_h(v_i)^\\top u(v_j) - r_c(v_i)^\\top c(v_j)`: one solve
     per parameter and no pass over the observations but the residuals'.
     """
-    u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    residual = st.y - _fitted(st, u_h, ev.core_mu)
-    w_e = st.omega * residual
-    # The residuals' weighted sums per human and column: r - (their fitted part), from the sufficient
-    # statistics on the dense core (the block core keeps no dense gram: sum them over the observations).
+    core = ev.core_mu
+    coupled = st.couplings @ core
+    u_h = (st.r_human - coupled) / ev.d
+    # The residuals' weighted sums per human and column, r - (their fitted part), and e^T W e: on the dense
+    # core from the sufficient statistics, with e = y - u_h - x_c^T core expanded (no pass over the
+    # observations); the block core keeps no dense gram: sum them over the observations.
     if st.blocks is None:
-        sums_h = [st.r_human - st.n_human * u_h - st.couplings @ ev.core_mu]
-        sums_c = [st.r_core - st.gram_core @ ev.core_mu - st.couplings.T @ u_h]
+        sums_h = [st.r_human - st.n_human * u_h - coupled]
+        sums_c = [st.r_core - st.gram_core @ core - st.couplings.T @ u_h]
+        e_w_e = (
+            st.ywy
+            - 2.0 * (float(u_h @ st.r_human) + float(core @ st.r_core))
+            + float((st.n_human * u_h) @ u_h)
+            + float(core @ (st.gram_core @ core))
+            + 2.0 * float(u_h @ coupled)
+        )
+        if e_w_e < 1e-6 * st.ywy:  # the expansion cancels to noise when the fit is nearly exact: sum it directly
+            residual = st.y - _fitted(st, u_h, core)
+            e_w_e = float(np.dot(st.omega * residual, residual))
     else:
+        residual = st.y - _fitted(st, u_h, core)
+        w_e = st.omega * residual
         sums_h = [np.bincount(st.human, weights=w_e, minlength=st.n_human.shape[0])]
         sums_c = [_core_sums(st, w_e)]
+        e_w_e = float(np.dot(w_e, residual))
     parts: list[tuple[np.ndarray | None, np.ndarray | None]] = []
     for name in st.components:
         if name == "human":
@@ -730,7 +744,7 @@ def _average_information(st: _Structure, ev: _Evaluation) -> np.ndarray:
         sums_c.append(gram_b)
     m = 1 + len(parts)
     gram = np.empty((m, m))
-    gram[0, 0] = float(np.dot(w_e, residual))
+    gram[0, 0] = e_w_e
     for j, (a, b) in enumerate(parts, start=1):
         for i in range(m):
             # v_i^T W v_j with v_j = a[human] + b[core]: the sums of v_i per human and column, weighted.
@@ -1156,17 +1170,36 @@ def row_forms(couplings: scipy.sparse.csr_matrix, chol: np.ndarray, s_inv: np.nd
     return out
 
 
-def _fit_calibrated(obs: _Obs, spec: ModelSpec, *, random_agents: bool = False) -> FitResult:
+@dataclass(frozen=True, eq=False)
+class ParticipantRatings:
+    """The participants' posterior (ids as in :attr:`FitResult.human_ids`), handed over as soon as it is final:
+    the per-observation leverages and residual diagnostics that follow it take a second at 10^7 observations,
+    in which a caller can already store it."""
+
+    ids: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    n: np.ndarray
+
+
+ParticipantsReady = Callable[[ParticipantRatings], None]
+
+
+def _fit_calibrated(
+    obs: _Obs, spec: ModelSpec, *, random_agents: bool = False, on_participants: ParticipantsReady | None = None
+) -> FitResult:
     tasks = spec.kind == "calibrated_task"
     # One BLAS thread: on a shared machine threaded factorisations of a few thousand columns measured up to
     # ten times slower than one thread (the task model at 2 000 tasks: 84-102 s against 8-11 s at load
     # 13-18; the two-factor model at 2 x 10^6 observations 2.0-2.3 s against 1.3-1.6 s at load 12).
     with threadpool_limits(limits=1, user_api="blas"):
         st = _structure(obs, tasks=tasks, random_agents=random_agents)
-        return _fit_structure(obs, spec, st)
+        return _fit_structure(obs, spec, st, on_participants)
 
 
-def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
+def _fit_structure(
+    obs: _Obs, spec: ModelSpec, st: _Structure, on_participants: ParticipantsReady | None = None
+) -> FitResult:
     tasks = spec.kind == "calibrated_task"
     reml = _reml(st)
     ev = reml.evaluation
@@ -1177,16 +1210,26 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
     agent_mu, agent_cov = mixture.moments()
 
     u_h = (st.r_human - st.couplings @ ev.core_mu) / ev.d
-    residuals = obs.y - _fitted(st, u_h, ev.core_mu)
     if ev.factor is not None:
         assert obs.task is not None
         b_s_b, tbt, z, e = participant_forms(ev.factor)
+        var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
+    else:
+        assert ev.chol is not None
+        s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
+        var_h, reads, b_s_b = _dense_participant_forms(st, ev, beta2, s_inv)
+    human_sigma, human_n = np.sqrt(var_h), _counts(obs.human, obs.n_humans)
+    if on_participants is not None:
+        on_participants(ParticipantRatings(obs.human_ids, u_h, human_sigma, human_n))
+    residuals = obs.y - _fitted(st, u_h, ev.core_mu)
+    if ev.factor is not None:
+        assert obs.task is not None
         leverage = obs.omega * observation_forms(ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e)
         del tbt, z, e
-        var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
         core_var = ev.factor.inverse_diagonal()
     else:
-        var_h, leverage, core_var = _dense_core_forms(st, ev, beta2, obs.omega)
+        leverage = _dense_leverages(st, ev, s_inv, reads, b_s_b, obs.omega)
+        core_var = np.diag(s_inv).copy()
     diagnostics, standardized = residual_diagnostics(residuals, beta, obs.omega, leverage)
     diagnostics["leverage_mean"] = float(leverage.mean())
     diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x)"
@@ -1223,8 +1266,8 @@ def _fit_structure(obs: _Obs, spec: ModelSpec, st: _Structure) -> FitResult:
         agent_n=_counts(obs.agent, obs.n_agents),
         human_ids=obs.human_ids,
         human_mu=u_h,
-        human_sigma=np.sqrt(var_h),
-        human_n=_counts(obs.human, obs.n_humans),
+        human_sigma=human_sigma,
+        human_n=human_n,
         task_ids=task_ids,
         task_mu=task_mu,
         task_sigma=task_sigma,
@@ -1285,23 +1328,31 @@ def _pooled_terms(st: _Structure, gammas: np.ndarray) -> dict[str, Any] | None:
     }
 
 
-def _dense_core_forms(
-    st: _Structure, ev: _Evaluation, beta2: float, omega: np.ndarray
+def _dense_participant_forms(
+    st: _Structure, ev: _Evaluation, beta2: float, s_inv: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return the participants' variances, the leverages and diag(S^{-1}) on the dense core.
+    """Return the participants' variances on the dense core, with :math:`S^{-1} b_h` read at each coupling entry
+    and :math:`b_h^\\top S^{-1} b_h` (which the leverages reuse).
 
-    :math:`S^{-1} b_h` is read only at the participant's own coupling entries (a handful per participant),
-    which gives both :math:`b_h^\\top S^{-1} b_h` and, through each observation's entry, the
-    :math:`x_c^\\top S^{-1} b_h` of its leverage: no participants x core product and no walk over a
-    participant's row per observation.
+    :math:`S^{-1} b_h` is read only at the participant's own coupling entries (a handful per participant): no
+    participants x core product.
     """
-    assert ev.chol is not None and st.entries is not None
-    from rating.design_kernels import entry_row_products, in_parts, observation_leverages
+    from rating.design_kernels import entry_row_products
 
-    s_inv = ev.s_inv if ev.s_inv is not None else chol_inverse(ev.chol)
     couplings = st.couplings
     reads, b_s_b = entry_row_products(couplings.indptr, couplings.indices, couplings.data, s_inv)
-    var_h = beta2 * (1.0 / ev.d + b_s_b / ev.d**2)
+    return beta2 * (1.0 / ev.d + b_s_b / ev.d**2), reads, b_s_b
+
+
+def _dense_leverages(
+    st: _Structure, ev: _Evaluation, s_inv: np.ndarray, reads: np.ndarray, b_s_b: np.ndarray, omega: np.ndarray
+) -> np.ndarray:
+    """Return the leverages on the dense core: each observation's :math:`x_c^\\top S^{-1} b_h` is the read at its
+    own coupling entry (``st.entries``), so no observation walks its participant's row."""
+    from rating.design_kernels import in_parts, observation_leverages
+
+    assert st.entries is not None
+    entries = st.entries
     stacked = st.core_cols[0][None, :] if len(st.core_cols) == 1 else np.stack(st.core_cols)
     leverage = np.empty(st.n)
 
@@ -1309,7 +1360,7 @@ def _dense_core_forms(
         observation_leverages(
             st.human[lo:hi],
             stacked[:, lo:hi],
-            st.entries[:, lo:hi],
+            entries[:, lo:hi],
             reads,
             ev.d,
             b_s_b,
@@ -1319,7 +1370,7 @@ def _dense_core_forms(
         )
 
     in_parts(part, st.n)
-    return var_h, leverage, np.diag(s_inv).copy()
+    return leverage
 
 
 def _hyper_summary(st: _Structure, reml: _Reml) -> dict[str, dict[str, float]]:
@@ -1352,6 +1403,7 @@ def fit_model(
     *,
     spec: ModelSpec,
     weights: Any = None,
+    on_participants: ParticipantsReady | None = None,
 ) -> FitResult:
     """Fit the rating model ``spec.kind`` to scored episodes and return the agents' posterior.
 
@@ -1366,6 +1418,9 @@ def fit_model(
         The model (:class:`ModelSpec`).
     weights
         Optional positive observation weights :math:`\\omega` (noise variance :math:`\\beta^2/\\omega`).
+    on_participants
+        Called once, from the fitting thread, with the participants' posterior as soon as it is final (the
+        calibrated models; the paper model never calls it): the caller may store it while the fit finishes.
     """
     spec = checked_spec(spec)
     if spec.kind == "calibrated_task" and task_ids is None:
@@ -1375,7 +1430,7 @@ def fit_model(
         return _fit_paper(obs, spec)
     if obs.n <= obs.n_agents:
         raise ValueError(f"scores: the calibrated models need more observations ({obs.n}) than agents ({obs.n_agents})")
-    return _fit_calibrated(obs, spec)
+    return _fit_calibrated(obs, spec, on_participants=on_participants)
 
 
 Progress = Callable[[int, int], None]

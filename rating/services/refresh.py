@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import queue
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from rating import selectors
 from rating.arrays import first_appearance
 from rating.conf import rating_settings
 from rating.connectivity import connectivity
-from rating.fit import FitResult, ModelSpec
+from rating.fit import FitResult, ModelSpec, ParticipantRatings
 from rating.live import information_state
 from rating.models import EntityRating, LedgerChange, PosteriorState, RatingSnapshot
 from rating.services.analysis import study_fit
@@ -197,6 +198,35 @@ def _key_positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
         return table[values - low]
     sorter = np.argsort(keys)
     return sorter[np.searchsorted(keys, values, sorter=sorter)]
+
+
+def _participants_or_end(
+    ready: queue.Queue[ParticipantRatings], fit_job: Future[FitResult]
+) -> ParticipantRatings | None:
+    """Wait for the fit to hand over the participants' posterior; ``None`` when it ended without (the paper model)
+    -- a fit that failed raises here."""
+    while True:
+        try:
+            return ready.get(timeout=0.05)
+        except queue.Empty:
+            if fit_job.done():
+                fit_job.result()  # raises the fit's error, if any
+                return None if ready.empty() else ready.get_nowait()
+
+
+def _participants_write(snapshot: RatingSnapshot, participants: ParticipantRatings, study: Study, k: float) -> None:
+    """Write the participants' rows of ``snapshot``, labelled by pseudonym and ranked by conservative score."""
+    keys = participants.ids.astype(np.int64)
+    entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind=EntityRating.Kind.HUMAN,
+        keys=keys,
+        labels=selectors.participant_label_bytes(study, keys),
+        mu=participants.mu,
+        sigma=participants.sigma,
+        conservative=participants.mu - k * participants.sigma,
+        n=participants.n,
+    )
 
 
 def _ledger_links(
@@ -461,30 +491,31 @@ def posterior_refresh(
             snapshot.computed_at = read_at
             _state_replace(state_row, snapshot, None)
             return snapshot
-        fit = study_fit(study, arrays)
-        t_solve = time.perf_counter()
-        agent_keys = fit.agent_ids.astype(np.int64)
-        human_keys = fit.human_ids.astype(np.int64)
-        names = selectors.agent_names(agent_keys)
-        agent_labels = [names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()]
-        # The ledger's links are worked out beside the write of the rating rows: the write waits on the
-        # database, the links on numpy, and at a million participants each took about as long as the other.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            links_job = pool.submit(_ledger_links, arrays, agent_keys, np.array(agent_labels, dtype=object))
-            version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
-            fit_summary = fit.to_dict()
-            if reason:
-                fit_summary["update"] = {"kind": "refit", "reason": reason}
+        # The fit runs on a thread: as soon as the participants' posterior is final it is handed over and
+        # written here (the snapshot row first, for its key) while the fit works out the per-observation
+        # leverages and diagnostics; the write waits on the database, the fit on numpy.
+        ready: queue.Queue[ParticipantRatings] = queue.Queue(maxsize=1)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            fit_job = pool.submit(study_fit, study, arrays, ready.put)
+            participants = _participants_or_end(ready, fit_job)
             snapshot = RatingSnapshot.objects.create(
                 study=study,
-                version=version,
+                version=(RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1,
                 n_observations=arrays.n,
                 config=settings,
-                fit=fit_summary,
-                connectivity={},  # filled in below, with the timings, once the links are known
+                fit={},  # filled in below, with the links and the timings
+                connectivity={},
                 ledger_digest=digest,
             )
-            k = fit.spec.k
+            if participants is not None:
+                _participants_write(snapshot, participants, study, spec.k)
+            fit = fit_job.result()
+            t_solve = time.perf_counter()
+            agent_keys = fit.agent_ids.astype(np.int64)
+            names = selectors.agent_names(agent_keys)
+            agent_labels = [names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()]
+            # The ledger's links are worked out beside the rest of the write.
+            links_job = pool.submit(_ledger_links, arrays, agent_keys, np.array(agent_labels, dtype=object))
             entity_ratings_write(
                 snapshot_id=snapshot.pk,
                 kind=EntityRating.Kind.AGENT,
@@ -495,31 +526,40 @@ def posterior_refresh(
                 conservative=fit.conservative(),
                 n=fit.agent_n,
             )
-            entity_ratings_write(
-                snapshot_id=snapshot.pk,
-                kind=EntityRating.Kind.HUMAN,
-                keys=human_keys,
-                labels=selectors.participant_label_bytes(study, human_keys),
-                mu=fit.human_mu,
-                sigma=fit.human_sigma,
-                conservative=fit.human_mu - k * fit.human_sigma,
-                n=fit.human_n,
-            )
+            if participants is None:  # the paper model: its participants come with the fit
+                _participants_write(
+                    snapshot,
+                    ParticipantRatings(fit.human_ids, fit.human_mu, fit.human_sigma, fit.human_n),
+                    study,
+                    fit.spec.k,
+                )
             agent_idx, human_idx, links, links_seconds = links_job.result()
+        fit_summary = fit.to_dict()
+        if reason:
+            fit_summary["update"] = {"kind": "refit", "reason": reason}
         t_write = time.perf_counter()
         _state_replace(state_row, snapshot, _live_state(fit, arrays, agent_idx, human_idx, links))
         t_state = time.perf_counter()
         timings = {
             "read_ms": round((t_read - t0) * 1000, 3),
+            # The participants' rows are written while the fit finishes: solve_ms is the fit's wall time with
+            # that write inside it, write_ms what is written after it (the links beside it, connectivity_ms
+            # their own time).
             "solve_ms": round((t_solve - t_read) * 1000, 3),
-            # The links ran beside the write: write_ms is the wall time of both, connectivity_ms the links' own.
             "connectivity_ms": round(links_seconds * 1000, 3),
             "write_ms": round((t_write - t_solve) * 1000, 3),
             "state_ms": round((t_state - t_write) * 1000, 3),
             "total_ms": round((t_state - started) * 1000, 3),
         }
-        RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at, timings=timings, connectivity=links)
-        snapshot.computed_at, snapshot.timings, snapshot.connectivity = read_at, timings, links
+        RatingSnapshot.objects.filter(pk=snapshot.pk).update(
+            computed_at=read_at, timings=timings, connectivity=links, fit=fit_summary
+        )
+        snapshot.computed_at, snapshot.timings, snapshot.connectivity, snapshot.fit = (
+            read_at,
+            timings,
+            links,
+            fit_summary,
+        )
     return snapshot
 
 
