@@ -280,6 +280,68 @@ def test_snapshot_labels_with_copy_control_characters_are_written_verbatim():
     assert_snapshot_matches_batch(snapshot, study)
 
 
+def test_a_calibrated_refit_writes_its_participants_before_the_fit_ends(monkeypatch):
+    """The fit hands the participants' posterior over before its leverages and diagnostics; the rows written
+    then are the final fit's, ranked and labelled like the rest."""
+    import rating.fit as fit_module
+
+    study, agents, participants, episodes = ledger_study(
+        seed=8, n_participants=12, per_participant=4, rating_model=Study.RatingModel.CALIBRATED, rating_k=1.5
+    )
+    _record_all(episodes)
+    order: list[str] = []
+    original_write, original_leverages = refresh._participants_write, fit_module._dense_leverages
+
+    def write(*args, **kwargs):
+        order.append("participants written")
+        return original_write(*args, **kwargs)
+
+    def leverages(*args, **kwargs):
+        order.append("leverages")
+        return original_leverages(*args, **kwargs)
+
+    monkeypatch.setattr(refresh, "_participants_write", write)
+    monkeypatch.setattr(fit_module, "_dense_leverages", leverages)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
+    assert sorted(order) == ["leverages", "participants written"]  # once each (their order is the threads')
+    humans = list(snapshot.ratings.filter(entity_kind="human").order_by("rank"))
+    assert {r.entity_id: r.label for r in humans} == {p.pk: p.pseudonym for p in participants}
+    assert [r.rank for r in humans] == list(range(1, len(humans) + 1))
+    for r in humans:
+        assert r.conservative == pytest.approx(r.mu - 1.5 * r.sigma, abs=1e-12)
+    assert snapshot.fit["diagnostics"]["leverage_mean"] > 0 and snapshot.connectivity["connected"] is True
+    assert RatingSnapshot.objects.get(pk=snapshot.pk).fit == snapshot.fit
+    assert_snapshot_matches_batch(snapshot, study)
+
+
+def test_a_fit_that_fails_after_the_participants_were_written_leaves_no_snapshot(monkeypatch):
+    import rating.fit as fit_module
+
+    study, _, _, episodes = ledger_study(seed=9, rating_model=Study.RatingModel.CALIBRATED)
+    _record_all(episodes)
+    written: list[int] = []
+    original_write = refresh._participants_write
+
+    def write(snapshot, *args, **kwargs):
+        original_write(snapshot, *args, **kwargs)
+        written.append(snapshot.pk)
+
+    def broken(*args, **kwargs):
+        for _ in range(1000):  # fail only once the participants' rows are in
+            if written:
+                break
+            time.sleep(0.01)
+        raise RuntimeError("leverages failed")
+
+    monkeypatch.setattr(refresh, "_participants_write", write)
+    monkeypatch.setattr(fit_module, "_dense_leverages", broken)
+    with pytest.raises(RuntimeError, match="leverages failed"):
+        refresh.posterior_refresh(study_id=study.pk)
+    assert written
+    assert not RatingSnapshot.objects.filter(study=study).exists()
+    assert not EntityRating.objects.filter(snapshot_id__in=written).exists()
+
+
 def test_refreshing_an_empty_ledger_writes_an_empty_snapshot():
     study = StudyFactory()
     snapshot = refresh.posterior_refresh(study_id=study.pk)
@@ -427,8 +489,9 @@ def _stored_ratings(snapshot: RatingSnapshot, kind: str) -> dict[int, tuple]:
 
 
 def _write(snapshot: RatingSnapshot, kind: str, keys, labels, mu, sigma, conservative, n) -> None:
-    refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind=kind, keys=keys, labels=labels, mu=mu, sigma=sigma,
-                                 conservative=conservative, n=n)
+    refresh.entity_ratings_write(
+        snapshot_id=snapshot.pk, kind=kind, keys=keys, labels=labels, mu=mu, sigma=sigma, conservative=conservative, n=n
+    )
 
 
 def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite_floats():
