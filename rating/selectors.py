@@ -175,7 +175,7 @@ def _ledger_columns(value: bytes | None, record: np.dtype) -> list[np.ndarray]:
     return [np.ascontiguousarray(records[name], dtype=kind) for name, kind in zip(names, native, strict=False)]
 
 
-def _part_connection_params() -> dict[str, Any]:
+def part_connection_params() -> dict[str, Any]:
     """Return psycopg connection arguments for another connection to Django's database (no Django cursors)."""
     params = connection.get_connection_params()
     for key in ("cursor_factory", "context", "prepare_threshold"):
@@ -261,7 +261,7 @@ def _ledger_rows(study_id: int, tasks: bool, parts: int | None) -> list[list[np.
                 for low, high in zip(bounds[:-1], bounds[1:], strict=True)
                 if low is not None
             ]
-            params = _part_connection_params()
+            params = part_connection_params()
             try:
                 with ThreadPoolExecutor(max_workers=count) as pool:
                     futures = [pool.submit(_read_part, params, snapshot, ranged, args, record) for args in jobs]

@@ -214,9 +214,18 @@ def _participants_or_end(
                 return None if ready.empty() else ready.get_nowait()
 
 
-def _participants_write(snapshot: RatingSnapshot, participants: ParticipantRatings, study: Study, k: float) -> None:
-    """Write the participants' rows of ``snapshot``, labelled by pseudonym and ranked by conservative score."""
+def _participants_write(
+    snapshot: RatingSnapshot, participants: ParticipantRatings, study: Study, k: float, *, separate: bool
+) -> None:
+    """Write the participants' rows of ``snapshot``, labelled by pseudonym and ranked by conservative score.
+
+    With ``separate`` (a refit outside any caller's transaction, on PostgreSQL) a large set of rows is written
+    on connections of its own, under the snapshot's pending lock.
+    """
     keys = participants.ids.astype(np.int64)
+    separately = separate and connection.vendor == "postgresql" and keys.shape[0] >= SEPARATE_MIN_ROWS
+    if separately:
+        _pending_lock(snapshot.pk)
     entity_ratings_write(
         snapshot_id=snapshot.pk,
         kind=EntityRating.Kind.HUMAN,
@@ -226,6 +235,7 @@ def _participants_write(snapshot: RatingSnapshot, participants: ParticipantRatin
         sigma=participants.sigma,
         conservative=participants.mu - k * participants.sigma,
         n=participants.n,
+        separately=separately,
     )
 
 
@@ -346,6 +356,125 @@ def _label_bytes(labels: list[str] | np.ndarray) -> np.ndarray:
     return np.array([str(label).encode() for label in labels], dtype=bytes)
 
 
+# A refit's participants' rows (a million at platform scale) are written in key ranges on connections of their
+# own, side by side: the server's index insertions, most of the write, then use as many cores as there are
+# streams (two streams: 3.7-3.9 s against 5.8-6.9 s for one, for 10^6 rows). Each stream commits on its own,
+# before the refit's transaction does; below SEPARATE_MIN_ROWS one COPY in the refit's transaction is as fast.
+SEPARATE_MIN_ROWS = 200_000
+SEPARATE_STREAMS = 2
+# Namespace of the one-key advisory locks that mark a snapshot whose rows are being written separately (the
+# snapshot id in the low 48 bits).
+_PENDING_SNAPSHOT = 0x7261 << 48
+
+
+def _pending_key(snapshot_id: int) -> int:
+    return _PENDING_SNAPSHOT | int(snapshot_id)
+
+
+def _pending_lock(snapshot_id: int) -> None:
+    """Mark the snapshot as being written until this transaction ends (a shared transaction-level lock): until
+    then the orphan sweep leaves its separately written rows alone, after it they are the snapshot's or, if
+    the transaction rolled back, orphans."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [_pending_key(snapshot_id)])
+
+
+def _copy_stream(conn: Any, sql: str, chunks: list[bytes]) -> None:
+    with conn.cursor().copy(sql) as copy:
+        for chunk in chunks:
+            copy.write(chunk)
+    conn.commit()
+
+
+def _copy_separately(
+    sql: str,
+    snapshot_id: int,
+    kind: bytes,
+    keys: np.ndarray,
+    labels: np.ndarray,
+    floats: tuple[np.ndarray, np.ndarray, np.ndarray],
+    counts: np.ndarray,
+    ranks: np.ndarray,
+) -> bool:
+    """COPY the rows in ``SEPARATE_STREAMS`` contiguous key ranges, each on a new connection, concurrently; return
+    ``False`` (nothing written) when the server refuses one of the connections.
+
+    Every connection is opened before any row is sent, so a refusal (max_connections, a pooler's limit) leaves
+    the caller to write in its own transaction; a failure after that raises, and the rows a stream committed
+    are the orphan sweep's.
+    """
+    import psycopg
+
+    params = selectors.part_connection_params()
+    conns: list[Any] = []
+    try:
+        for _ in range(SEPARATE_STREAMS):
+            conns.append(psycopg.connect(**params))
+    except psycopg.OperationalError as exc:
+        for conn in conns:
+            conn.close()
+        logger.warning(
+            "snapshot %s: rows written in the refit's transaction (a connection failed: %s)", snapshot_id, exc
+        )
+        return False
+    try:
+        order = np.argsort(keys, kind="stable")
+        bounds = [keys.shape[0] * i // SEPARATE_STREAMS for i in range(SEPARATE_STREAMS + 1)]
+        payloads = []
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            rows = order[lo:hi]
+            part = (floats[0][rows], floats[1][rows], floats[2][rows])
+            payloads.append(_copy_binary(snapshot_id, kind, keys[rows], labels[rows], part, counts[rows], ranks[rows]))
+        with ThreadPoolExecutor(max_workers=len(conns)) as pool:
+            jobs = [
+                pool.submit(_copy_stream, conn, sql, payload) for conn, payload in zip(conns, payloads, strict=True)
+            ]
+            for job in jobs:
+                job.result()
+    finally:
+        for conn in conns:
+            conn.close()  # a stream that did not commit is rolled back
+    return True
+
+
+# The distinct snapshot ids of the rating table, walked along its unique index (one probe each), that name no
+# snapshot.
+_SNAPSHOT_IDS_WITHOUT_SNAPSHOT_SQL = (
+    "WITH RECURSIVE ids AS ((SELECT snapshot_id FROM rating_entityrating ORDER BY snapshot_id LIMIT 1) UNION ALL "
+    "SELECT (SELECT e.snapshot_id FROM rating_entityrating e WHERE e.snapshot_id > ids.snapshot_id "
+    "ORDER BY e.snapshot_id LIMIT 1) FROM ids WHERE ids.snapshot_id IS NOT NULL) "
+    "SELECT ids.snapshot_id FROM ids WHERE ids.snapshot_id IS NOT NULL AND NOT EXISTS "
+    "(SELECT 1 FROM rating_ratingsnapshot s WHERE s.id = ids.snapshot_id)"
+)
+
+
+def orphaned_ratings_delete() -> int:
+    """Delete the rating rows of snapshots that do not exist (a refit that wrote its participants separately and
+    then failed); return how many snapshots' rows went.
+
+    The snapshot ids in the table are walked along its unique index (one probe per snapshot). A candidate is
+    deleted only under its pending lock taken exclusively -- so no refit is still writing it -- and after
+    checking once more that its snapshot was not committed meanwhile.
+    """
+    if connection.vendor != "postgresql":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(_SNAPSHOT_IDS_WITHOUT_SNAPSHOT_SQL)
+        candidates = [int(row[0]) for row in cursor.fetchall()]
+    deleted = 0
+    for snapshot_id in candidates:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_pending_key(snapshot_id)])
+            if not cursor.fetchone()[0] or RatingSnapshot.objects.filter(pk=snapshot_id).exists():
+                continue
+            cursor.execute("DELETE FROM rating_entityrating WHERE snapshot_id = %s", [snapshot_id])
+            logger.warning(
+                "deleted %s rating rows of snapshot %s, which was never committed", cursor.rowcount, snapshot_id
+            )
+            deleted += 1
+    return deleted
+
+
 def entity_ratings_write(
     *,
     snapshot_id: int,
@@ -356,8 +485,13 @@ def entity_ratings_write(
     sigma: np.ndarray,
     conservative: np.ndarray,
     n: np.ndarray,
+    separately: bool = False,
 ) -> None:
     """Write one kind's rows of a snapshot: PostgreSQL ``COPY FROM STDIN`` (binary), elsewhere ``bulk_create``.
+
+    With ``separately`` (PostgreSQL only) the rows go in ``SEPARATE_STREAMS`` key ranges on connections of their
+    own, each committed before this returns (see :func:`_copy_separately`): only for a refit that holds its
+    snapshot's pending lock (:func:`_pending_lock`), so rows of a refit that then fails are found and deleted.
 
     A million humans are about a second through binary COPY, against minutes of row-by-row ORM work. The
     binary format carries every float as its eight bytes, nan and infinities included. ``labels`` are text, or
@@ -375,8 +509,13 @@ def entity_ratings_write(
             raise ValueError("n: counts must fit the rating table's integer column")
         if ranks.size > _INT4_MAX:
             raise ValueError("keys: more ratings than the rank column can number")
-        data = _copy_binary(int(snapshot_id), str(kind).encode(), keys, _label_bytes(labels), floats, counts, ranks)
+        encoded = _label_bytes(labels)
         sql = f"COPY {EntityRating._meta.db_table} ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+        if separately and _copy_separately(
+            sql, int(snapshot_id), str(kind).encode(), keys, encoded, floats, counts, ranks
+        ):
+            return
+        data = _copy_binary(int(snapshot_id), str(kind).encode(), keys, encoded, floats, counts, ranks)
         with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
             for chunk in data:
                 copy.write(chunk)
@@ -508,7 +647,7 @@ def posterior_refresh(
                 ledger_digest=digest,
             )
             if participants is not None:
-                _participants_write(snapshot, participants, study, spec.k)
+                _participants_write(snapshot, participants, study, spec.k, separate=serialised)
             fit = fit_job.result()
             t_solve = time.perf_counter()
             agent_keys = fit.agent_ids.astype(np.int64)
@@ -532,6 +671,7 @@ def posterior_refresh(
                     ParticipantRatings(fit.human_ids, fit.human_mu, fit.human_sigma, fit.human_n),
                     study,
                     fit.spec.k,
+                    separate=serialised,
                 )
             agent_idx, human_idx, links, links_seconds = links_job.result()
         fit_summary = fit.to_dict()
@@ -570,6 +710,7 @@ def posteriors_refresh_stale() -> list[int]:
     One study's failure is logged and does not stop the others; database errors propagate so the beat
     task retries the whole sweep.
     """
+    orphaned_ratings_delete()
     refreshed = []
     stale = selectors.studies_needing_refresh()
     due = selectors.studies_due_for_reestimation(older_than_seconds=float(rating_settings()["REML_INTERVAL_SECONDS"]))

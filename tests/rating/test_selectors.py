@@ -307,7 +307,7 @@ def test_rows_committed_while_the_parts_are_read_are_invisible_to_the_read(monke
     import psycopg
 
     study = _bulk_ledger(seed=7)
-    params = selectors._part_connection_params()
+    params = selectors.part_connection_params()
     original = selectors._read_part
 
     def after_a_commit(*args):
@@ -356,10 +356,10 @@ def test_when_the_server_refuses_the_part_connections_the_ledger_is_read_in_one_
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     study = _bulk_ledger(n_rows=300, seed=10)
-    params = selectors._part_connection_params()
+    params = selectors.part_connection_params()
     monkeypatch.setattr(
         selectors,
-        "_part_connection_params",
+        "part_connection_params",
         lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2},
     )
     monkeypatch.setattr(selectors, "PARALLEL_MIN_PAGES", 1)

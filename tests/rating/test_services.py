@@ -567,3 +567,99 @@ def test_ranks_order_by_conservative_score_then_mu_then_key(ties):
             key=lambda i: (np.isnan(conservative[i]), np.nan_to_num(-conservative[i], nan=0.0), -mu[i], keys[i]),
         )
     assert ranks[expected].tolist() == list(range(1, 501))
+
+
+# ---- a refit's participants written on connections of their own -------------------------------------------------
+
+
+def _separately_written_study(seed: int) -> Study:
+    study, _, _, episodes = ledger_study(
+        seed=seed, n_participants=14, per_participant=4, rating_model=Study.RatingModel.CALIBRATED
+    )
+    _record_all(episodes)
+    return study
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refit_writes_a_large_participant_set_in_streams_of_its_own(monkeypatch):
+    monkeypatch.setattr(refresh, "SEPARATE_MIN_ROWS", 1)
+    streams: list[int] = []
+    original = refresh._copy_stream
+
+    def counted(conn, sql, chunks):
+        streams.append(1)
+        return original(conn, sql, chunks)
+
+    monkeypatch.setattr(refresh, "_copy_stream", counted)
+    study = _separately_written_study(seed=21)
+    snapshot = refresh.posterior_refresh(study_id=study.pk)
+    assert len(streams) == refresh.SEPARATE_STREAMS
+    humans = list(snapshot.ratings.filter(entity_kind="human").order_by("rank"))
+    assert len(humans) == 14 and [r.rank for r in humans] == list(range(1, 15))
+    assert_snapshot_matches_batch(snapshot, study)
+    assert refresh.orphaned_ratings_delete() == 0  # a committed snapshot's rows are not orphans
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_of_a_refit_that_failed_after_writing_them_are_swept_once_no_refit_holds_them(monkeypatch):
+    import psycopg
+
+    import rating.fit as fit_module
+
+    monkeypatch.setattr(refresh, "SEPARATE_MIN_ROWS", 1)
+    study = _separately_written_study(seed=22)
+    written: list[int] = []
+    original_write = refresh._participants_write
+
+    def write(snapshot, *args, **kwargs):
+        original_write(snapshot, *args, **kwargs)
+        written.append(snapshot.pk)
+
+    def broken(*args, **kwargs):
+        for _ in range(1000):
+            if written:
+                break
+            time.sleep(0.01)
+        raise RuntimeError("leverages failed")
+
+    monkeypatch.setattr(refresh, "_participants_write", write)
+    monkeypatch.setattr(fit_module, "_dense_leverages", broken)
+    with pytest.raises(RuntimeError, match="leverages failed"):
+        refresh.posterior_refresh(study_id=study.pk)
+    (orphan,) = written
+    assert not RatingSnapshot.objects.filter(pk=orphan).exists()
+    assert EntityRating.objects.filter(snapshot_id=orphan).count() == 14  # committed by their own streams
+    # While a refit holds the snapshot's pending lock its rows are left alone.
+    from rating.selectors import part_connection_params
+
+    with psycopg.connect(**part_connection_params(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock_shared(%s)", [refresh._pending_key(orphan)])
+        assert refresh.orphaned_ratings_delete() == 0
+        other.execute("SELECT pg_advisory_unlock_shared(%s)", [refresh._pending_key(orphan)])
+    assert EntityRating.objects.filter(snapshot_id=orphan).count() == 14
+    assert refresh.orphaned_ratings_delete() == 1
+    assert not EntityRating.objects.filter(snapshot_id=orphan).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_the_server_refuses_the_stream_connections_the_refit_writes_in_its_own_transaction(monkeypatch, caplog):
+    import socket
+
+    from rating import selectors
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    params = selectors.part_connection_params()
+    monkeypatch.setattr(
+        selectors,
+        "part_connection_params",
+        lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2},
+    )
+    monkeypatch.setattr(refresh, "SEPARATE_MIN_ROWS", 1)
+    study = _separately_written_study(seed=23)
+    with caplog.at_level("WARNING", logger="rating.services.refresh"):
+        snapshot = refresh.posterior_refresh(study_id=study.pk)
+    assert "rows written in the refit's transaction" in caplog.text
+    assert snapshot.ratings.filter(entity_kind="human").count() == 14
+    assert_snapshot_matches_batch(snapshot, study)
