@@ -211,6 +211,9 @@ class _Obs:
     agent_ids: np.ndarray
     human_ids: np.ndarray
     task_ids: np.ndarray | None
+    # The human ids as the integers they were given as (None when they were not integers): the caller that
+    # gave primary keys gets them back without parsing a million strings.
+    human_keys: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -260,7 +263,12 @@ def _observations(agent_ids: Any, human_ids: Any, scores: Any, task_ids: Any, we
     y = finite_array(scores, "scores", n)
     omega = weight_array(weights, "weights", n)
     task, tasks = (None, None) if task_ids is None else code_ids(task_ids, "task_ids", n, optional=True)
-    return _Obs(agent, human, task, y, omega, agents, humans, tasks)
+    given = np.asarray(human_ids)
+    keys = None
+    if given.dtype.kind in "iu":  # every row of a code holds the same id: a scatter numbers them exactly
+        keys = np.empty(humans.shape[0], dtype=np.int64)
+        keys[human] = given
+    return _Obs(agent, human, task, y, omega, agents, humans, tasks, keys)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -1180,6 +1188,7 @@ class ParticipantRatings:
     mu: np.ndarray
     sigma: np.ndarray
     n: np.ndarray
+    keys: np.ndarray | None = None  # the ids as integers, when they were given as integers
 
 
 ParticipantsReady = Callable[[ParticipantRatings], None]
@@ -1220,7 +1229,7 @@ def _fit_structure(
         var_h, reads, b_s_b = _dense_participant_forms(st, ev, beta2, s_inv)
     human_sigma, human_n = np.sqrt(var_h), _counts(obs.human, obs.n_humans)
     if on_participants is not None:
-        on_participants(ParticipantRatings(obs.human_ids, u_h, human_sigma, human_n))
+        on_participants(ParticipantRatings(obs.human_ids, u_h, human_sigma, human_n, obs.human_keys))
     residuals = obs.y - _fitted(st, u_h, ev.core_mu)
     if ev.factor is not None:
         assert obs.task is not None

@@ -460,25 +460,30 @@ def _packed_labels(blob: bytes, lengths: np.ndarray) -> np.ndarray:
     return table.view(f"S{width}").reshape(-1)
 
 
-def participant_label_bytes(study: Study | int, participant_ids: np.ndarray) -> np.ndarray:
-    """Return the pseudonyms of ``participant_ids`` (UTF-8, a fixed-width bytes array in their order).
+class PseudonymTable(NamedTuple):
+    """A study's participants' pseudonyms as arrays: primary keys and UTF-8 labels (a fixed-width bytes array)."""
 
-    For the rating rows of a million participants: on PostgreSQL the study's pseudonyms arrive as three
-    binary columns and are matched to the ids by array lookups, where a dict of a million strings, built and
-    read back and encoded again, cost over a second. A participant of another study (which services never
-    link) is looked up by key; one that does not exist is labelled ``human <pk>``.
+    ids: np.ndarray
+    labels: np.ndarray
+
+
+def study_pseudonym_table(study: Study | int) -> PseudonymTable:
+    """Return the study's pseudonyms as arrays (PostgreSQL: one query of three binary columns).
+
+    For the rating rows of a million participants: a dict of a million strings, built and read back and
+    encoded again, cost over a second; this is one aggregate and a few array passes.
     """
-    keys = np.asarray(participant_ids).astype(np.int64, copy=False)
-    if keys.size == 0:
-        return np.zeros(0, dtype="S1")
+    study_id = _study_id(study)
     if connection.vendor != "postgresql":
-        found = participant_pseudonyms(study, keys)
-        return np.array([found.get(pk, f"human {pk}").encode() for pk in keys.tolist()], dtype=bytes)
+        rows = list(Participant.objects.filter(study_id=study_id).values_list("pk", "pseudonym"))
+        ids = np.array([pk for pk, _ in rows], dtype=np.int64)
+        labels = np.array([name.encode() for _, name in rows], dtype=bytes) if rows else np.zeros(0, dtype="S1")
+        return PseudonymTable(ids, labels)
     import psycopg
 
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as raw:
-        raw.execute(_PSEUDONYMS_SQL, (_study_id(study),), binary=True)
+        raw.execute(_PSEUDONYMS_SQL, (study_id,), binary=True)
         row = raw.fetchone()
     assert row is not None  # an aggregate without GROUP BY returns one row
     ids = np.frombuffer(row[0] or b"", dtype=">i8").astype(np.int64)
@@ -486,18 +491,34 @@ def participant_label_bytes(study: Study | int, participant_ids: np.ndarray) -> 
     blob = row[2] or b""
     if ids.shape[0] != lengths.shape[0] or int(lengths.sum()) != len(blob):
         raise RuntimeError("unexpected participant layout from PostgreSQL")
-    labels = _packed_labels(blob, lengths)
-    order = np.argsort(ids, kind="stable")
-    where = np.searchsorted(ids, keys, sorter=order)
-    where = order[np.minimum(where, ids.shape[0] - 1)] if ids.shape[0] else np.zeros(keys.shape[0], dtype=np.intp)
-    present = ids[where] == keys if ids.shape[0] else np.zeros(keys.shape[0], dtype=bool)
-    if bool(present.all()):
-        return labels[where]
+    return PseudonymTable(ids, _packed_labels(blob, lengths))
+
+
+def participant_label_bytes(table: PseudonymTable, participant_ids: np.ndarray) -> np.ndarray:
+    """Return the pseudonyms of ``participant_ids`` from the study's ``table`` (UTF-8, in their order).
+
+    A participant of another study (which services never link) is looked up by key; one that does not exist
+    is labelled ``human <pk>``.
+    """
+    keys = np.asarray(participant_ids).astype(np.int64, copy=False)
+    ids, labels = table.ids, table.labels
+    if keys.size == 0:
+        return np.zeros(0, dtype="S1")
+    if ids.shape[0]:
+        order = np.argsort(ids, kind="stable")
+        where = order[np.minimum(np.searchsorted(ids, keys, sorter=order), ids.shape[0] - 1)]
+        present = ids[where] == keys
+        if bool(present.all()):
+            return labels[where]
+        found_labels = labels[where]
+    else:
+        present = np.zeros(keys.shape[0], dtype=bool)
+        found_labels = np.zeros(keys.shape[0], dtype="S1")
     missing = keys[~present]
     found = dict(Participant.objects.filter(pk__in=missing.tolist()).values_list("pk", "pseudonym"))
     extra = [found.get(pk, f"human {pk}").encode() for pk in missing.tolist()]
-    width = max(labels.dtype.itemsize, max(len(label) for label in extra))
-    out = (labels[where] if ids.shape[0] else np.zeros(keys.shape[0], dtype="S1")).astype(f"S{width}")
+    width = max(found_labels.dtype.itemsize, max(len(label) for label in extra))
+    out = found_labels.astype(f"S{width}")
     out[~present] = np.array(extra, dtype=f"S{width}")
     return out
 

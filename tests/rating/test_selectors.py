@@ -379,7 +379,7 @@ def test_participant_label_bytes_are_the_pseudonyms_in_the_order_asked(monkeypat
     people = [ParticipantFactory(study=study, pseudonym=name) for name in ("ana", "Bø-ørn", "c", "dmitri-ü")]
     stranger = ParticipantFactory(study=StudyFactory(), pseudonym="elsewhere")
     keys = np.array([people[2].pk, stranger.pk, people[0].pk, 10**9, people[1].pk, people[3].pk, people[0].pk])
-    labels = selectors.participant_label_bytes(study, keys)
+    labels = selectors.participant_label_bytes(selectors.study_pseudonym_table(study), keys)
     assert [label.decode() for label in labels.tolist()] == [
         "c",
         "elsewhere",
@@ -389,7 +389,11 @@ def test_participant_label_bytes_are_the_pseudonyms_in_the_order_asked(monkeypat
         "dmitri-ü",
         "ana",
     ]
-    assert selectors.participant_label_bytes(study, np.zeros(0, dtype=np.int64)).shape == (0,)
+    assert selectors.participant_label_bytes(
+        selectors.study_pseudonym_table(study), np.zeros(0, dtype=np.int64)
+    ).shape == (0,)
+    empty = selectors.study_pseudonym_table(StudyFactory())
+    assert selectors.participant_label_bytes(empty, np.array([stranger.pk])).tolist() == [b"elsewhere"]
 
 
 def test_packed_labels_split_the_bytes_by_their_lengths():
