@@ -173,7 +173,9 @@ def main() -> None:
                 print(
                     f"{kind:>16}: refresh {wall:6.1f} s [{verdict} <= {TARGET_SECONDS:.0f} s]"
                     f"  read {t['read_ms'] / 1000:.1f} s"
-                    f"  fit {t['solve_ms'] / 1000:.1f} s (with the participants' rows written during it)"
+                    f"  fit {t['solve_ms'] / 1000:.1f} s"
+                    f" (participants' posterior at {t['participants_ready_ms'] / 1000:.1f} s,"
+                    f" their rows written in {t['participants_write_ms'] / 1000:.1f} s while the fit finished)"
                     f"  rest of the write {t['write_ms'] / 1000:.1f} s"
                     f" (links {t['connectivity_ms'] / 1000:.1f} s beside it)"
                     f"  ({snapshot.ratings.count():,} rating rows, v{snapshot.version})"

@@ -644,6 +644,7 @@ def posterior_refresh(
             assert fit_job is not None
             pseudonyms = selectors.study_pseudonym_table(study)
             participants = _participants_or_end(ready, fit_job)
+            t_ready = time.perf_counter()
             snapshot = RatingSnapshot.objects.create(
                 study=study,
                 version=(RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1,
@@ -655,6 +656,7 @@ def posterior_refresh(
             )
             if participants is not None:
                 _participants_write(snapshot, participants, pseudonyms, spec.k, separate=serialised)
+            t_participants = time.perf_counter()
             fit = fit_job.result()
             t_solve = time.perf_counter()
             agent_keys = fit.agent_ids.astype(np.int64)
@@ -693,6 +695,9 @@ def posterior_refresh(
             # that write inside it, write_ms what is written after it (the links beside it, connectivity_ms
             # their own time).
             "solve_ms": round((t_solve - t_read) * 1000, 3),
+            # Within it: until the participants' posterior was handed over, and their rows' write from then.
+            "participants_ready_ms": round((t_ready - t_read) * 1000, 3),
+            "participants_write_ms": round((t_participants - t_ready) * 1000, 3),
             "connectivity_ms": round(links_seconds * 1000, 3),
             "write_ms": round((t_write - t_solve) * 1000, 3),
             "state_ms": round((t_state - t_write) * 1000, 3),

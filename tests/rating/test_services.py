@@ -258,7 +258,16 @@ def test_snapshots_count_up_and_rate_every_entity_of_the_active_ledger():
         "integrate_hyper": True,
     }
     assert second.fit["model"] == second.config and second.fit["diagnostics"]["beta"] == 1.0
-    assert set(second.timings) == {"read_ms", "solve_ms", "connectivity_ms", "write_ms", "state_ms", "total_ms"}
+    assert set(second.timings) == {
+        "read_ms",
+        "solve_ms",
+        "participants_ready_ms",
+        "participants_write_ms",
+        "connectivity_ms",
+        "write_ms",
+        "state_ms",
+        "total_ms",
+    }
     assert second.connectivity["connected"] is True
     assert_snapshot_matches_batch(second, study)
 
