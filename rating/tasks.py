@@ -67,5 +67,6 @@ def rerecord_study(study_id: int) -> int:
 
 @shared_task(name=task_names.REFRESH_ALL_POSTERIORS, **RETRY)
 def refresh_all_posteriors() -> list[int]:
-    """Beat sweep: refresh the studies whose ledger changed since their latest snapshot."""
+    """Beat sweep: refresh the studies whose ledger changed since their latest snapshot (and delete the rating rows
+    of refits that never committed)."""
     return refresh.posteriors_refresh_stale()

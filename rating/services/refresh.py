@@ -717,7 +717,8 @@ def posterior_refresh(
 
 def posteriors_refresh_stale() -> list[int]:
     """Refit every study whose ledger or settings changed since its latest snapshot, or whose live updates rest on
-    variance components older than ``REML_INTERVAL_SECONDS``; return their ids.
+    variance components older than ``REML_INTERVAL_SECONDS``; return their ids. First delete the rating rows of
+    refits that wrote them separately and never committed (:func:`orphaned_ratings_delete`).
 
     One study's failure is logged and does not stop the others; database errors propagate so the beat
     task retries the whole sweep.
