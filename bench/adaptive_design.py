@@ -70,9 +70,8 @@ DESIGNS: list[tuple[str, str, int, float]] = [
 ]
 
 
-def _bootstrap_median(
-    values: np.ndarray, reached: np.ndarray, rng: np.random.Generator, rounds: int = 2000
-) -> tuple[float, float, float]:
+def _bootstrap_median(values: np.ndarray, reached: np.ndarray, rng: np.random.Generator, rounds: int = 2000
+                      ) -> tuple[float, float, float]:
     filled = np.where(reached, values, np.inf)
     idx = rng.integers(0, filled.size, (rounds, filled.size))
     meds = np.median(filled[idx], axis=1)
@@ -93,47 +92,31 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
     truth = np.random.default_rng([seed, 99]).multivariate_normal(mu0, cov0, studies)
     best = truth.argmax(axis=1)
     rng = np.random.default_rng(seed)
-    print(
-        f"\n{n_agents} agents, {TASKS} tasks per worker, {studies} studies per design, cap {cap} sessions; "
-        f"spreads agent {AGENT_SD}, human {HUMAN_SD}, noise {NOISE_SD}; floor 0.25 of uniform unless named (f0.1)"
-    )
-    header = (
-        f"{'design':<14}{'median (95% CI)':>22}{'mean@cap':>16}{'reached':>9}{'top right':>15}"
-        f"{'coverage':>15}{'bias post':>14}{'bias IPW':>14}{'bias plain':>14}{'min p':>7}{'time':>7}"
-    )
+    print(f"\n{n_agents} agents, {TASKS} tasks per worker, {studies} studies per design, cap {cap} sessions; "
+          f"spreads agent {AGENT_SD}, human {HUMAN_SD}, noise {NOISE_SD}; floor 0.25 of uniform unless named (f0.1)")
+    header = (f"{'design':<14}{'median (95% CI)':>22}{'mean@cap':>16}{'reached':>9}{'top right':>15}"
+              f"{'coverage':>15}{'bias post':>14}{'bias IPW':>14}{'bias plain':>14}{'min p':>7}{'time':>7}")
     print(header)
     results: dict[str, Any] = {}
     for name, mode, repeats, floor in DESIGNS:
         start = time.perf_counter()
-        sim = simulate_sessions(
-            mu0=mu0,
-            cov0=cov0,
-            truth=truth,
-            human_sd=HUMAN_SD,
-            noise_sd=NOISE_SD,
-            mode=mode,
-            tasks_per_worker=TASKS,
-            max_per_worker=repeats,
-            max_sessions=cap,
-            seed=seed,
-            floor=floor,
-        )
+        sim = simulate_sessions(mu0=mu0, cov0=cov0, truth=truth, human_sd=HUMAN_SD, noise_sd=NOISE_SD, mode=mode,
+                                tasks_per_worker=TASKS, max_per_worker=repeats, max_sessions=cap, seed=seed,
+                                floor=floor)
         elapsed = time.perf_counter() - start
         results[name] = sim
         med, lo, hi = _bootstrap_median(sim.sessions.astype(float), sim.reached, rng)
         mean_cap, mean_cap_se = _mean_se(np.where(sim.reached, sim.sessions, cap).astype(float))
         right, right_se = _mean_se((sim.declared == best)[sim.reached].astype(float))
         inside = (np.abs(truth - sim.mu) <= 1.959964 * sim.sd).astype(float)
-        cover, cover_se = _mean_se(inside.mean(axis=1))  # per study, so the SE respects within-study dependence
+        cover, cover_se = _mean_se(inside.mean(axis=1))      # per study, so the SE respects within-study dependence
         b_post = _mean_se((sim.mu - truth).mean(axis=1))
         b_ipw = _mean_se(np.nanmean(sim.ipw - truth, axis=1))
         b_plain = _mean_se(np.nanmean(sim.naive - truth, axis=1))
-        print(
-            f"{name:<14}{_fmt(med):>8} ({_fmt(lo):>5}-{_fmt(hi):>5}){'':>2}{mean_cap:>9.0f}±{mean_cap_se:<5.0f}"
-            f"{sim.reached.mean():>9.2f}{right:>9.3f}±{right_se:.3f}{cover:>9.3f}±{cover_se:.3f}"
-            f"{b_post[0]:>8.2f}±{b_post[1]:.2f}{b_ipw[0]:>8.2f}±{b_ipw[1]:.2f}{b_plain[0]:>8.2f}±{b_plain[1]:.2f}"
-            f"{sim.min_probability:>7.3f}{elapsed:>6.1f}s"
-        )
+        print(f"{name:<14}{_fmt(med):>8} ({_fmt(lo):>5}-{_fmt(hi):>5}){'':>2}{mean_cap:>9.0f}±{mean_cap_se:<5.0f}"
+              f"{sim.reached.mean():>9.2f}{right:>9.3f}±{right_se:.3f}{cover:>9.3f}±{cover_se:.3f}"
+              f"{b_post[0]:>8.2f}±{b_post[1]:.2f}{b_ipw[0]:>8.2f}±{b_ipw[1]:.2f}{b_plain[0]:>8.2f}±{b_plain[1]:.2f}"
+              f"{sim.min_probability:>7.3f}{elapsed:>6.1f}s")
     # The true top agent is where an adaptive design piles up its sessions: check its estimate separately.
     rows = np.arange(studies)
     print("bias of the true top agent's estimate (posterior / IPW / plain), points:")
@@ -149,20 +132,9 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
     for name, mode, repeats, floor in DESIGNS:
         if name not in ("uniform", "adaptive x 2", "adaptive x 3", "adapt x3 f0.1"):
             continue
-        sim = simulate_sessions(
-            mu0=mu0,
-            cov0=cov0,
-            truth=truth,
-            human_sd=HUMAN_SD,
-            noise_sd=NOISE_SD,
-            mode=mode,
-            tasks_per_worker=TASKS,
-            max_per_worker=repeats,
-            max_sessions=horizon,
-            target=1 - 1e-12,
-            seed=seed + 7,
-            floor=floor,
-        )
+        sim = simulate_sessions(mu0=mu0, cov0=cov0, truth=truth, human_sd=HUMAN_SD, noise_sd=NOISE_SD, mode=mode,
+                                tasks_per_worker=TASKS, max_per_worker=repeats, max_sessions=horizon,
+                                target=1 - 1e-12, seed=seed + 7, floor=floor)
         parts = []
         for label, est in (("posterior", sim.mu), ("IPW", sim.ipw), ("plain", sim.naive)):
             overall = _mean_se(np.nanmean(est - truth, axis=1))
@@ -186,12 +158,10 @@ def compare(n_agents: int, studies: int, cap: int, seed: int) -> None:
         flag = "PASS" if point_med >= 0.30 else "MISS"
         if point_med >= 0.30 and np.nanquantile(med_ratio, 0.025) < 0.30:
             flag += " (point only; the interval reaches below 30 %)"
-        print(
-            f"  {name:<14} median {point_med:+.0%} ({np.nanquantile(med_ratio, 0.025):+.0%} to "
-            f"{np.nanquantile(med_ratio, 0.975):+.0%})   mean@cap {point_mean:+.0%} "
-            f"({np.quantile(mean_ratio, 0.025):+.0%} to {np.quantile(mean_ratio, 0.975):+.0%})   "
-            f"target >= 30 % fewer: {flag}"
-        )
+        print(f"  {name:<14} median {point_med:+.0%} ({np.nanquantile(med_ratio, 0.025):+.0%} to "
+              f"{np.nanquantile(med_ratio, 0.975):+.0%})   mean@cap {point_mean:+.0%} "
+              f"({np.quantile(mean_ratio, 0.025):+.0%} to {np.quantile(mean_ratio, 0.975):+.0%})   "
+              f"target >= 30 % fewer: {flag}")
 
 
 def _posterior_after(n_agents: int, sessions: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -235,29 +205,17 @@ def timings(quick: bool) -> None:
         times.append(time.perf_counter() - start)
     choose = float(np.median(times)) * 1e3
     p95 = float(np.quantile(times, 0.95)) * 1e3
-    print(
-        f"\n{n_agents} agents x {sessions} sessions: posterior summary (once per snapshot) "
-        f"{precompute * 1e3:.1f} ms; "
-        f"one assignment (worker with 4 earlier tasks) median {choose:.2f} ms, p95 {p95:.2f} ms "
-        f"[target <= 50 ms: {'PASS' if p95 <= 50 else 'MISS'}] (the computation only; the request adds the "
-        f"pairing queries it always made and one cache read, not timed here)"
-    )
-    print(
-        f"machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall time grows with it; "
-        "CPU time is the figure to compare)"
-    )
-    settings = {
-        "human_sd": HUMAN_SD,
-        "noise_sd": NOISE_SD,
-        "futures": 100,
-        "max_sessions": 5_000,
-        "refresh_every": 10,
-        "max_per_worker": 2,
-    }
-    print(
-        f"stopping rule from a posterior with P(top) {criterion(mu, cov):.3f} (seed {seed}), the panel's settings: "
-        "100 futures, horizon 5000 sessions, refresh every 10 workers, repeat limit 2"
-    )
+    print(f"\n{n_agents} agents x {sessions} sessions: posterior summary (once per snapshot) "
+          f"{precompute * 1e3:.1f} ms; "
+          f"one assignment (worker with 4 earlier tasks) median {choose:.2f} ms, p95 {p95:.2f} ms "
+          f"[target <= 50 ms: {'PASS' if p95 <= 50 else 'MISS'}] (the computation only; the request adds the "
+          f"pairing queries it always made and one cache read, not timed here)")
+    print(f"machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall time grows with it; "
+          "CPU time is the figure to compare)")
+    settings = {"human_sd": HUMAN_SD, "noise_sd": NOISE_SD, "futures": 100, "max_sessions": 5_000,
+                "refresh_every": 10, "max_per_worker": 2}
+    print(f"stopping rule from a posterior with P(top) {criterion(mu, cov):.3f} (seed {seed}), the panel's settings: "
+          "100 futures, horizon 5000 sessions, refresh every 10 workers, repeat limit 2")
     worst = 0.0
     for goal in GOALS:
         for mode in DESIGN_MODES:
@@ -266,18 +224,14 @@ def timings(quick: bool) -> None:
             elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
             worst = max(worst, min(elapsed, cpu))
             q = out["goals"][goal][mode]
-            print(
-                f"  one estimate, {goal:<8} under {mode:<8}: wall {elapsed:5.2f} s, CPU {cpu:5.2f} s; more sessions "
-                f"10/50/90 %: {q['low']} / {q['median']} / {q['high']} (None = beyond the horizon)"
-            )
+            print(f"  one estimate, {goal:<8} under {mode:<8}: wall {elapsed:5.2f} s, CPU {cpu:5.2f} s; more sessions "
+                  f"10/50/90 %: {q['low']} / {q['median']} / {q['high']} (None = beyond the horizon)")
     print(f"  slowest single estimate {worst:.2f} s [target <= 5 s: {'PASS' if worst <= 5 else 'MISS'}]")
     start, cpu = time.perf_counter(), time.process_time()
     sessions_to_target(mu, cov, goals=GOALS, modes=DESIGN_MODES, **settings)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    print(
-        f"  the whole power panel (3 goals x 3 designs, one background job): wall {elapsed:.2f} s, CPU {cpu:.2f} s "
-        f"[{'within' if min(elapsed, cpu) <= 5 else 'over'} 5 s]"
-    )
+    print(f"  the whole power panel (3 goals x 3 designs, one background job): wall {elapsed:.2f} s, CPU {cpu:.2f} s "
+          f"[{'within' if min(elapsed, cpu) <= 5 else 'over'} 5 s]")
 
 
 def main() -> None:

@@ -54,16 +54,9 @@ from surveys.services import instrument_install_default  # noqa: E402
 
 PAGES = ("index", "overview", "leaderboard", "surveys", "collaboration", "exports")
 BEHAVIOURS = (
-    "iterates_and_refines",
-    "clarifies_goal_before_asking",
-    "provides_examples_of_good",
-    "specifies_format_and_structure",
-    "sets_interaction_mode",
-    "communication_tone_and_style",
-    "identifies_missing_context",
-    "defines_audience",
-    "questions_ai_reasoning",
-    "consults_ai_on_approach",
+    "iterates_and_refines", "clarifies_goal_before_asking", "provides_examples_of_good",
+    "specifies_format_and_structure", "sets_interaction_mode", "communication_tone_and_style",
+    "identifies_missing_context", "defines_audience", "questions_ai_reasoning", "consults_ai_on_approach",
     "checks_facts_and_claims",
 )
 BATCH = 5000
@@ -73,17 +66,12 @@ def build_study(slug: str, n_episodes: int, seed: int) -> m.Study:
     """Create a study with ``n_episodes`` episodes (five per participant) and everything the pages read."""
     rng = np.random.default_rng(seed)
     now = timezone.now()
-    study = m.Study.objects.create(
-        name=f"Bench {slug}", slug=slug, status=m.Study.Status.RECRUITING, llm_budget_usd=Decimal("500.00")
-    )
-    sectors = [
-        m.Sector.objects.get_or_create(code=f"bench-sector-{i}", defaults={"name": f"Bench sector {i}"})[0]
-        for i in range(4)
-    ]
-    agents = [
-        m.Agent.objects.get_or_create(slug=f"bench-agent-{i}", defaults={"name": f"Bench agent {i}"})[0]
-        for i in range(5)
-    ]
+    study = m.Study.objects.create(name=f"Bench {slug}", slug=slug, status=m.Study.Status.RECRUITING,
+                                   llm_budget_usd=Decimal("500.00"))
+    sectors = [m.Sector.objects.get_or_create(code=f"bench-sector-{i}", defaults={"name": f"Bench sector {i}"})[0]
+               for i in range(4)]
+    agents = [m.Agent.objects.get_or_create(slug=f"bench-agent-{i}", defaults={"name": f"Bench agent {i}"})[0]
+              for i in range(5)]
     study.agents.add(*agents)
     n_tasks = max(10, n_episodes // 200)
     tasks = m.TaskInstance.objects.bulk_create(
@@ -95,11 +83,8 @@ def build_study(slug: str, n_episodes: int, seed: int) -> m.Study:
     statuses = np.where(rng.random(n_people) < 0.9, "complete", "working")
     people = m.Participant.objects.bulk_create(
         [
-            m.Participant(
-                study=study,
-                status=str(statuses[i]),
-                last_activity_at=now - timedelta(minutes=int(rng.integers(0, 5000))),
-            )
+            m.Participant(study=study, status=str(statuses[i]),
+                          last_activity_at=now - timedelta(minutes=int(rng.integers(0, 5000))))
             for i in range(n_people)
         ],
         batch_size=BATCH,
@@ -113,85 +98,43 @@ def build_study(slug: str, n_episodes: int, seed: int) -> m.Study:
             a = int(rng.integers(0, len(agents)))
             score = float(np.clip(agent_skill[a] + human_skill[p_index] + rng.normal(0, 6), 0, 100))
             open_task = person.status == "working" and position == per
-            episodes.append(
-                m.Episode(
-                    participant=person,
-                    study=study,
-                    agent=agents[a],
-                    task=tasks[int(chosen[position - 1])],
-                    position=position,
-                    status=m.Episode.Status.IN_PROGRESS if open_task else m.Episode.Status.GRADED,
-                    score=None if open_task else round(score, 3),
-                    auto_score=None if open_task else round(score, 3),
-                    score_source="" if open_task else "auto",
-                    submitted_at=None if open_task else now,
-                )
-            )
+            episodes.append(m.Episode(
+                participant=person, study=study, agent=agents[a], task=tasks[int(chosen[position - 1])],
+                position=position,
+                status=m.Episode.Status.IN_PROGRESS if open_task else m.Episode.Status.GRADED,
+                score=None if open_task else round(score, 3), auto_score=None if open_task else round(score, 3),
+                score_source="" if open_task else "auto", submitted_at=None if open_task else now,
+            ))
     episodes = m.Episode.objects.bulk_create(episodes, batch_size=BATCH)
     scored = [e for e in episodes if e.score is not None]
     Observation.objects.bulk_create(
-        [
-            Observation(
-                study=study,
-                episode=e,
-                agent=e.agent,
-                participant=e.participant,
-                task=e.task,
-                y=e.score,
-                task_uuid=e.task.uuid,
-            )
-            for e in scored
-        ],
+        [Observation(study=study, episode=e, agent=e.agent, participant=e.participant, task=e.task, y=e.score,
+                     task_uuid=e.task.uuid) for e in scored],
         batch_size=BATCH,
     )
     FluencyCoding.objects.bulk_create(
-        [
-            FluencyCoding(
-                episode=e,
-                status=FluencyCoding.Status.SUCCEEDED,
-                model="bench",
-                behaviours={code: {"present": bool(rng.random() < 0.4), "reason": ""} for code in BEHAVIOURS},
-            )
-            for e in scored
-        ],
+        [FluencyCoding(episode=e, status=FluencyCoding.Status.SUCCEEDED, model="bench",
+                       behaviours={code: {"present": bool(rng.random() < 0.4), "reason": ""} for code in BEHAVIOURS})
+         for e in scored],
         batch_size=BATCH,
     )
     m.SoloRun.objects.bulk_create(
-        [
-            m.SoloRun(
-                task=t, agent=a, study=study, score=round(float(rng.uniform(40, 90)), 2), status=m.Episode.Status.GRADED
-            )
-            for t in tasks
-            for a in agents
-        ],
+        [m.SoloRun(task=t, agent=a, study=study, score=round(float(rng.uniform(40, 90)), 2),
+                   status=m.Episode.Status.GRADED) for t in tasks for a in agents],
         batch_size=BATCH,
     )
     rubric = Rubric.objects.create(task=tasks[0], version=1, status=Rubric.Status.APPROVED)
     failed = scored[: max(1, len(scored) // 100)]
-    m.Episode.objects.filter(pk__in=[e.pk for e in failed]).update(
-        status=m.Episode.Status.FAILED, grading_note="All judges failed"
-    )
+    m.Episode.objects.filter(pk__in=[e.pk for e in failed]).update(status=m.Episode.Status.FAILED,
+                                                                   grading_note="All judges failed")
     JudgeRun.objects.bulk_create(
-        [
-            JudgeRun(
-                episode=e,
-                rubric=rubric,
-                provider="openai",
-                model="gpt-4.1",
-                prompt_version="bench",
-                status=JudgeRun.Status.FAILED,
-                error="HTTP 500",
-            )
-            for e in failed
-        ],
+        [JudgeRun(episode=e, rubric=rubric, provider="openai", model="gpt-4.1", prompt_version="bench",
+                  status=JudgeRun.Status.FAILED, error="HTTP 500") for e in failed],
         batch_size=BATCH,
     )
     LLMUsage.objects.bulk_create(
-        [
-            LLMUsage(study=study, purpose=purpose, provider="openai", model="gpt-4.1", cost_usd=Decimal("0.01"))
-            for purpose in ("judge", "rubric", "fluency")
-            for _ in range(200)
-        ]
+        [LLMUsage(study=study, purpose=purpose, provider="openai", model="gpt-4.1", cost_usd=Decimal("0.01"))
+         for purpose in ("judge", "rubric", "fluency") for _ in range(200)]
     )
     _surveys(study, people, rng)
     rating_refresh.posterior_refresh(study_id=study.pk)
@@ -203,11 +146,8 @@ def _surveys(study: m.Study, people: list[m.Participant], rng: np.random.Generat
     questions = {q.code: q for q in Question.objects.filter(instrument=instrument)}
     now = timezone.now()
     responses = SurveyResponse.objects.bulk_create(
-        [
-            SurveyResponse(participant=p, instrument=instrument, phase=phase, submitted_at=now)
-            for p in people
-            for phase in ("pre", "post")
-        ],
+        [SurveyResponse(participant=p, instrument=instrument, phase=phase, submitted_at=now)
+         for p in people for phase in ("pre", "post")],
         batch_size=BATCH,
     )
     answers = []
@@ -217,13 +157,8 @@ def _surveys(study: m.Study, people: list[m.Participant], rng: np.random.Generat
             high = {"D1": 4, "D2": 5, "D3": 30, "A4": 5, "A5": 5}.get(code, 7)
             value = int(rng.integers(1, high + 1))
             answers.append(Answer(response=response, question=questions[code], value=str(value), numeric=value))
-        answers.append(
-            Answer(
-                response=response,
-                question=questions["A7"],
-                value=str(rng.choice(["Excited", "Curious", "Neutral", "Skeptical", "Anxious"])),
-            )
-        )
+        answers.append(Answer(response=response, question=questions["A7"],
+                              value=str(rng.choice(["Excited", "Curious", "Neutral", "Skeptical", "Anxious"]))))
         if len(answers) >= 20_000:
             Answer.objects.bulk_create(answers, batch_size=BATCH)
             answers = []
@@ -288,10 +223,8 @@ def main() -> None:
         kept = m.Study.objects.filter(slug=slug).first()
         if args.reuse and kept is not None and m.Episode.objects.filter(study=kept).count() == size:
             timings = compute_analyses(kept, args.rounds)
-            print(
-                f"{label}: reusing {size} episodes from an earlier run; analyses not yet stored: "
-                + (", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in timings.items()) or "none")
-            )
+            print(f"{label}: reusing {size} episodes from an earlier run; analyses not yet stored: "
+                  + (", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in timings.items()) or "none"))
             studies[label] = kept
             continue
         m.Study.objects.filter(slug=slug).delete()
@@ -301,10 +234,8 @@ def main() -> None:
         build = time.perf_counter() - started
         timings = compute_analyses(study, args.rounds)
         episodes = m.Episode.objects.filter(study=study).count()
-        print(
-            f"{label}: {episodes} episodes built in {build:.1f}s; stored analyses (Celery jobs, not requests): "
-            + ", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in timings.items())
-        )
+        print(f"{label}: {episodes} episodes built in {build:.1f}s; stored analyses (Celery jobs, not requests): "
+              + ", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in timings.items()))
         studies[label] = study
 
     client = Client()

@@ -60,14 +60,8 @@ def simulate(rng: np.random.Generator) -> dict[str, np.ndarray]:
         sampled[e] = rng.random() < pi[e]
         counts[family[e]] += int(sampled[e])
     disagreement = np.abs(judge.sum(axis=1) - second.sum(axis=1))
-    return {
-        "family": family,
-        "expert": expert,
-        "judge": judge,
-        "sampled": sampled,
-        "pi": pi,
-        "queue": np.argsort(-disagreement)[: int(sampled.sum())],
-    }
+    return {"family": family, "expert": expert, "judge": judge, "sampled": sampled, "pi": pi,
+            "queue": np.argsort(-disagreement)[: int(sampled.sum())]}
 
 
 def flat(data: dict[str, np.ndarray], episodes: np.ndarray, weighted: bool):
@@ -82,15 +76,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     studies = 200 if args.quick else 1000
-    print(
-        f"expert gate: {studies} simulated studies, {N_EPISODES} episodes x {N_CRITERIA} criteria; "
-        f"load {os.getloadavg()[0]:.1f}"
-    )
-    errors: dict[str, list[float]] = {
-        "weighted calibration sample (the gate)": [],
-        "unweighted calibration sample": [],
-        "judges' disagreement queue": [],
-    }
+    print(f"expert gate: {studies} simulated studies, {N_EPISODES} episodes x {N_CRITERIA} criteria; "
+          f"load {os.getloadavg()[0]:.1f}")
+    errors: dict[str, list[float]] = {"weighted calibration sample (the gate)": [], "unweighted calibration sample": [],
+                                      "judges' disagreement queue": []}
     hits, predicted, reached = 0, [], []
     for s in range(studies):
         rng = np.random.default_rng(s)
@@ -108,9 +97,8 @@ def main() -> None:
         hits += low <= truth <= high
         if s < 50:  # the sample-size prediction: double the precision
             more = episodes_for_bias_width(n_episodes=sample.size, interval=(low, high), width=(high - low) / 2)
-            extra = rng.choice(
-                np.setdiff1d(np.arange(N_EPISODES), sample), size=min(more, N_EPISODES - sample.size), replace=False
-            )
+            extra = rng.choice(np.setdiff1d(np.arange(N_EPISODES), sample), size=min(more, N_EPISODES - sample.size),
+                               replace=False)
             bigger = np.concatenate([sample, extra])
             j2, x2, ids2, w2 = flat(data, bigger, True)
             _, draws2 = statistics_bootstrap(j2, x2, ids2, w2, rounds=1000, seed=s)
@@ -126,16 +114,12 @@ def main() -> None:
     coverage = hits / studies
     se = 1.96 * np.sqrt(coverage * (1 - coverage) / studies)
     status = "PASS" if coverage + se >= 0.93 and coverage - se <= 0.97 else "MISS"
-    print(
-        f"coverage of the 95 % episode-bootstrap bias interval: {100 * coverage:.1f} % (+-{100 * se:.1f}); "
-        f"goal 93-97 %: {status}"
-    )
+    print(f"coverage of the 95 % episode-bootstrap bias interval: {100 * coverage:.1f} % (+-{100 * se:.1f}); "
+          f"goal 93-97 %: {status}")
     ratio = np.asarray(reached) / np.asarray(predicted)
-    print(
-        f"'n more episodes for half the width': reached / target width, median {np.median(ratio):.2f} "
-        f"(IQR {np.quantile(ratio, 0.25):.2f}-{np.quantile(ratio, 0.75):.2f}) over {ratio.size} studies "
-        "(the extra episodes come from a 10 % sample's remainder, so their weights are approximate)"
-    )
+    print(f"'n more episodes for half the width': reached / target width, median {np.median(ratio):.2f} "
+          f"(IQR {np.quantile(ratio, 0.25):.2f}-{np.quantile(ratio, 0.75):.2f}) over {ratio.size} studies "
+          "(the extra episodes come from a 10 % sample's remainder, so their weights are approximate)")
 
     rng = np.random.default_rng(1)
     n = 4000
@@ -147,10 +131,8 @@ def main() -> None:
         start = time.perf_counter()
         gate_evaluate(judge, expert, ids, rule=GateRule(), rounds=2000)
         times.append(time.perf_counter() - start)
-    print(
-        f"gate evaluation, {n * N_CRITERIA} co-graded items of {n} episodes, 2 000 rounds: "
-        f"{1000 * np.median(times):.0f} ms (median of 3; per judge x category); load {os.getloadavg()[0]:.1f}"
-    )
+    print(f"gate evaluation, {n * N_CRITERIA} co-graded items of {n} episodes, 2 000 rounds: "
+          f"{1000 * np.median(times):.0f} ms (median of 3; per judge x category); load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -38,44 +38,27 @@ def main() -> int:
     args = parser.parse_args()
     print(f"machine load at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     began = time.monotonic()
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-s",
-        "-p",
-        "no:cacheprovider",
-        "tests/grading/test_flow_grading_chaos.py",
-        *(["-k", args.k] if args.k else []),
-    ]
-    run = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "GRADING_CHAOS_TIMING": "production"}
-    )
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+               "tests/grading/test_flow_grading_chaos.py", *(["-k", args.k] if args.k else [])]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "GRADING_CHAOS_TIMING": "production"})
     rows = []
     for line in run.stdout.splitlines():
         match = LINE.search(line)
         if match:
-            print(line[match.start() :])
+            print(line[match.start():])
             submit = SUBMIT.search(line)
-            rows.append(
-                (match["fault"], float(match["seconds"]), match["paid"], float(submit["seconds"]) if submit else None)
-            )
-    print(
-        f"\nproduction defaults; target ≤ {TARGET_SECONDS:.0f} s to graded, observed and coded, "
-        f"submit ≤ {SUBMIT_TARGET:.0f} s"
-    )
+            rows.append((match["fault"], float(match["seconds"]), match["paid"],
+                         float(submit["seconds"]) if submit else None))
+    print(f"\nproduction defaults; target ≤ {TARGET_SECONDS:.0f} s to graded, observed and coded, "
+          f"submit ≤ {SUBMIT_TARGET:.0f} s")
     print(f"  {'fault':50s} {'seconds':>8s} {'paid/episode':>13s} {'submit s':>9s}  verdict")
     for fault, seconds, paid, submit in rows:
         ok = seconds <= TARGET_SECONDS and (submit is None or submit <= SUBMIT_TARGET)
-        print(
-            f"  {fault:50s} {seconds:8.1f} {paid:>13s} {'' if submit is None else f'{submit:.2f}':>9s}  "
-            f"{'within target' if ok else 'OVER TARGET'}"
-        )
-    print(
-        f"\nmachine load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-        f"{time.monotonic() - began:.0f} s in all"
-    )
+        print(f"  {fault:50s} {seconds:8.1f} {paid:>13s} {'' if submit is None else f'{submit:.2f}':>9s}  "
+              f"{'within target' if ok else 'OVER TARGET'}")
+    print(f"\nmachine load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"{time.monotonic() - began:.0f} s in all")
     if run.returncode != 0:
         print(run.stdout[-6000:], file=sys.stderr)
         return run.returncode

@@ -71,11 +71,8 @@ class CpuSampler(threading.Thread):
         super().__init__(daemon=True)
         import psutil
 
-        self.roots = {
-            "server": psutil.Process(server),
-            "celery": psutil.Process(worker),
-            "postgres": self._postmaster(),
-        }
+        self.roots = {"server": psutil.Process(server), "celery": psutil.Process(worker),
+                      "postgres": self._postmaster()}
         self.max_load = 0.0
         self.running = True
 
@@ -145,23 +142,17 @@ def _summary(results: dict) -> dict:
         latencies = [r[0] for r in rows]
         cpus = [r[2] for r in rows if r[2] is not None]
         steps[step] = {
-            "n": len(rows),
-            "p50_ms": round(_percentile(latencies, 50)),
-            "p95_ms": round(_percentile(latencies, 95)),
-            "p99_ms": round(_percentile(latencies, 99)),
-            "errors": sum(1 for r in rows if r[1] >= 400 or r[1] == 0),
+            "n": len(rows), "p50_ms": round(_percentile(latencies, 50)), "p95_ms": round(_percentile(latencies, 95)),
+            "p99_ms": round(_percentile(latencies, 99)), "errors": sum(1 for r in rows if r[1] >= 400 or r[1] == 0),
             "busy_503": sum(1 for r in rows if r[1] == 503),
             "server_cpu_ms_median": round(statistics.median(cpus), 1) if cpus else None,
             "queries_max": max((r[3] for r in rows if r[3] is not None), default=None),
         }
     worker_rows = [r for step, rows in by_step.items() if step not in STAFF_STEPS | {"static"} for r in rows]
     worker_cpu = [r[2] for r in worker_rows if r[2] is not None]
-    return {
-        "steps": steps,
-        "requests": len(results["requests"]),
-        "worker_requests": len(worker_rows),
-        "worker_server_cpu_ms_median": round(statistics.median(worker_cpu), 1) if worker_cpu else None,
-    }
+    return {"steps": steps, "requests": len(results["requests"]),
+            "worker_requests": len(worker_rows),
+            "worker_server_cpu_ms_median": round(statistics.median(worker_cpu), 1) if worker_cpu else None}
 
 
 def _arrival_window(results: dict) -> float:
@@ -172,28 +163,18 @@ def _arrival_window(results: dict) -> float:
 def _by_minute(results: dict) -> list[dict]:
     """Worker requests per minute of the run: how many, their p95 and the server CPU median -- whether a queue
     built up and when, and whether a request cost more CPU as the run went on."""
-    rows = [
-        (at, ms, cpu)
-        for step, ms, _status, cpu, _queries, at in results["requests"]
-        if step not in STAFF_STEPS | {"static"}
-    ]
+    rows = [(at, ms, cpu) for step, ms, _status, cpu, _queries, at in results["requests"]
+            if step not in STAFF_STEPS | {"static"}]
     if not rows:
         return []
     start = min(at for at, _, _ in rows)
     minutes: dict[int, list] = defaultdict(list)
     for at, ms, cpu in rows:
         minutes[int((at - start) // 60)].append((ms, cpu))
-    return [
-        {
-            "minute": minute,
-            "n": len(values),
-            "p95_ms": round(_percentile([ms for ms, _ in values], 95)),
-            "cpu_ms_median": round(statistics.median(c for _, c in values if c is not None), 1)
-            if any(c is not None for _, c in values)
-            else None,
-        }
-        for minute, values in sorted(minutes.items())
-    ]
+    return [{"minute": minute, "n": len(values), "p95_ms": round(_percentile([ms for ms, _ in values], 95)),
+             "cpu_ms_median": round(statistics.median(c for _, c in values if c is not None), 1)
+             if any(c is not None for _, c in values) else None}
+            for minute, values in sorted(minutes.items())]
 
 
 def _verdict(summary: dict, journey_errors: int) -> dict:
@@ -247,14 +228,9 @@ def main() -> None:
     run = f"l{uuid.uuid4().hex[:6]}"
     plan = {
         "recruits": [r.__dict__ for r in recruits(study, run=run, count=scenario["arrivals"])],
-        "survey": survey_spec(study),
-        "think": args.think,
-        "study_slug": study.slug,
-        "staff": scenario["staff"],
-        "staff_username": "demo-staff",
-        "staff_password": DEMO_PASSWORD,
-        "steady": scenario["steady"],
-        "duration": scenario.get("duration"),
+        "survey": survey_spec(study), "think": args.think, "study_slug": study.slug,
+        "staff": scenario["staff"], "staff_username": "demo-staff", "staff_password": DEMO_PASSWORD,
+        "steady": scenario["steady"], "duration": scenario.get("duration"),
         "tasks_per_session": study.tasks_per_session,
         # Recruit n arrives n × this many seconds after the start (bench/launch_locust.py keeps the schedule).
         "arrival_interval": scenario["over_seconds"] / scenario["arrivals"],
@@ -262,37 +238,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="launch-bench-", dir=settings.VAR_DIR))
     (work / "plan.json").write_text(json.dumps(plan))
 
-    env = {
-        **os.environ,
-        "SERVER_TIMING": "1",
-        "DJANGO_DEBUG": "0",
-        "GUNICORN_BIND": f"127.0.0.1:{args.port}",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        # Every simulated recruit arrives from 127.0.0.1; the per-address limit on invitation links is
-        # meant for one real network, not for a whole launch.
-        "JOIN_THROTTLE_RATE": "100000/min",
-    }
-    server = _start(
-        [str(BIN / "gunicorn"), "--config", "gunicorn.conf.py", "studyapp.wsgi:application"], env, work / "gunicorn.log"
-    )
-    worker = _start(
-        [
-            str(BIN / "celery"),
-            "-A",
-            "studyapp",
-            "worker",
-            "-Q",
-            "default,grading,rating",
-            "-c",
-            "1",
-            "--loglevel",
-            "WARNING",
-            "-n",
-            f"launch-bench-{run}@%h",
-        ],
-        env,
-        work / "celery.log",
-    )
+    env = {**os.environ, "SERVER_TIMING": "1", "DJANGO_DEBUG": "0",
+           "GUNICORN_BIND": f"127.0.0.1:{args.port}", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           # Every simulated recruit arrives from 127.0.0.1; the per-address limit on invitation links is
+           # meant for one real network, not for a whole launch.
+           "JOIN_THROTTLE_RATE": "100000/min"}
+    server = _start([str(BIN / "gunicorn"), "--config", "gunicorn.conf.py", "studyapp.wsgi:application"],
+                    env, work / "gunicorn.log")
+    worker = _start([str(BIN / "celery"), "-A", "studyapp", "worker", "-Q", "default,grading,rating", "-c", "1",
+                     "--loglevel", "WARNING", "-n", f"launch-bench-{run}@%h"], env, work / "celery.log")
     try:
         _wait_ready(f"http://127.0.0.1:{args.port}/accounts/login/")
         # Warm every worker process (imports, templates, URL conf) as a server that has run a while is;
@@ -307,33 +261,16 @@ def main() -> None:
         rate = scenario["arrivals"] / scenario["over_seconds"]
         run_time = scenario.get("duration") or scenario["over_seconds"] + 600
         locust = subprocess.run(
-            [
-                str(BIN / "locust"),
-                "-f",
-                str(ROOT / "bench" / "launch_locust.py"),
-                *(["Recruit_", "Staff"] if scenario["staff"] else ["Recruit_"]),
-                "--headless",
-                "-u",
-                str(users),
-                # Users are spawned ahead of their planned arrival and wait for it (the plan's clock sets the
-                # arrival rate, not locust's spawning).
-                "-r",
-                f"{max(4 * rate, 5.0):.4f}",
-                "--run-time",
-                f"{int(run_time)}s",
-                "--host",
-                f"http://127.0.0.1:{args.port}",
-                "--only-summary",
-                "--loglevel",
-                "WARNING",
-                "--stop-timeout",
-                "60",
-            ],
-            cwd=ROOT,
-            env={**env, "LAUNCH_PLAN": str(work / "plan.json"), "LAUNCH_RESULTS": str(work / "results.json")},
-            stdout=(work / "locust.log").open("wb"),
-            stderr=subprocess.STDOUT,
-        )
+            [str(BIN / "locust"), "-f", str(ROOT / "bench" / "launch_locust.py"),
+             *(["Recruit_", "Staff"] if scenario["staff"] else ["Recruit_"]), "--headless", "-u", str(users),
+             # Users are spawned ahead of their planned arrival and wait for it (the plan's clock sets the
+             # arrival rate, not locust's spawning).
+             "-r", f"{max(4 * rate, 5.0):.4f}", "--run-time", f"{int(run_time)}s",
+             "--host", f"http://127.0.0.1:{args.port}", "--only-summary", "--loglevel", "WARNING",
+             "--stop-timeout", "60"],
+            cwd=ROOT, env={**env, "LAUNCH_PLAN": str(work / "plan.json"),
+                           "LAUNCH_RESULTS": str(work / "results.json")},
+            stdout=(work / "locust.log").open("wb"), stderr=subprocess.STDOUT)
         elapsed = time.time() - started
         cpu_after = sampler.totals()
         cores = {group: round((cpu_after[group] - cpu_before[group]) / elapsed, 2) for group in cpu_after}
@@ -352,31 +289,22 @@ def main() -> None:
     summary = _summary(results)
     generator = results["generator"]
     report = {
-        "scenario": args.scenario,
-        "arrivals": scenario["arrivals"],
-        "think": args.think,
-        "locust_exit": locust.returncode,
-        "elapsed_s": round(elapsed, 1),
+        "scenario": args.scenario, "arrivals": scenario["arrivals"], "think": args.think,
+        "locust_exit": locust.returncode, "elapsed_s": round(elapsed, 1),
         "requests_per_s": round(summary["requests"] / elapsed, 1),
         # The arrivals as they happened: the first and last join and how many per second came in between.
         "arrival_window_s": _arrival_window(results),
-        "journeys_done": results["journeys_done"],
-        "journey_errors": len(results["errors"]),
-        "journey_error_samples": sorted(set(results["errors"]))[:5],
-        "busy_retries": results["busy"],
+        "journeys_done": results["journeys_done"], "journey_errors": len(results["errors"]),
+        "journey_error_samples": sorted(set(results["errors"]))[:5], "busy_retries": results["busy"],
         "server_cores_used": round(server_cpu / elapsed, 2),
         "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, summary["requests"]), 1),
         "worker_server_cpu_ms_median": summary["worker_server_cpu_ms_median"],
         "generator_cores_used": round(generator["cpu_seconds"] / generator["wall_seconds"], 3),
-        "celery_cores_used": cores["celery"],
-        "postgres_cores_used": cores["postgres"],
+        "celery_cores_used": cores["celery"], "postgres_cores_used": cores["postgres"],
         "by_minute": _by_minute(results),
-        "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in load_after],
-        "load_max_1min": round(sampler.max_load, 2),
-        "cpus": os.cpu_count(),
-        "steps": summary["steps"],
-        "targets": TARGETS,
+        "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
+        "load_max_1min": round(sampler.max_load, 2), "cpus": os.cpu_count(),
+        "steps": summary["steps"], "targets": TARGETS,
         "integrity": integrity_check(study, run=run, arrivals=scenario["arrivals"]),
         "logs": str(work),
     }
@@ -393,22 +321,16 @@ def _table(report: dict) -> str:
     for step, row in report["steps"].items():
         cpu = "-" if row["server_cpu_ms_median"] is None else row["server_cpu_ms_median"]
         queries = "-" if row["queries_max"] is None else row["queries_max"]
-        lines.append(
-            f"{step:22s} {row['n']:5d} {row['p50_ms']:6d} {row['p95_ms']:6d} {row['p99_ms']:6d} "
-            f"{row['errors']:4d} {cpu:>7} {queries:>7}"
-        )
+        lines.append(f"{step:22s} {row['n']:5d} {row['p50_ms']:6d} {row['p95_ms']:6d} {row['p99_ms']:6d} "
+                     f"{row['errors']:4d} {cpu:>7} {queries:>7}")
     lines.append(f"{report['arrivals']} arrivals over {report['arrival_window_s']} s")
-    lines.append(
-        f"load before {report['load_before']} after {report['load_after']} max {report['load_max_1min']} "
-        f"on {report['cpus']} CPUs; generator {report['generator_cores_used']} cores; server "
-        f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request; "
-        f"celery {report['celery_cores_used']} cores; postgres {report['postgres_cores_used']} cores"
-    )
+    lines.append(f"load before {report['load_before']} after {report['load_after']} max {report['load_max_1min']} "
+                 f"on {report['cpus']} CPUs; generator {report['generator_cores_used']} cores; server "
+                 f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request; "
+                 f"celery {report['celery_cores_used']} cores; postgres {report['postgres_cores_used']} cores")
     for row in report["by_minute"]:
-        lines.append(
-            f"  minute {row['minute']:3d}: {row['n']:5d} worker requests, p95 {row['p95_ms']:6d} ms, "
-            f"server CPU median {row['cpu_ms_median']} ms"
-        )
+        lines.append(f"  minute {row['minute']:3d}: {row['n']:5d} worker requests, p95 {row['p95_ms']:6d} ms, "
+                     f"server CPU median {row['cpu_ms_median']} ms")
     return "\n".join(lines)
 
 

@@ -26,16 +26,8 @@ PASSWORD = "launch-Bench-pass-42"
 class Http(Protocol):
     """What the journey needs from a client: a named request without redirect following, and the CSRF cookie."""
 
-    def request(
-        self,
-        step: str,
-        method: str,
-        path: str,
-        *,
-        data: dict | None = None,
-        files: dict | None = None,
-        headers: dict | None = None,
-    ) -> Any: ...
+    def request(self, step: str, method: str, path: str, *, data: dict | None = None,
+                files: dict | None = None, headers: dict | None = None) -> Any: ...
 
     def csrf(self) -> str: ...
 
@@ -68,14 +60,8 @@ def _text(response: Any) -> str:
     return content if isinstance(content, str) else response.content.decode()
 
 
-def launch_journey(
-    http: Http,
-    recruit: Recruit,
-    survey: dict[str, Any],
-    *,
-    password: str = "",
-    pause: Callable[[float], None] = lambda seconds: None,
-) -> None:
+def launch_journey(http: Http, recruit: Recruit, survey: dict[str, Any], *, password: str = "",
+                   pause: Callable[[float], None] = lambda seconds: None) -> None:
     """Walk one recruit from the invitation to task 2 opened; raise FlowError on an unexpected answer.
 
     ``survey`` is ``{"answers": {code: raw value}, "occupation_query": str, "occupation_id": int}``;
@@ -92,56 +78,27 @@ def launch_journey(
     consent_page = _text(_expect(http.request("consent", "GET", f"{base}/consent/"), "consent", 200))
     version = re.search(r'name="version" value="(\d+)"', consent_page)
     pause(10)
-    _expect(
-        http.request(
-            "consent-submit",
-            "POST",
-            f"{base}/consent/",
-            data={"decision": "accept", "version": version.group(1) if version else "1"},
-            headers=csrf(),
-        ),
-        "consent-submit",
-        302,
-    )
+    _expect(http.request("consent-submit", "POST", f"{base}/consent/",
+                         data={"decision": "accept", "version": version.group(1) if version else "1"},
+                         headers=csrf()), "consent-submit", 302)
 
     _expect(http.request("profile", "GET", f"{base}/profile/"), "profile", 200)
     query = survey["occupation_query"]
     for length in (3, len(query)):  # the picker searches as the worker types
         pause(1)
-        _expect(
-            http.request(
-                "occupation-search",
-                "GET",
-                "/occupations/search/",
-                data={"q": query[:length], "study": recruit.study_slug},
-            ),
-            "occupation-search",
-            200,
-        )
+        _expect(http.request("occupation-search", "GET", "/occupations/search/",
+                             data={"q": query[:length], "study": recruit.study_slug}), "occupation-search", 200)
     pause(3)
-    _expect(
-        http.request(
-            "profile-submit",
-            "POST",
-            f"{base}/profile/",
-            data={"occupation": survey["occupation_id"], "years_experience": 7},
-            headers=csrf(),
-        ),
-        "profile-submit",
-        302,
-    )
+    _expect(http.request("profile-submit", "POST", f"{base}/profile/",
+                         data={"occupation": survey["occupation_id"], "years_experience": 7}, headers=csrf()),
+            "profile-submit", 302)
 
     page = _text(_expect(http.request("pre-survey", "GET", f"{base}/survey/pre/"), "pre-survey", 200))
     window = re.search(r'data-autosave-ms="(\d+)"', page)
     _answer_survey(http, base, survey["answers"], csrf, pause, window=int(window.group(1)) / 1000 if window else 0.0)
     fields = {f"q_{code}": value for code, value in survey["answers"].items()}
-    _expect(
-        http.request(
-            "pre-survey-submit", "POST", f"{base}/survey/pre/", data={**fields, "action": "submit"}, headers=csrf()
-        ),
-        "pre-survey-submit",
-        302,
-    )
+    _expect(http.request("pre-survey-submit", "POST", f"{base}/survey/pre/", data={**fields, "action": "submit"},
+                         headers=csrf()), "pre-survey-submit", 302)
 
     work_task(http, recruit, open_task(http, base, 1, csrf, pause), 1, csrf, pause)
     pause(3)
@@ -160,17 +117,9 @@ def _answer_survey(http: Http, base: str, answers: dict[str, str], csrf, pause, 
             first = clock
         batch[code] = value
         if clock - first >= window:
-            _expect(
-                http.request(
-                    "pre-survey-autosave",
-                    "POST",
-                    f"{base}/survey/pre/autosave/",
-                    data={"code": list(batch), "value": list(batch.values())},
-                    headers=csrf(),
-                ),
-                "pre-survey-autosave",
-                200,
-            )
+            _expect(http.request("pre-survey-autosave", "POST", f"{base}/survey/pre/autosave/",
+                                 data={"code": list(batch), "value": list(batch.values())}, headers=csrf()),
+                    "pre-survey-autosave", 200)
             batch = {}
 
 
@@ -178,21 +127,13 @@ def open_task(http: Http, base: str, position: int, csrf, pause) -> str:
     """Open task ``position`` from its start page (the match is made on the POST); return the task page."""
     _expect(http.request("task-start-page", "GET", f"{base}/tasks/{position}/"), "task-start-page", 200)
     pause(5)
-    _expect(http.request("task-assign", "POST", f"{base}/tasks/{position}/start/", headers=csrf()), "task-assign", 302)
+    _expect(http.request("task-assign", "POST", f"{base}/tasks/{position}/start/", headers=csrf()),
+            "task-assign", 302)
     return _text(_expect(http.request("task", "GET", f"{base}/tasks/{position}/"), "task", 200))
 
 
-def work_task(
-    http: Http,
-    recruit: Recruit,
-    page: str,
-    position: int,
-    csrf,
-    pause,
-    *,
-    deliverable_bytes: int = DELIVERABLE_BYTES,
-    log_bytes: int = LOG_BYTES,
-) -> None:
+def work_task(http: Http, recruit: Recruit, page: str, position: int, csrf, pause, *,
+              deliverable_bytes: int = DELIVERABLE_BYTES, log_bytes: int = LOG_BYTES) -> None:
     """From an open task's page: download the reference, set up, upload a deliverable and a log (or give the
     shared-session link, for agents whose log is one), review and submit."""
     episode = re.search(r"/episodes/(\d+)/setup/", page)
@@ -201,69 +142,32 @@ def work_task(
     episode_path = f"/episodes/{episode.group(1)}"
     reference = re.search(rf"{episode_path}/reference/(\d+)/", page)
     if reference is not None:
-        _expect(
-            http.request("reference-download", "GET", f"{episode_path}/reference/{reference.group(1)}/"),
-            "reference-download",
-            200,
-        )
+        _expect(http.request("reference-download", "GET", f"{episode_path}/reference/{reference.group(1)}/"),
+                "reference-download", 200)
     pause(10)
-    _expect(
-        http.request(
-            "setup", "POST", f"{episode_path}/setup/", data={"prior_experience": "few", "ready": "on"}, headers=csrf()
-        ),
-        "setup",
-        302,
-    )
+    _expect(http.request("setup", "POST", f"{episode_path}/setup/",
+                         data={"prior_experience": "few", "ready": "on"}, headers=csrf()), "setup", 302)
     pause(30)
-    uploads = (
-        ("deliverable", f"report-{position}.csv", deliverable_bytes),
-        ("log", f"session-log-{position}.txt", log_bytes),
-    )
+    uploads = (("deliverable", f"report-{position}.csv", deliverable_bytes),
+               ("log", f"session-log-{position}.txt", log_bytes))
     for kind, name, size in uploads:
         files = {"file": (name, payload(recruit.worker_id, name, size), "application/octet-stream")}
-        _expect(
-            http.request(
-                "upload",
-                "POST",
-                f"{episode_path}/files/",
-                data={"kind": kind},
-                files=files,
-                headers={**csrf(), "Accept": "application/json"},
-            ),
-            "upload",
-            200,
-            201,
-        )
+        _expect(http.request("upload", "POST", f"{episode_path}/files/", data={"kind": kind}, files=files,
+                             headers={**csrf(), "Accept": "application/json"}), "upload", 200, 201)
     pause(5)
     review = _text(_expect(http.request("review", "GET", f"{episode_path}/submit/"), "review", 200))
     if "shared-session link" in review:  # agents whose log is a share link, not a file
-        _expect(
-            http.request(
-                "log",
-                "POST",
-                f"{episode_path}/log/",
-                data={"share_url": f"https://manus.im/share/{recruit.worker_id}", "notes": "ok"},
-                headers={**csrf(), "Accept": "application/json"},
-            ),
-            "log",
-            200,
-        )
+        _expect(http.request("log", "POST", f"{episode_path}/log/",
+                             data={"share_url": f"https://manus.im/share/{recruit.worker_id}", "notes": "ok"},
+                             headers={**csrf(), "Accept": "application/json"}), "log", 200)
     pause(5)
     submitted = _expect(http.request("submit", "POST", f"{episode_path}/submit/", headers=csrf()), "submit", 302)
     if "#" in submitted.headers.get("Location", ""):  # sent back to a section of the task page: refused
         raise FlowError(f"submit of task {position}: refused ({submitted.headers['Location']})")
 
 
-def keep_working(
-    http: Http,
-    recruit: Recruit,
-    *,
-    last_position: int,
-    pause,
-    deliverable_bytes: int,
-    log_bytes: int,
-    until: Callable[[], bool] = lambda: False,
-) -> None:
+def keep_working(http: Http, recruit: Recruit, *, last_position: int, pause,
+                 deliverable_bytes: int, log_bytes: int, until: Callable[[], bool] = lambda: False) -> None:
     """Steady state after the launch journey (task 2 left open): finish task 2, then open and finish each
     next task up to ``last_position`` (the study's session), until ``until()`` says stop."""
     base = f"/study/{recruit.study_slug}"
@@ -271,9 +175,7 @@ def keep_working(
     for position in range(2, last_position + 1):
         if until():
             return
-        page = (
-            _text(_expect(http.request("task", "GET", f"{base}/tasks/2/"), "task", 200))
-            if position == 2
-            else open_task(http, base, position, csrf, pause)
-        )
-        work_task(http, recruit, page, position, csrf, pause, deliverable_bytes=deliverable_bytes, log_bytes=log_bytes)
+        page = (_text(_expect(http.request("task", "GET", f"{base}/tasks/2/"), "task", 200)) if position == 2
+                else open_task(http, base, position, csrf, pause))
+        work_task(http, recruit, page, position, csrf, pause, deliverable_bytes=deliverable_bytes,
+                  log_bytes=log_bytes)

@@ -62,15 +62,9 @@ class LocustHttp:
         for attempt in range(4):
             started = time.perf_counter()
             response = self.user.client.request(
-                method,
-                path,
-                name=step,
-                params=data if method == "GET" else None,
-                data=None if method == "GET" else data,
-                files=files,
-                headers=headers or {},
-                allow_redirects=False,
-            )
+                method, path, name=step, params=data if method == "GET" else None,
+                data=None if method == "GET" else data, files=files, headers=headers or {},
+                allow_redirects=False)
             self._record(step, response, time.perf_counter() - started)
             if response.status_code != 503 or attempt == 3:
                 break
@@ -82,16 +76,9 @@ class LocustHttp:
 
     def _record(self, step: str, response, seconds: float) -> None:
         timing = _TIMING.search(response.headers.get("Server-Timing", ""))
-        RESULTS["requests"].append(
-            [
-                step,
-                round(seconds * 1000, 2),
-                response.status_code,
-                float(timing.group(1)) if timing else None,
-                int(timing.group(2)) if timing else None,
-                time.time(),
-            ]
-        )
+        RESULTS["requests"].append([step, round(seconds * 1000, 2), response.status_code,
+                                    float(timing.group(1)) if timing else None,
+                                    int(timing.group(2)) if timing else None, time.time()])
 
     def _static(self, html: str) -> None:
         for url in _STATIC.findall(html):
@@ -151,15 +138,8 @@ class Recruit_(HttpUser):
         uploading 5 MB deliverables, until the run's duration is over."""
         deadline = _started["wall"] + PLAN["duration"]
         try:
-            keep_working(
-                LocustHttp(self),
-                recruit,
-                last_position=PLAN.get("tasks_per_session", 5),
-                pause=_pause,
-                deliverable_bytes=5 << 20,
-                log_bytes=200 * 1024,
-                until=lambda: time.time() >= deadline,
-            )
+            keep_working(LocustHttp(self), recruit, last_position=PLAN.get("tasks_per_session", 5), pause=_pause,
+                         deliverable_bytes=5 << 20, log_bytes=200 * 1024, until=lambda: time.time() >= deadline)
         except FlowError as exc:
             RESULTS["errors"].append(f"steady {exc}")
 
@@ -172,17 +152,9 @@ class Staff(HttpUser):
 
     def on_start(self) -> None:
         self.client.get("/admin/login/", name="staff-login-page")
-        self.client.post(
-            "/admin/login/",
-            name="staff-login",
-            allow_redirects=False,
-            data={
-                "username": PLAN["staff_username"],
-                "password": PLAN["staff_password"],
-                "next": "/admin/",
-                "csrfmiddlewaretoken": self.client.cookies.get("csrftoken", ""),
-            },
-        )
+        self.client.post("/admin/login/", name="staff-login", allow_redirects=False, data={
+            "username": PLAN["staff_username"], "password": PLAN["staff_password"], "next": "/admin/",
+            "csrfmiddlewaretoken": self.client.cookies.get("csrftoken", "")})
         self.http = LocustHttp(self)
 
     @task

@@ -35,13 +35,8 @@ def prepare_study(*, arrivals: int, tasks_each: int | None = 2) -> Any:
 
     # Every recruit picks the same occupation, whose sector (with its fallbacks) has only a few tasks, and
     # earlier runs already used some capacity: leave room for every task an arrival takes on any single task.
-    taken = (
-        TaskInstance.objects.filter(studies=study)
-        .annotate(n=Count("episodes"))
-        .order_by("-n")
-        .values_list("n", flat=True)
-        .first()
-    ) or 0
+    taken = (TaskInstance.objects.filter(studies=study).annotate(n=Count("episodes"))
+             .order_by("-n").values_list("n", flat=True).first()) or 0
     study.status = Study.Status.RECRUITING
     each = study.tasks_per_session if tasks_each is None else tasks_each
     study.max_episodes_per_task = max(study.max_episodes_per_task, taken + each * arrivals + 10)
@@ -52,14 +47,8 @@ def prepare_study(*, arrivals: int, tasks_each: int | None = 2) -> Any:
 def recruits(study: Any, *, run: str, count: int) -> list[Recruit]:
     from studies.invitations import personal_invite_path
 
-    return [
-        Recruit(
-            join_path=personal_invite_path(study=study, platform=PLATFORM, worker_id=f"{run}-{n}"),
-            worker_id=f"{run}-{n}",
-            study_slug=study.slug,
-        )
-        for n in range(count)
-    ]
+    return [Recruit(join_path=personal_invite_path(study=study, platform=PLATFORM, worker_id=f"{run}-{n}"),
+                    worker_id=f"{run}-{n}", study_slug=study.slug) for n in range(count)]
 
 
 def survey_spec(study: Any) -> dict[str, Any]:
@@ -83,10 +72,8 @@ def survey_spec(study: Any) -> dict[str, Any]:
             answers[question.code] = "7"
         else:
             answers[question.code] = "Spreadsheets and reports."
-    occupation = (
-        occupations_offered(study).filter(title__icontains="account").order_by("pk").first()
+    occupation = occupations_offered(study).filter(title__icontains="account").order_by("pk").first() \
         or occupations_offered(study).order_by("pk").first()
-    )
     return {"answers": answers, "occupation_id": occupation.pk, "occupation_query": occupation.title.split()[0]}
 
 
@@ -95,18 +82,15 @@ def integrity_check(study: Any, *, run: str, arrivals: int) -> dict[str, Any]:
     task, no duplicates."""
     from studies.models import Episode, EpisodeFile, Participant, ParticipantIdentity, Payment
 
-    identities = list(
-        ParticipantIdentity.objects.filter(
-            study=study, platform=PLATFORM, platform_worker_id__startswith=f"{run}-"
-        ).values_list("platform_worker_id", "participant_id")
-    )
+    identities = list(ParticipantIdentity.objects.filter(study=study, platform=PLATFORM,
+                                                         platform_worker_id__startswith=f"{run}-")
+                      .values_list("platform_worker_id", "participant_id"))
     ids = Counter(worker_id for worker_id, _ in identities)
     participants = Participant.objects.filter(pk__in=[p for _, p in identities])
     episodes = Episode.objects.filter(participant__in=participants)
     submitted = list(episodes.filter(submitted_at__isnull=False).values_list("pk", flat=True))
-    payments = Counter(
-        Payment.objects.filter(episode_id__in=submitted, kind=Payment.Kind.TASK).values_list("episode_id", flat=True)
-    )
+    payments = Counter(Payment.objects.filter(episode_id__in=submitted, kind=Payment.Kind.TASK)
+                       .values_list("episode_id", flat=True))
     worker_of = {p: w for w, p in identities}
     files = EpisodeFile.objects.filter(episode__in=episodes).select_related("episode")
     mismatched, checked, stored_bytes = [], 0, 0
@@ -116,35 +100,22 @@ def integrity_check(study: Any, *, run: str, arrivals: int) -> dict[str, Any]:
             data = handle.read()
         checked += 1
         stored_bytes += len(data)
-        if (
-            hashlib.sha256(data).hexdigest() != hashlib.sha256(expected).hexdigest()
-            or record.sha256 != hashlib.sha256(expected).hexdigest()
-        ):
+        if hashlib.sha256(data).hexdigest() != hashlib.sha256(expected).hexdigest() or record.sha256 != \
+                hashlib.sha256(expected).hexdigest():
             mismatched.append(record.pk)
     duplicate_files = [k for k, n in Counter(files.values_list("episode_id", "kind", "name")).items() if n > 1]
     positions = [k for k, n in Counter(episodes.values_list("participant_id", "position")).items() if n > 1]
     report = {
-        "arrivals": arrivals,
-        "platform_ids": len(ids),
-        "participants": participants.count(),
+        "arrivals": arrivals, "platform_ids": len(ids), "participants": participants.count(),
         "duplicate_platform_ids": sum(1 for n in ids.values() if n > 1),
-        "episodes": episodes.count(),
-        "submitted": len(submitted),
+        "episodes": episodes.count(), "submitted": len(submitted),
         "payments_per_submitted_task": dict(Counter(payments.get(pk, 0) for pk in submitted)),
-        "files_checked": checked,
-        "file_bytes": stored_bytes,
-        "files_not_identical": len(mismatched),
-        "duplicate_files": len(duplicate_files),
-        "duplicate_positions": len(positions),
+        "files_checked": checked, "file_bytes": stored_bytes, "files_not_identical": len(mismatched),
+        "duplicate_files": len(duplicate_files), "duplicate_positions": len(positions),
     }
-    report["ok"] = (
-        report["participants"] == report["platform_ids"]
-        and not report["duplicate_platform_ids"]
-        and set(report["payments_per_submitted_task"]) <= {1}
-        and not mismatched
-        and not duplicate_files
-        and not positions
-    )
+    report["ok"] = (report["participants"] == report["platform_ids"] and not report["duplicate_platform_ids"]
+                    and set(report["payments_per_submitted_task"]) <= {1} and not mismatched
+                    and not duplicate_files and not positions)
     return report
 
 

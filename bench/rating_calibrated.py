@@ -150,7 +150,9 @@ def run_task() -> dict[str, Any]:
         "max_rss": _rss(),
         "hyper": {k: round(v["estimate"], 4) for k, v in fit.hyper.items()},
         "compare_s": time.perf_counter() - t0,
-        "compare": [{"model": r["model"], "aic": round(r["aic"], 1), "p_value": r["p_value"]} for r in rows],
+        "compare": [
+            {"model": r["model"], "aic": round(r["aic"], 1), "p_value": r["p_value"]} for r in rows
+        ],
     }
 
 

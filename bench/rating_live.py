@@ -62,8 +62,7 @@ def _load() -> str:
 def _bench_task(study: m.Study) -> m.TaskInstance:
     sector, _ = m.Sector.objects.get_or_create(code="bench-live", defaults={"name": "Bench live updates"})
     task, _ = m.TaskInstance.objects.get_or_create(
-        title="live update bench task", sector=sector, defaults={"prompt": "Bench task."}
-    )
+        title="live update bench task", sector=sector, defaults={"prompt": "Bench task."})
     task.studies.add(study)
     return task
 
@@ -73,25 +72,9 @@ def _worker() -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = open(ROOT / "var" / "bench-rating-live-worker.log", "w")  # noqa: SIM115 -- kept open for the child
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "studyapp",
-            "worker",
-            "-Q",
-            "default,grading,rating",
-            "-c",
-            "2",
-            "--loglevel",
-            "INFO",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        [sys.executable, "-m", "celery", "-A", "studyapp", "worker", "-Q", "default,grading,rating", "-c", "2",
+         "--loglevel", "INFO"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -113,9 +96,8 @@ def _chain_check(study: m.Study) -> float:
     position[keys] = np.arange(state.n_agents)
     codes = position[arrays.agent_ids]
     low = int(arrays.participant_ids.min())
-    terms = participant_terms(
-        codes, arrays.participant_ids - low, arrays.y, arrays.w, state.n_agents, state.gammas, compact=True
-    )
+    terms = participant_terms(codes, arrays.participant_ids - low, arrays.y, arrays.w, state.n_agents, state.gammas,
+                              compact=True)
     solved = dataclasses.replace(state, terms=terms).posterior()
     rows = dict(EntityRating.objects.filter(snapshot=row.snapshot, entity_kind="agent").values_list("entity_id", "mu"))
     stored = np.array([rows[int(k)] for k in keys.tolist()])
@@ -142,11 +124,8 @@ def main() -> None:
         print(f"refit v{snapshot.version}: {time.perf_counter() - t0:.1f} s  {snapshot.timings}  load {_load()}")
     rng = np.random.default_rng(args.seed)
     agents = list(m.Agent.objects.filter(observations__study=study).distinct().values_list("pk", flat=True)[:100])
-    people = list(
-        m.Participant.objects.filter(study=study, episodes__isnull=True)
-        .order_by("?")
-        .values_list("pk", flat=True)[: args.grades]
-    )
+    people = list(m.Participant.objects.filter(study=study, episodes__isnull=True).order_by("?")
+                  .values_list("pk", flat=True)[:args.grades])
     task = _bench_task(study)
     worker = _worker()
     base = selectors.latest_snapshot(study)
@@ -158,13 +137,8 @@ def main() -> None:
 
     def poll() -> None:
         while not stop.is_set():
-            latest = (
-                RatingSnapshot.objects.filter(study=study)
-                .order_by("-version")
-                .values_list("n_observations", flat=True)
-                .first()
-                or 0
-            )
+            latest = RatingSnapshot.objects.filter(study=study).order_by("-version").values_list(
+                "n_observations", flat=True).first() or 0
             now = time.perf_counter()
             for i in range(min(latest - n0, args.grades)):
                 if seen[i] is None and committed[i]:
@@ -179,12 +153,8 @@ def main() -> None:
         for i in range(args.grades):
             time.sleep(max(0.0, start + i * args.interval - time.perf_counter()))
             episode = m.Episode.objects.create(
-                participant_id=people[i],
-                study=study,
-                agent_id=int(rng.choice(agents)),
-                task=task,
-                position=1,
-                status=m.Episode.Status.GRADED,
+                participant_id=people[i], study=study, agent_id=int(rng.choice(agents)), task=task,
+                position=1, status=m.Episode.Status.GRADED,
                 auto_score=float(np.round(rng.uniform(20, 95), 3)),
             )
             committed[i] = time.perf_counter()
@@ -199,32 +169,23 @@ def main() -> None:
         worker.wait(60)
     latencies = np.array([s - c for s, c in zip(seen, committed, strict=True) if s is not None])
     missing = sum(s is None for s in seen)
-    updates = list(
-        RatingSnapshot.objects.filter(study=study, version__gt=base.version)
-        .order_by("version")
-        .values_list("produced_by", "timings")
-    )
+    updates = list(RatingSnapshot.objects.filter(study=study, version__gt=base.version).order_by("version")
+                   .values_list("produced_by", "timings"))
     kinds = {kind: sum(1 for k, _ in updates if k == kind) for kind in ("update", "refit")}
     totals = np.array([t.get("total_ms", 0.0) for k, t in updates if k == "update"])
     p95 = float(np.percentile(latencies, 95)) if latencies.size else float("inf")
     verdict = "PASS" if p95 <= TARGET_P95 and not missing else "MISS"
-    print(
-        f"{args.grades} grades, one per {args.interval * 1000:.0f} ms: grade -> leaderboard p50 "
-        f"{np.percentile(latencies, 50):.2f} s  p95 {p95:.2f} s  max {latencies.max():.2f} s  "
-        f"[{verdict} p95 <= {TARGET_P95:.0f} s]  never seen: {missing}"
-    )
-    print(
-        f"snapshots written: {kinds['update']} live updates, {kinds['refit']} refits; live update total "
-        f"median {np.median(totals) if totals.size else float('nan'):.0f} ms, max "
-        f"{totals.max() if totals.size else float('nan'):.0f} ms"
-    )
+    print(f"{args.grades} grades, one per {args.interval * 1000:.0f} ms: grade -> leaderboard p50 "
+          f"{np.percentile(latencies, 50):.2f} s  p95 {p95:.2f} s  max {latencies.max():.2f} s  "
+          f"[{verdict} p95 <= {TARGET_P95:.0f} s]  never seen: {missing}")
+    print(f"snapshots written: {kinds['update']} live updates, {kinds['refit']} refits; live update total "
+          f"median {np.median(totals) if totals.size else float('nan'):.0f} ms, max "
+          f"{totals.max() if totals.size else float('nan'):.0f} ms")
     if updates:
         print(f"last update's timings: {updates[-1][1]}")
     gap = _chain_check(study)
-    print(
-        f"chain vs a solve of the final ledger at the same variance components: max |delta mu| = "
-        f"{gap:.2e}  [{'PASS' if gap <= 1e-9 else 'MISS'} <= 1e-9]"
-    )
+    print(f"chain vs a solve of the final ledger at the same variance components: max |delta mu| = "
+          f"{gap:.2e}  [{'PASS' if gap <= 1e-9 else 'MISS'} <= 1e-9]")
     print(f"load average {_load()}")
 
 

@@ -58,11 +58,9 @@ class Upload:
     def __init__(self, name: str, total: int, rate: float) -> None:
         self.name, self.total, self.rate = name, total, rate
         self.sha256 = hashlib.sha256()
-        self.head = (
-            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="kind"\r\n\r\ndeliverable\r\n'
-            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-            "Content-Type: text/plain\r\n\r\n"
-        ).encode()
+        self.head = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"kind\"\r\n\r\ndeliverable\r\n"
+                     f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+                     "Content-Type: text/plain\r\n\r\n").encode()
         self.tail = f"\r\n--{BOUNDARY}--\r\n".encode()
         line = f"{name} slow upload line\n".encode()
         self.piece = (line * (PIECE // len(line) + 1))[:PIECE]
@@ -81,16 +79,11 @@ class Upload:
         yield self.tail
 
     def send(self, http, url: str, csrf: str):
-        return http.post(
-            url,
-            content=self.body(),
-            headers={
-                "X-CSRFToken": csrf,
-                "Accept": "application/json",
-                "Content-Type": f"multipart/form-data; boundary={BOUNDARY}",
-                "Content-Length": str(len(self.head) + self.total + len(self.tail)),
-            },
-        )
+        return http.post(url, content=self.body(), headers={
+            "X-CSRFToken": csrf, "Accept": "application/json",
+            "Content-Type": f"multipart/form-data; boundary={BOUNDARY}",
+            "Content-Length": str(len(self.head) + self.total + len(self.tail)),
+        })
 
 
 def measure(world: dict, database_name: str, args: argparse.Namespace) -> dict:
@@ -105,48 +98,34 @@ def measure(world: dict, database_name: str, args: argparse.Namespace) -> dict:
     db = connection.settings_dict
     port = _free_port()
     env = dict(os.environ)
-    env.update(
-        {
-            "DATABASE_URL": (
-                f"postgres://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:"
-                f"{db.get('PORT') or 5432}/{database_name}"
-            ),
-            "DJANGO_DEBUG": "0",
-            "VAR_DIR": str(settings.VAR_DIR),
-            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-            "GUNICORN_BIND": f"127.0.0.1:{port}",
-            "GUNICORN_TIMEOUT": str(args.timeout),
-            "UPLOAD_MAX_FILE_BYTES": str(max(2 * 2**30, (args.upload_mb + 16) * 2**20)),
-            "UPLOAD_MAX_EPISODE_BYTES": str(max(4 * 2**30, (args.upload_mb + 256) * 2**20)),
-        }
-    )
+    env.update({
+        "DATABASE_URL": (f"postgres://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:"
+                         f"{db.get('PORT') or 5432}/{database_name}"),
+        "DJANGO_DEBUG": "0", "VAR_DIR": str(settings.VAR_DIR), "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        "GUNICORN_BIND": f"127.0.0.1:{port}", "GUNICORN_TIMEOUT": str(args.timeout),
+        "UPLOAD_MAX_FILE_BYTES": str(max(2 * 2**30, (args.upload_mb + 16) * 2**20)),
+        "UPLOAD_MAX_EPISODE_BYTES": str(max(4 * 2**30, (args.upload_mb + 256) * 2**20)),
+    })
     if connection.vendor != "postgresql":
         env.pop("DATABASE_URL")
         env["SQLITE_PATH"] = database_name
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally block below
-    server = subprocess.Popen(
-        [sys.executable, "-m", *_web_command()], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
+    server = subprocess.Popen([sys.executable, "-m", *_web_command()], cwd=ROOT, env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for_web(base)
         http, csrf = signed_in_worker(world, base, timeout=None)
         signed_in = dict(http.cookies)
         url = reverse("worker:episode-upload", args=[world["episode"].pk])
-        http.post(
-            url,
-            headers={"X-CSRFToken": csrf, "Accept": "application/json"},
-            data={"kind": "deliverable"},
-            files={"file": ("warm.txt", b"warm up\n" * 4096, "text/plain")},
-        ).raise_for_status()
+        http.post(url, headers={"X-CSRFToken": csrf, "Accept": "application/json"}, data={"kind": "deliverable"},
+                  files={"file": ("warm.txt", b"warm up\n" * 4096, "text/plain")}).raise_for_status()
         workers = _children(server.pid)
         before = {pid: _status(pid)["VmRSS"] for pid in workers}
 
         big = Upload("recording.txt", args.upload_mb * 2**20, args.rate_mb * 2**20)
-        others = [
-            Upload(f"slow-{i}.txt", 16 * 2**20, 16 * 2**20 / (args.upload_mb / args.rate_mb))
-            for i in range(args.slow_clients)
-        ]
+        others = [Upload(f"slow-{i}.txt", 16 * 2**20, 16 * 2**20 / (args.upload_mb / args.rate_mb))
+                  for i in range(args.slow_clients)]
         replies: dict[str, httpx.Response] = {}
 
         def send(upload: Upload) -> None:
@@ -182,25 +161,18 @@ def measure(world: dict, database_name: str, args: argparse.Namespace) -> dict:
         log.seek(0)
         output = log.read().decode(errors="replace")
         return {
-            "file_mb": args.upload_mb,
-            "rate_mb_s": args.rate_mb,
-            "worker_timeout_s": args.timeout,
-            "seconds": round(seconds, 1),
-            "ok": bool(reply.get("ok")),
-            "stored_bytes": record.size,
+            "file_mb": args.upload_mb, "rate_mb_s": args.rate_mb, "worker_timeout_s": args.timeout,
+            "seconds": round(seconds, 1), "ok": bool(reply.get("ok")), "stored_bytes": record.size,
             "intact": record.sha256 == digest.hexdigest() == big.sha256.hexdigest(),
             "other_slow_uploads_ok": sum(replies[u.name].status_code == 200 for u in others),
             "other_slow_uploads": len(others),
             "workers_replaced": sorted(after) != sorted(workers),
             "worker_timeouts_logged": output.count("WORKER TIMEOUT"),
             "max_growth_mb": round(max(after[pid] - before[pid] for pid in after) / 2**20, 1),
-            "page_during_uploads": {
-                "requests": len(latencies),
-                "failures": failures,
-                "p50_ms": round(statistics.median(latencies), 1),
-                "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 1),
-                "max_ms": round(latencies[-1], 1),
-            },
+            "page_during_uploads": {"requests": len(latencies), "failures": failures,
+                                    "p50_ms": round(statistics.median(latencies), 1),
+                                    "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 1),
+                                    "max_ms": round(latencies[-1], 1)},
             "targets": {"max_growth_mb": 64, "page_p95_ms": 1000},
         }
     finally:

@@ -68,12 +68,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recruits", type=int, default=3)
     parser.add_argument("--staff-refreshes", type=int, default=5)
-    parser.add_argument(
-        "--cohorts",
-        type=int,
-        default=1,
-        help="also print each step's median CPU per cohort of recruits (does a page's cost grow with the study?)",
-    )
+    parser.add_argument("--cohorts", type=int, default=1,
+                        help="also print each step's median CPU per cohort of recruits (does a page's cost grow "
+                             "with the study?)")
     args = parser.parse_args()
 
     import django
@@ -106,10 +103,8 @@ def main() -> None:
 
     staff = Client()
     staff.force_login(get_user_model().objects.get(username="demo-staff"))
-    for name, url in (
-        ("staff-overview", reverse("dashboard:overview", args=[study.slug])),
-        ("staff-leaderboard", reverse("dashboard:leaderboard", args=[study.slug])),
-    ):
+    for name, url in (("staff-overview", reverse("dashboard:overview", args=[study.slug])),
+                      ("staff-leaderboard", reverse("dashboard:leaderboard", args=[study.slug]))):
         probe = ProfiledClient(samples)
         probe.client = staff
         for _ in range(args.staff_refreshes):
@@ -118,32 +113,19 @@ def main() -> None:
     rows = {}
     for step, values in samples.items():
         cpu = [c for c, _ in values]
-        rows[step] = {
-            "n": len(values),
-            "cpu_ms_median": round(statistics.median(cpu), 1),
-            "cpu_ms_max": round(max(cpu), 1),
-            "queries_max": max(q for _, q in values),
-        }
+        rows[step] = {"n": len(values), "cpu_ms_median": round(statistics.median(cpu), 1),
+                      "cpu_ms_max": round(max(cpu), 1), "queries_max": max(q for _, q in values)}
     worker = [c for step, values in samples.items() if not step.startswith("staff") for c, _ in values]
     growth = {}
     if len(by_cohort) > 1:
-        growth = {
-            step: [round(statistics.median(c for c, _ in cohort[step]), 1) for cohort in by_cohort]
-            for step in by_cohort[0]
-        }
-    print(
-        json.dumps(
-            {
-                "steps": rows,
-                **({"cpu_ms_median_by_cohort": growth, "cohort_size": cohort_size} if growth else {}),
-                "worker_request_cpu_ms_median": round(statistics.median(worker), 1),
-                "target_cpu_ms": TARGET_CPU_MS,
-                "load": [round(x, 2) for x in os.getloadavg()],
-                "cpus": os.cpu_count(),
-            },
-            indent=1,
-        )
-    )
+        growth = {step: [round(statistics.median(c for c, _ in cohort[step]), 1) for cohort in by_cohort]
+                  for step in by_cohort[0]}
+    print(json.dumps({
+        "steps": rows,
+        **({"cpu_ms_median_by_cohort": growth, "cohort_size": cohort_size} if growth else {}),
+        "worker_request_cpu_ms_median": round(statistics.median(worker), 1), "target_cpu_ms": TARGET_CPU_MS,
+        "load": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+    }, indent=1))
 
 
 if __name__ == "__main__":

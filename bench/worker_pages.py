@@ -47,11 +47,8 @@ def setup_database() -> tuple[str, str]:
     from django.db import connection
 
     original = connection.settings_dict["NAME"]
-    name = (
-        f"bench_worker_{os.getpid()}"
-        if connection.vendor == "postgresql"
-        else str(Path(settings.VAR_DIR) / "bench-worker.sqlite3")
-    )
+    name = (f"bench_worker_{os.getpid()}" if connection.vendor == "postgresql"
+            else str(Path(settings.VAR_DIR) / "bench-worker.sqlite3"))
     connection.settings_dict.setdefault("TEST", {})["NAME"] = name
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     return name, original
@@ -66,120 +63,69 @@ def fill(episodes: int) -> dict:
     from studies import models as m
     from studies.roles import WORKER, grant_role
 
-    study = m.Study.objects.create(
-        name="Bench study",
-        slug="bench",
-        status=m.Study.Status.RECRUITING,
-        max_episodes_per_task=10**6,
-        task_time_limit_minutes=120,
-    )
-    consent = m.ConsentVersion.objects.create(
-        study=study, version=1, text="Bench consent.", llm_providers=["openai", "anthropic"]
-    )
+    study = m.Study.objects.create(name="Bench study", slug="bench", status=m.Study.Status.RECRUITING,
+                                   max_episodes_per_task=10**6, task_time_limit_minutes=120)
+    consent = m.ConsentVersion.objects.create(study=study, version=1, text="Bench consent.",
+                                              llm_providers=["openai", "anthropic"])
     sector = m.Sector.objects.create(code="bench", name="Bench sector")
     occupation = m.Occupation.objects.create(soc_code="13-2011.00", title="Accountants and Auditors", sector=sector)
-    agents = [
-        m.Agent.objects.create(
-            name=f"Agent {i}",
-            slug=f"agent-{i}",
-            setup_guide="## Install\n\n1. Download\n2. Run `agent --version`\n" * 3,
-        )
-        for i in range(AGENTS)
-    ]
+    agents = [m.Agent.objects.create(name=f"Agent {i}", slug=f"agent-{i}",
+                                     setup_guide="## Install\n\n1. Download\n2. Run `agent --version`\n" * 3)
+              for i in range(AGENTS)]
     study.agents.add(*agents)
-    tasks = m.TaskInstance.objects.bulk_create(
-        [
-            m.TaskInstance(
-                title=f"Task {i}",
-                prompt="Prepare the report described in the attached files. " * 20,
-                sector=sector,
-                expected_deliverables=["report.docx", "summary.xlsx"],
-                hidden_info="gold notes " * 50,
-            )
-            for i in range(TASKS)
-        ]
-    )
+    tasks = m.TaskInstance.objects.bulk_create([
+        m.TaskInstance(title=f"Task {i}", prompt="Prepare the report described in the attached files. " * 20,
+                       sector=sector, expected_deliverables=["report.docx", "summary.xlsx"],
+                       hidden_info="gold notes " * 50)
+        for i in range(TASKS)
+    ])
     m.TaskInstance.studies.through.objects.bulk_create(
-        [m.TaskInstance.studies.through(taskinstance_id=t.pk, study_id=study.pk) for t in tasks]
-    )
+        [m.TaskInstance.studies.through(taskinstance_id=t.pk, study_id=study.pk) for t in tasks])
     participants_needed = episodes // POSITIONS + 1
     now = timezone.now()
     batch = 5000
     created = 0
     for start in range(0, participants_needed, batch):
-        people = m.Participant.objects.bulk_create(
-            [
-                m.Participant(
-                    study=study,
-                    status=m.Participant.Status.WORKING,
-                    occupation=occupation,
-                    consent_version=consent,
-                    consented_at=now,
-                    pseudonym=f"P-B{start + i:09d}",
-                )
-                for i in range(min(batch, participants_needed - start))
-            ]
-        )
+        people = m.Participant.objects.bulk_create([
+            m.Participant(study=study, status=m.Participant.Status.WORKING, occupation=occupation,
+                          consent_version=consent, consented_at=now, pseudonym=f"P-B{start + i:09d}")
+            for i in range(min(batch, participants_needed - start))
+        ])
         rows = []
         for person_index, person in enumerate(people, start=start):
             for position in range(1, POSITIONS + 1):
                 if created + len(rows) >= episodes:
                     break
-                rows.append(
-                    m.Episode(
-                        participant=person,
-                        study=study,
-                        agent=agents[(person_index + position) % AGENTS],
-                        task=tasks[(person_index * POSITIONS + position) % TASKS],
-                        position=position,
-                        status=m.Episode.Status.SUBMITTED,
-                        started_at=now,
-                        submitted_at=now,
-                    )
-                )
+                rows.append(m.Episode(
+                    participant=person, study=study, agent=agents[(person_index + position) % AGENTS],
+                    task=tasks[(person_index * POSITIONS + position) % TASKS], position=position,
+                    status=m.Episode.Status.SUBMITTED, started_at=now, submitted_at=now,
+                ))
         m.Episode.objects.bulk_create(rows, batch_size=batch)
         created += len(rows)
 
     user = get_user_model().objects.create_user("bench-worker", password="bench-Pass-8472")
     grant_role(user, WORKER)
-    worker = m.Participant.objects.create(
-        study=study,
-        user=user,
-        status=m.Participant.Status.WORKING,
-        occupation=occupation,
-        consent_version=consent,
-        consented_at=now,
-    )
+    worker = m.Participant.objects.create(study=study, user=user, status=m.Participant.Status.WORKING,
+                                         occupation=occupation, consent_version=consent, consented_at=now)
     m.ParticipantIdentity.objects.create(participant=worker, study=study)
     task = tasks[0]
-    for name, content in (
-        ("data.xlsx", b"PK\x03\x04" + b"\x00" * 4096),
-        ("brief.pdf", b"%PDF-1.4\n" + b"x" * 4096),
-        ("notes.txt", b"Reference notes\n" * 200),
-        ("gold.txt", b"hidden"),
-    ):
+    for name, content in (("data.xlsx", b"PK\x03\x04" + b"\x00" * 4096), ("brief.pdf", b"%PDF-1.4\n" + b"x" * 4096),
+                          ("notes.txt", b"Reference notes\n" * 200), ("gold.txt", b"hidden")):
         kind = m.TaskFile.Kind.HIDDEN if name == "gold.txt" else m.TaskFile.Kind.REFERENCE
         record = m.TaskFile(task=task, kind=kind, name=name, size=len(content))
         record.file.save(name, ContentFile(content), save=False)
         record.save()
-    episode = m.Episode.objects.create(
-        participant=worker,
-        study=study,
-        agent=agents[0],
-        task=task,
-        position=1,
-        status=m.Episode.Status.IN_PROGRESS,
-        started_at=now,
-        prior_experience="few",
-        ready_at=now,
-        deadline_at=now + timezone.timedelta(hours=2),
-    )
+    episode = m.Episode.objects.create(participant=worker, study=study, agent=agents[0], task=task, position=1,
+                                       status=m.Episode.Status.IN_PROGRESS, started_at=now, prior_experience="few",
+                                       ready_at=now, deadline_at=now + timezone.timedelta(hours=2))
     for name in ("report.docx", "summary.xlsx", "session-log.txt"):
         kind = m.EpisodeFile.Kind.LOG if name.endswith(".txt") else m.EpisodeFile.Kind.DELIVERABLE
         record = m.EpisodeFile(episode=episode, kind=kind, name=name, size=10, sha256="0" * 64)
         record.file.save(name, ContentFile(b"PK\x03\x04" + b"\x00" * 6), save=False)
         record.save()
-    return {"user": user, "episode": episode, "study": study, "episodes_in_db": m.Episode.objects.count()}
+    return {"user": user, "episode": episode, "study": study,
+            "episodes_in_db": m.Episode.objects.count()}
 
 
 def measure_task_page(world: dict, requests: int) -> dict:
@@ -277,42 +223,19 @@ def measure_upload(world: dict, database_name: str, megabytes: int) -> dict:
     env = dict(os.environ)
     if connection.vendor == "postgresql":
         db = connection.settings_dict
-        env["DATABASE_URL"] = (
-            f"postgres://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:"
-            f"{db.get('PORT') or 5432}/{database_name}"
-        )
+        env["DATABASE_URL"] = (f"postgres://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:"
+                               f"{db.get('PORT') or 5432}/{database_name}")
     else:
         env.pop("DATABASE_URL", None)
         env["SQLITE_PATH"] = database_name
-    env.update(
-        {
-            "DJANGO_DEBUG": "0",
-            "VAR_DIR": str(settings.VAR_DIR),
-            "UPLOAD_MAX_FILE_BYTES": str(max(2 * 2**30, (megabytes + 16) * 2**20)),
-            "UPLOAD_MAX_EPISODE_BYTES": str(max(4 * 2**30, (megabytes + 64) * 2**20)),
-        }
-    )
+    env.update({"DJANGO_DEBUG": "0", "VAR_DIR": str(settings.VAR_DIR),
+                "UPLOAD_MAX_FILE_BYTES": str(max(2 * 2**30, (megabytes + 16) * 2**20)),
+                "UPLOAD_MAX_EPISODE_BYTES": str(max(4 * 2**30, (megabytes + 64) * 2**20))})
     port = _free_port()
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally block below
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "studyapp.wsgi",
-            "-w",
-            "1",
-            "-k",
-            "sync",
-            "--timeout",
-            "900",
-            "-b",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "gunicorn", "studyapp.wsgi", "-w", "1", "-k", "sync", "--timeout", "900",
+         "-b", f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -322,20 +245,14 @@ def measure_upload(world: dict, database_name: str, megabytes: int) -> dict:
         with contextlib.closing(http):
             upload_url = reverse("worker:episode-upload", args=[world["episode"].pk])
             headers = {"X-CSRFToken": token, "Accept": "application/json"}
-            warm = http.post(
-                upload_url,
-                headers=headers,
-                data={"kind": "deliverable"},
-                files={"file": ("warmup.txt", b"warm up\n" * 1000, "text/plain")},
-            )
+            warm = http.post(upload_url, headers=headers, data={"kind": "deliverable"},
+                             files={"file": ("warmup.txt", b"warm up\n" * 1000, "text/plain")})
             warm.raise_for_status()
             before = _status(worker_pid)
             boundary = "benchboundary7MA4YWxkTrZu0gW"
-            head = (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="kind"\r\n\r\ndeliverable\r\n'
-                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="recording.txt"\r\n'
-                f"Content-Type: text/plain\r\n\r\n"
-            ).encode()
+            head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"kind\"\r\n\r\ndeliverable\r\n"
+                    f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"recording.txt\"\r\n"
+                    f"Content-Type: text/plain\r\n\r\n").encode()
             tail = f"\r\n--{boundary}--\r\n".encode()
             chunk = (b"0123456789abcdef" * 4096)[: 1 << 16]
             total = megabytes * 2**20
@@ -350,24 +267,17 @@ def measure_upload(world: dict, database_name: str, megabytes: int) -> dict:
                 yield tail
 
             started = time.perf_counter()
-            response = http.post(
-                upload_url,
-                content=body(),
-                headers={
-                    **headers,
-                    "Content-Type": f"multipart/form-data; boundary={boundary}",
-                    "Content-Length": str(len(head) + total + len(tail)),
-                },
-            )
+            response = http.post(upload_url, content=body(), headers={
+                **headers, "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Content-Length": str(len(head) + total + len(tail)),
+            })
             seconds = time.perf_counter() - started
             after = _status(worker_pid)
         reply = response.json()
         if not reply.get("ok"):
             raise RuntimeError(f"upload refused: {reply}")
         return {
-            "file_mb": megabytes,
-            "stored_bytes": reply["files"][0]["size"],
-            "seconds": round(seconds, 1),
+            "file_mb": megabytes, "stored_bytes": reply["files"][0]["size"], "seconds": round(seconds, 1),
             "rss_before_mb": round(before["VmRSS"] / 2**20, 1),
             "peak_rss_mb": round(after["VmHWM"] / 2**20, 1),
             "growth_mb": round((after["VmHWM"] - before["VmRSS"]) / 2**20, 1),
@@ -391,12 +301,9 @@ def main() -> None:
     try:
         started = time.perf_counter()
         world = fill(args.episodes)
-        result = {
-            "database": connection.vendor,
-            "episodes_in_db": world["episodes_in_db"],
-            "fill_seconds": round(time.perf_counter() - started, 1),
-            "task_page": measure_task_page(world, args.requests),
-        }
+        result = {"database": connection.vendor, "episodes_in_db": world["episodes_in_db"],
+                  "fill_seconds": round(time.perf_counter() - started, 1),
+                  "task_page": measure_task_page(world, args.requests)}
         result["task_page"]["targets"] = {"queries": 10, "p50_ms": 20}
         if not args.skip_upload:
             result["upload"] = measure_upload(world, name, args.upload_mb)

@@ -10,38 +10,16 @@ from studies.read_only_admin import ReadOnlyAdmin
 
 @admin.register(m.Observation)
 class ObservationAdmin(ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "study",
-        "episode",
-        "agent",
-        "participant",
-        "y",
-        "weight",
-        "source",
-        "active",
-        "task_uuid",
-        "external_id",
-    )
+    list_display = ("id", "study", "episode", "agent", "participant", "y", "weight", "source", "active", "task_uuid",
+                    "external_id")
     list_filter = ("study", "source", "active", "agent")
     search_fields = ("participant__pseudonym", "external_id")
 
 
 @admin.register(m.GradeObservation)
 class GradeObservationAdmin(ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "study",
-        "episode",
-        "agent",
-        "agent_family",
-        "grader",
-        "grader_kind",
-        "grader_family",
-        "y",
-        "active",
-        "retraction_reason",
-    )
+    list_display = ("id", "study", "episode", "agent", "agent_family", "grader", "grader_kind", "grader_family", "y",
+                    "active", "retraction_reason")
     list_filter = ("study", "grader_kind", "grader_family", "agent_family", "active")
     search_fields = ("participant__pseudonym", "grader")
 
@@ -66,16 +44,8 @@ class RatingSnapshotAdmin(ReadOnlyAdmin):
 class LedgerChangeAdmin(ReadOnlyAdmin):
     """The queue of live updates: normally empty a second after a grade."""
 
-    list_display = (
-        "id",
-        "study",
-        "observation_id",
-        "participant_id",
-        "was_active",
-        "old_agent_id",
-        "old_y",
-        "created_at",
-    )
+    list_display = ("id", "study", "observation_id", "participant_id", "was_active", "old_agent_id", "old_y",
+                    "created_at")
     list_filter = ("study",)
 
 

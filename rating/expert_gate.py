@@ -42,14 +42,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
-    "GateRule",
-    "GateResult",
-    "bias",
-    "episodes_for_bias_width",
-    "gate_evaluate",
-    "inclusion_probability",
-    "quadratic_weighted_kappa",
-    "statistics_bootstrap",
+    "GateRule", "GateResult", "bias", "episodes_for_bias_width", "gate_evaluate", "inclusion_probability",
+    "quadratic_weighted_kappa", "statistics_bootstrap",
 ]
 
 NOT_ENOUGH = "not enough co-graded episodes"
@@ -145,15 +139,8 @@ def bias(judge: ArrayLike, expert: ArrayLike, weight: ArrayLike | None = None) -
     return float(_bias_from_sums(_sums(x, y, w).sum(axis=0)))
 
 
-def statistics_bootstrap(
-    judge: ArrayLike,
-    expert: ArrayLike,
-    episode: ArrayLike,
-    weight: ArrayLike | None = None,
-    *,
-    rounds: int = 2000,
-    seed: int = 0,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def statistics_bootstrap(judge: ArrayLike, expert: ArrayLike, episode: ArrayLike, weight: ArrayLike | None = None,
+                         *, rounds: int = 2000, seed: int = 0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Return bootstrap draws of (kappa, bias), resampling whole episodes with replacement.
 
     Kappa draws are NaN where a resample has no variation (the interval uses the finite ones).
@@ -196,18 +183,9 @@ def episodes_for_bias_width(*, n_episodes: int, interval: tuple[float, float] | 
     return max(0, math.ceil(n_episodes * (now / width) ** 2 - n_episodes))
 
 
-def gate_evaluate(
-    judge: ArrayLike,
-    expert: ArrayLike,
-    episode: ArrayLike,
-    weight: ArrayLike | None = None,
-    *,
-    rule: GateRule,
-    bias_width: float = 10.0,
-    uncovered_families: tuple[str, ...] = (),
-    rounds: int = 2000,
-    seed: int = 0,
-) -> GateResult:
+def gate_evaluate(judge: ArrayLike, expert: ArrayLike, episode: ArrayLike, weight: ArrayLike | None = None, *,
+                  rule: GateRule, bias_width: float = 10.0, uncovered_families: tuple[str, ...] = (),
+                  rounds: int = 2000, seed: int = 0) -> GateResult:
     """Apply the gate to one judge's criterion items of one category; say why it fails when it does.
 
     ``uncovered_families`` names agent families with automatically graded episodes but none in the
@@ -217,19 +195,9 @@ def gate_evaluate(
     n_episodes = len(set(np.asarray(episode).tolist()))
     reasons: list[str] = []
     if n_episodes == 0:
-        return GateResult(
-            0,
-            0,
-            None,
-            None,
-            None,
-            None,
-            False,
-            [
-                f"{NOT_ENOUGH}: none of the calibration sample's expert-graded episodes has this "
-                f"judge's scores (at least {rule.min_episodes} needed)"
-            ],
-        )
+        return GateResult(0, 0, None, None, None, None, False,
+                          [f"{NOT_ENOUGH}: none of the calibration sample's expert-graded episodes has this "
+                           f"judge's scores (at least {rule.min_episodes} needed)"])
     agreement = quadratic_weighted_kappa(x, y, w)
     point_bias = bias(x, y, w)
     kappa_interval = bias_interval = None
@@ -244,25 +212,18 @@ def gate_evaluate(
     elif kappa_interval is None:
         reasons.append("agreement interval not estimable from so few episodes")
     elif kappa_interval[0] < rule.min_agreement:
-        reasons.append(
-            f"agreement too low: kappa {agreement:.2f}, lower bound {kappa_interval[0]:.2f} < {rule.min_agreement:g}"
-        )
+        reasons.append(f"agreement too low: kappa {agreement:.2f}, lower bound {kappa_interval[0]:.2f} "
+                       f"< {rule.min_agreement:g}")
     assert point_bias is not None
     if abs(point_bias) > rule.max_bias:
         reasons.append(f"biased: {point_bias:+.1f} points against the experts (limit ±{rule.max_bias:g})")
     if uncovered_families:
         reasons.append("experts graded no sampled episode of agent family " + ", ".join(uncovered_families))
     return GateResult(
-        n_episodes=n_episodes,
-        n_items=int(x.size),
-        agreement=agreement,
-        agreement_interval=kappa_interval,
-        bias=point_bias,
-        bias_interval=bias_interval,
-        passes=not reasons,
-        reasons=reasons,
-        more_for_bias_width=episodes_for_bias_width(n_episodes=n_episodes, interval=bias_interval, width=bias_width),
-    )
+        n_episodes=n_episodes, n_items=int(x.size), agreement=agreement, agreement_interval=kappa_interval,
+        bias=point_bias, bias_interval=bias_interval, passes=not reasons, reasons=reasons,
+        more_for_bias_width=episodes_for_bias_width(n_episodes=n_episodes, interval=bias_interval,
+                                                     width=bias_width))
 
 
 def inclusion_probability(*, rate: float, sampled_in_family: int, min_per_family: int) -> float:

@@ -540,9 +540,9 @@ class _PooledSums:
             d_kappa = -gamma_q * nu * kappa**2
             d_f = gamma_q * kappa**2
             d_dt = self.m @ (d_kappa * nu)
-            d_w = (d_kappa[None, :, None] * kappa[None, None, :] + kappa[None, :, None] * d_kappa[None, None, :]) / dt[
-                :, None, None
-            ] - w * (d_dt / dt)[:, None, None]
+            d_w = (
+                d_kappa[None, :, None] * kappa[None, None, :] + kappa[None, :, None] * d_kappa[None, None, :]
+            ) / dt[:, None, None] - w * (d_dt / dt)[:, None, None]
             parts = self._apply(d_f, d_w)
             d_gram.append(parts[0])
             d_rhs.append(parts[1])
@@ -669,7 +669,9 @@ def _full_gradient(model: _Model, ev: _Evaluation, tau: float) -> np.ndarray:
     """Return :math:`\\partial\\ell_R/\\partial(\\tau, \\theta)` at noise variance :math:`e^\\tau`."""
     assert ev.d_logdet is not None and ev.d_q is not None
     scale = math.exp(-tau)
-    return np.concatenate([[-0.5 * (model.dfe - ev.q * scale)], -0.5 * (ev.d_logdet + scale * ev.d_q)])
+    return np.concatenate(
+        [[-0.5 * (model.dfe - ev.q * scale)], -0.5 * (ev.d_logdet + scale * ev.d_q)]
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -1034,7 +1036,9 @@ def fit_graded(
     n_ep, n_h = g.episode_ids.shape[0], g.human_ids.shape[0]
     is_expert = g.grader_family == ""
     if n_g == 1:
-        notes.append("one grader: leniency and self-preference cannot be estimated; the levels are that grader's")
+        notes.append(
+            "one grader: leniency and self-preference cannot be estimated; the levels are that grader's"
+        )
 
     # Fixed-effect design on the observed (agent, grader) pairs; estimability on X^T W X.
     pair = g.agent.astype(np.int64) * n_g + g.grader
@@ -1079,19 +1083,25 @@ def fit_graded(
     if g.ep_task is not None:
         task_col[has_task] = p + g.ep_task[g.episode][has_task]
     pattern = scipy.sparse.csr_matrix(design)
-    incidence = scipy.sparse.csr_matrix((g.omega, (g.episode, pair_of)), shape=(n_ep, pair_keys.shape[0]))
+    incidence = scipy.sparse.csr_matrix(
+        (g.omega, (g.episode, pair_of)), shape=(n_ep, pair_keys.shape[0])
+    )
     b_fixed = incidence @ pattern
     nu = np.bincount(g.episode, weights=g.omega, minlength=n_ep)
     r = np.bincount(g.episode, weights=g.omega * g.y, minlength=n_ep)
     if n_t:
         assert g.ep_task is not None
         with_task = np.flatnonzero(g.ep_task >= 0)
-        b_task = scipy.sparse.csr_matrix((nu[with_task], (with_task, g.ep_task[with_task])), shape=(n_ep, n_t))
+        b_task = scipy.sparse.csr_matrix(
+            (nu[with_task], (with_task, g.ep_task[with_task])), shape=(n_ep, n_t)
+        )
         b = scipy.sparse.hstack([b_fixed, b_task], format="csr")
     else:
         b = scipy.sparse.csr_matrix(b_fixed)
     # Per-grade core rows: the pair's fixed row plus its episode's task column.
-    pair_rows = scipy.sparse.csr_matrix((np.ones(n), (np.arange(n), pair_of)), shape=(n, pair_keys.shape[0]))
+    pair_rows = scipy.sparse.csr_matrix(
+        (np.ones(n), (np.arange(n), pair_of)), shape=(n, pair_keys.shape[0])
+    )
     x_core = pair_rows @ scipy.sparse.csr_matrix(
         (pattern.data, pattern.indices, pattern.indptr), shape=(pattern.shape[0], n_core)
     )
@@ -1112,7 +1122,8 @@ def fit_graded(
     component_notes: dict[str, str] = {}
     if not np.any(grades_per_ep >= 2):
         component_notes["episode"] = (
-            "every episode has one grade: its own quality cannot be told apart from the grade noise and is part of beta"
+            "every episode has one grade: its own quality cannot be told apart from the grade noise and is part "
+            "of beta"
         )
     elif not np.any(eps_per_human >= 2):
         component_notes["episode"] = (

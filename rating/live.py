@@ -43,13 +43,7 @@ from rating.linalg import chol_inverse
 from rating.reml import Mixture
 
 __all__ = [
-    "InformationState",
-    "Posterior",
-    "ScoreTest",
-    "SingularUpdate",
-    "Terms",
-    "information_state",
-    "participant_terms",
+    "InformationState", "Posterior", "ScoreTest", "SingularUpdate", "Terms", "information_state", "participant_terms",
 ]
 
 # Largest grouped-Gram workspace (groups x agents x agents floats) before per-node sparse products.
@@ -99,7 +93,9 @@ class Terms:
         return self._combine(other, -1.0)
 
 
-def _grams(couplings: scipy.sparse.csr_matrix, n_human: np.ndarray, weights: list[np.ndarray]) -> list[np.ndarray]:
+def _grams(
+    couplings: scipy.sparse.csr_matrix, n_human: np.ndarray, weights: list[np.ndarray]
+) -> list[np.ndarray]:
     """Return :math:`\\sum_H w_H c_H c_H^\\top` for each weight vector, each a function of :math:`n_H` alone.
 
     With unit weights :math:`n_H` takes few values, so the participants are pooled by it once
@@ -113,7 +109,9 @@ def _grams(couplings: scipy.sparse.csr_matrix, n_human: np.ndarray, weights: lis
     n_groups = values.shape[0]
     if n_groups * p * p <= _GROUPED_LIMIT and 4 * n_groups <= n_h:
         coo = couplings.tocoo()
-        expand = scipy.sparse.csr_matrix((coo.data, (coo.row, group[coo.row] * p + coo.col)), shape=(n_h, n_groups * p))
+        expand = scipy.sparse.csr_matrix(
+            (coo.data, (coo.row, group[coo.row] * p + coo.col)), shape=(n_h, n_groups * p)
+        )
         pooled = (expand.T @ couplings).toarray().reshape(n_groups, p, p)
         first = np.zeros(n_groups, dtype=np.intp)
         first[group[::-1]] = np.arange(n_h)[::-1]  # any member of each group carries its weight
@@ -147,17 +145,8 @@ def participant_terms(
     n_nodes, p = gammas.shape[0], int(n_agents)
     if agent.shape[0] == 0:
         return Terms(
-            schur=np.zeros((n_nodes, p, p)),
-            rhs=np.zeros((n_nodes, p)),
-            agent_n=np.zeros(p, dtype=np.int64),
-            n=0,
-            n_humans=0,
-            ywy=0.0,
-            sum_log_omega=0.0,
-            s2d=0.0,
-            q0=0.0,
-            q1=np.zeros(p),
-            q2=np.zeros((p, p)),
+            schur=np.zeros((n_nodes, p, p)), rhs=np.zeros((n_nodes, p)), agent_n=np.zeros(p, dtype=np.int64),
+            n=0, n_humans=0, ywy=0.0, sum_log_omega=0.0, s2d=0.0, q0=0.0, q1=np.zeros(p), q2=np.zeros((p, p)),
             sum_inv_d=0.0,
         )
     human = np.asarray(human, dtype=np.int64)
@@ -312,19 +301,8 @@ class InformationState:
         """Return the state as an ``.npz`` archive (no pickles): what the ledger's state row stores."""
         arrays: dict[str, np.ndarray] = {
             name: np.asarray(getattr(self, name))
-            for name in (
-                "agent_ids",
-                "gammas",
-                "node_weights",
-                "beta2",
-                "beta2_weights",
-                "tau",
-                "cov",
-                "free",
-                "integrated",
-                "root_n",
-                "root_humans",
-            )
+            for name in ("agent_ids", "gammas", "node_weights", "beta2", "beta2_weights", "tau", "cov", "free",
+                         "integrated", "root_n", "root_humans")
         }
         for spec in dataclasses.fields(Terms):
             arrays[f"terms_{spec.name}"] = np.asarray(getattr(self.terms, spec.name))
@@ -384,7 +362,8 @@ def information_state(
     else:
         y = np.asarray(y, dtype=np.float64)
         weights = np.ones(y.shape[0]) if omega is None else np.asarray(omega, dtype=np.float64)
-        terms = participant_terms(agent, human, y, weights, int(fit.agent_ids.shape[0]), nodes.gammas, compact=compact)
+        terms = participant_terms(agent, human, y, weights, int(fit.agent_ids.shape[0]), nodes.gammas,
+                                  compact=compact)
     return InformationState(
         agent_ids=np.asarray(fit.agent_ids),
         gammas=nodes.gammas,

@@ -20,13 +20,14 @@ class Observation(models.Model):
         "studyapp.Episode", null=True, blank=True, on_delete=models.CASCADE, related_name="observation"
     )
     agent = models.ForeignKey("studyapp.Agent", on_delete=models.PROTECT, related_name="observations")
-    participant = models.ForeignKey("studyapp.Participant", on_delete=models.CASCADE, related_name="observations")
+    participant = models.ForeignKey(
+        "studyapp.Participant", on_delete=models.CASCADE, related_name="observations"
+    )
     task = models.ForeignKey(
         "studyapp.TaskInstance", null=True, blank=True, on_delete=models.SET_NULL, related_name="observations"
     )
     task_uuid = models.UUIDField(
-        null=True,
-        blank=True,
+        null=True, blank=True,
         help_text="The task's stable UUID; kept for imported sessions whose task is not in this database.",
     )
     external_id = models.CharField(max_length=128, blank=True, help_text="Session id for imported data.")
@@ -43,8 +44,7 @@ class Observation(models.Model):
         constraints = [
             models.CheckConstraint(condition=models.Q(weight__gt=0), name="observation_weight_positive"),
             models.UniqueConstraint(
-                fields=["study", "external_id"],
-                condition=~models.Q(external_id=""),
+                fields=["study", "external_id"], condition=~models.Q(external_id=""),
                 name="uniq_imported_session",
             ),
         ]
@@ -70,7 +70,9 @@ class GradeObservation(models.Model):
     study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="grade_observations")
     episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="grade_observations")
     agent = models.ForeignKey("studyapp.Agent", on_delete=models.PROTECT, related_name="grade_observations")
-    participant = models.ForeignKey("studyapp.Participant", on_delete=models.CASCADE, related_name="grade_observations")
+    participant = models.ForeignKey(
+        "studyapp.Participant", on_delete=models.CASCADE, related_name="grade_observations"
+    )
     task = models.ForeignKey(
         "studyapp.TaskInstance", null=True, blank=True, on_delete=models.SET_NULL, related_name="grade_observations"
     )
@@ -133,27 +135,19 @@ class RatingSnapshot(models.Model):
         default=dict, help_text="The rating model it was computed with (rating.fit.ModelSpec.to_dict())."
     )
     fit = models.JSONField(
-        default=dict,
-        blank=True,
+        default=dict, blank=True,
         help_text="Fitted hyperparameters and their uncertainty, level, likelihood and fit diagnostics.",
     )
     timings = models.JSONField(default=dict, blank=True)
     connectivity = models.JSONField(default=dict, blank=True)
     ledger_digest = models.CharField(
-        max_length=64,
-        blank=True,
-        default="",
+        max_length=64, blank=True, default="",
         help_text="Hash of the active ledger and model settings it was computed from; an unchanged one is not "
-        "computed again by a refresh request.",
-    )
+                  "computed again by a refresh request.")
     computed_at = models.DateTimeField(auto_now_add=True)
     produced_by = models.CharField(max_length=8, choices=ProducedBy.choices, default=ProducedBy.REFIT)
     base = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="A live update's refit: its variance components, and the participants' ratings it carries.",
     )
 
@@ -204,19 +198,11 @@ class PosteriorState(models.Model):
 
     study = models.OneToOneField("studyapp.Study", on_delete=models.CASCADE, related_name="posterior_state")
     snapshot = models.ForeignKey(
-        RatingSnapshot,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
+        RatingSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The latest snapshot written from this state.",
     )
     refit = models.ForeignKey(
-        RatingSnapshot,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
+        RatingSnapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The refit whose variance components the state holds.",
     )
     live = models.BooleanField(default=False, help_text="Whether the state allows live updates (the model has them).")

@@ -15,13 +15,7 @@ import numpy as np
 from scipy.stats import norm
 
 __all__ = [
-    "BOUNDARY_TOL",
-    "FLAT_SIGMA",
-    "GH_NODES",
-    "GH_WEIGHTS",
-    "THETA_BOUNDS",
-    "Mixture",
-    "residual_diagnostics",
+    "BOUNDARY_TOL", "FLAT_SIGMA", "GH_NODES", "GH_WEIGHTS", "THETA_BOUNDS", "Mixture", "residual_diagnostics",
     "variance_summary",
 ]
 

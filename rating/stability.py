@@ -102,6 +102,7 @@ def _prepare(agent_ids: Any, human_ids: Any, scores: Any, weights: Any, config: 
     )
 
 
+
 def rank_agents(mu: np.ndarray, sigma: np.ndarray, k: float, tie_break: np.ndarray | None = None) -> np.ndarray:
     """Return 1-based ranks by conservative score :math:`\\mu - k\\sigma`, row-wise for 2-D input.
 
@@ -197,6 +198,7 @@ def _rank_quantile(distribution: np.ndarray, q: float) -> np.ndarray:
     return np.argmax(cdf >= q - 1e-12, axis=1) + 1
 
 
+
 @dataclass(frozen=True, eq=False)
 class LeaveOneOutResult:
     """Agent rankings recomputed with each group (a human, or a task) left out in turn (paper Table 4).
@@ -243,6 +245,7 @@ class LeaveOneOutResult:
 # --------------------------------------------------------------------------------------------------------
 # Connectivity
 # --------------------------------------------------------------------------------------------------------
+
 
 
 def _int_arg(value: Any, name: str, minimum: int) -> int:
@@ -516,15 +519,8 @@ class _ObservationRounds:
         schur = np.empty((size, n_a, n_a))
         rhs = np.empty((size, n_a))
         observation_round_systems(
-            np.ascontiguousarray(draws),
-            self.obs_pair,
-            self.obs_w_wy,
-            self.pair_agent,
-            self.human_pair_start,
-            self.prior_h,
-            self.eta_h,
-            schur,
-            rhs,
+            np.ascontiguousarray(draws), self.obs_pair, self.obs_w_wy, self.pair_agent, self.human_pair_start,
+            self.prior_h, self.eta_h, schur, rhs,
         )
         diag = np.arange(n_a)
         schur[:, diag, diag] += design.prior_precision_agents

@@ -6,7 +6,8 @@ A withdrawal in the study domain sends ``RETRACT_PARTICIPANT``, so that name is 
 
 from studies.task_names import RETRACT_PARTICIPANT
 
-__all__ = ["RECORD_OBSERVATION", "RETRACT_PARTICIPANT", "REFRESH_POSTERIOR", "RERECORD_STUDY", "REFRESH_ALL_POSTERIORS"]
+__all__ = ["RECORD_OBSERVATION", "RETRACT_PARTICIPANT", "REFRESH_POSTERIOR", "RERECORD_STUDY",
+           "REFRESH_ALL_POSTERIORS"]
 
 RECORD_OBSERVATION = "rating.tasks.record_observation"
 REFRESH_POSTERIOR = "rating.tasks.refresh_posterior"

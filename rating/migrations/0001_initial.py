@@ -4,74 +4,61 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="EntityRating",
+            name='EntityRating',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("entity_kind", models.CharField(choices=[("agent", "Agent"), ("human", "Human")], max_length=8)),
-                ("entity_id", models.BigIntegerField(help_text="Agent or Participant primary key.")),
-                ("label", models.CharField(help_text="Agent name, or the participant's pseudonym.", max_length=200)),
-                ("mu", models.FloatField()),
-                ("sigma", models.FloatField()),
-                ("conservative", models.FloatField(help_text="μ − kσ")),
-                ("n", models.PositiveIntegerField()),
-                ("rank", models.PositiveIntegerField()),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('entity_kind', models.CharField(choices=[('agent', 'Agent'), ('human', 'Human')], max_length=8)),
+                ('entity_id', models.BigIntegerField(help_text='Agent or Participant primary key.')),
+                ('label', models.CharField(help_text="Agent name, or the participant's pseudonym.", max_length=200)),
+                ('mu', models.FloatField()),
+                ('sigma', models.FloatField()),
+                ('conservative', models.FloatField(help_text='μ − kσ')),
+                ('n', models.PositiveIntegerField()),
+                ('rank', models.PositiveIntegerField()),
             ],
             options={
-                "ordering": ["snapshot", "entity_kind", "rank"],
+                'ordering': ['snapshot', 'entity_kind', 'rank'],
             },
         ),
         migrations.CreateModel(
-            name="Observation",
+            name='Observation',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "external_id",
-                    models.CharField(blank=True, help_text="Session id for imported data.", max_length=128),
-                ),
-                ("y", models.FloatField()),
-                ("weight", models.FloatField(default=1.0)),
-                (
-                    "source",
-                    models.CharField(
-                        choices=[
-                            ("auto", "Automated judges"),
-                            ("expert", "Expert grades"),
-                            ("blended", "Blended"),
-                            ("imported", "Imported sessions"),
-                        ],
-                        default="auto",
-                        max_length=16,
-                    ),
-                ),
-                ("active", models.BooleanField(db_index=True, default=True)),
-                ("retraction_reason", models.CharField(blank=True, max_length=255)),
-                ("recorded_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('external_id', models.CharField(blank=True, help_text='Session id for imported data.', max_length=128)),
+                ('y', models.FloatField()),
+                ('weight', models.FloatField(default=1.0)),
+                ('source', models.CharField(choices=[('auto', 'Automated judges'), ('expert', 'Expert grades'), ('blended', 'Blended'), ('imported', 'Imported sessions')], default='auto', max_length=16)),
+                ('active', models.BooleanField(db_index=True, default=True)),
+                ('retraction_reason', models.CharField(blank=True, max_length=255)),
+                ('recorded_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
             ],
             options={
-                "ordering": ["study", "recorded_at"],
+                'ordering': ['study', 'recorded_at'],
             },
         ),
         migrations.CreateModel(
-            name="RatingSnapshot",
+            name='RatingSnapshot',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("version", models.PositiveIntegerField()),
-                ("n_observations", models.PositiveIntegerField(default=0)),
-                ("config", models.JSONField(default=dict)),
-                ("timings", models.JSONField(blank=True, default=dict)),
-                ("connectivity", models.JSONField(blank=True, default=dict)),
-                ("computed_at", models.DateTimeField(auto_now_add=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('version', models.PositiveIntegerField()),
+                ('n_observations', models.PositiveIntegerField(default=0)),
+                ('config', models.JSONField(default=dict)),
+                ('timings', models.JSONField(blank=True, default=dict)),
+                ('connectivity', models.JSONField(blank=True, default=dict)),
+                ('computed_at', models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                "ordering": ["study", "-version"],
-                "get_latest_by": "version",
+                'ordering': ['study', '-version'],
+                'get_latest_by': 'version',
             },
         ),
     ]

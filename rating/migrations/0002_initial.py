@@ -5,97 +5,68 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
-        ("rating", "0001_initial"),
-        ("studyapp", "0001_initial"),
+        ('rating', '0001_initial'),
+        ('studyapp', '0001_initial'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="observation",
-            name="agent",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT, related_name="observations", to="studyapp.agent"
-            ),
+            model_name='observation',
+            name='agent',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='observations', to='studyapp.agent'),
         ),
         migrations.AddField(
-            model_name="observation",
-            name="episode",
-            field=models.OneToOneField(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="observation",
-                to="studyapp.episode",
-            ),
+            model_name='observation',
+            name='episode',
+            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='observation', to='studyapp.episode'),
         ),
         migrations.AddField(
-            model_name="observation",
-            name="participant",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="observations", to="studyapp.participant"
-            ),
+            model_name='observation',
+            name='participant',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='observations', to='studyapp.participant'),
         ),
         migrations.AddField(
-            model_name="observation",
-            name="study",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="observations", to="studyapp.study"
-            ),
+            model_name='observation',
+            name='study',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='observations', to='studyapp.study'),
         ),
         migrations.AddField(
-            model_name="observation",
-            name="task",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="observations",
-                to="studyapp.taskinstance",
-            ),
+            model_name='observation',
+            name='task',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='observations', to='studyapp.taskinstance'),
         ),
         migrations.AddField(
-            model_name="ratingsnapshot",
-            name="study",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="rating_snapshots", to="studyapp.study"
-            ),
+            model_name='ratingsnapshot',
+            name='study',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='rating_snapshots', to='studyapp.study'),
         ),
         migrations.AddField(
-            model_name="entityrating",
-            name="snapshot",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="ratings", to="rating.ratingsnapshot"
-            ),
+            model_name='entityrating',
+            name='snapshot',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ratings', to='rating.ratingsnapshot'),
         ),
         migrations.AddIndex(
-            model_name="observation",
-            index=models.Index(fields=["study", "active"], name="rating_obse_study_i_b233a9_idx"),
+            model_name='observation',
+            index=models.Index(fields=['study', 'active'], name='rating_obse_study_i_b233a9_idx'),
         ),
         migrations.AddConstraint(
-            model_name="observation",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("weight__gt", 0)), name="observation_weight_positive"
-            ),
+            model_name='observation',
+            constraint=models.CheckConstraint(condition=models.Q(('weight__gt', 0)), name='observation_weight_positive'),
         ),
         migrations.AddConstraint(
-            model_name="observation",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("external_id", ""), _negated=True),
-                fields=("study", "external_id"),
-                name="uniq_imported_session",
-            ),
+            model_name='observation',
+            constraint=models.UniqueConstraint(condition=models.Q(('external_id', ''), _negated=True), fields=('study', 'external_id'), name='uniq_imported_session'),
         ),
         migrations.AddConstraint(
-            model_name="ratingsnapshot",
-            constraint=models.UniqueConstraint(fields=("study", "version"), name="uniq_snapshot_version"),
+            model_name='ratingsnapshot',
+            constraint=models.UniqueConstraint(fields=('study', 'version'), name='uniq_snapshot_version'),
         ),
         migrations.AddConstraint(
-            model_name="entityrating",
-            constraint=models.UniqueConstraint(
-                fields=("snapshot", "entity_kind", "entity_id"), name="uniq_entity_rating"
-            ),
+            model_name='entityrating',
+            constraint=models.UniqueConstraint(fields=('snapshot', 'entity_kind', 'entity_id'), name='uniq_entity_rating'),
         ),
     ]

@@ -4,18 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("rating", "0002_initial"),
+        ('rating', '0002_initial'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="observation",
-            name="task_uuid",
-            field=models.UUIDField(
-                blank=True,
-                help_text="The task's stable UUID; kept for imported sessions whose task is not in this database.",
-                null=True,
-            ),
+            model_name='observation',
+            name='task_uuid',
+            field=models.UUIDField(blank=True, help_text="The task's stable UUID; kept for imported sessions whose task is not in this database.", null=True),
         ),
     ]

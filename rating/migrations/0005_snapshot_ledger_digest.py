@@ -4,19 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("rating", "0004_snapshot_fit_diagnostics"),
+        ('rating', '0004_snapshot_fit_diagnostics'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="ratingsnapshot",
-            name="ledger_digest",
-            field=models.CharField(
-                blank=True,
-                default="",
-                help_text="Hash of the active ledger and model settings it was computed from; an unchanged one is not computed again by a refresh request.",
-                max_length=64,
-            ),
+            model_name='ratingsnapshot',
+            name='ledger_digest',
+            field=models.CharField(blank=True, default='', help_text='Hash of the active ledger and model settings it was computed from; an unchanged one is not computed again by a refresh request.', max_length=64),
         ),
     ]

@@ -19,11 +19,8 @@ def record_existing_grades(apps, schema_editor):
 
     def reason_for(episode):
         observation = Observation.objects.filter(episode_id=episode.pk).first()
-        if (
-            observation is not None
-            and not observation.active
-            and observation.retraction_reason.startswith("participant retracted")
-        ):
+        if observation is not None and not observation.active and observation.retraction_reason.startswith(
+                "participant retracted"):
             return observation.retraction_reason
         if episode.status == "skipped":
             return "episode skipped"
@@ -36,42 +33,23 @@ def record_existing_grades(apps, schema_editor):
     def add(episode, grader, kind, family, y, source_id):
         reason = reason_for(episode)
         GradeObservation.objects.get_or_create(
-            episode=episode,
-            grader=grader,
-            defaults={
-                "study_id": episode.study_id,
-                "agent_id": episode.agent_id,
-                "participant_id": episode.participant_id,
-                "task_id": episode.task_id,
-                "grader_kind": kind,
-                "grader_family": family,
-                "agent_family": episode.agent.family,
-                "y": y,
-                "source_id": source_id,
-                "active": not reason,
-                "retraction_reason": reason[:255],
-            },
-        )
+            episode=episode, grader=grader,
+            defaults={"study_id": episode.study_id, "agent_id": episode.agent_id,
+                      "participant_id": episode.participant_id, "task_id": episode.task_id, "grader_kind": kind,
+                      "grader_family": family, "agent_family": episode.agent.family, "y": y,
+                      "source_id": source_id, "active": not reason, "retraction_reason": reason[:255]})
 
-    runs = JudgeRun.objects.filter(
-        episode__isnull=False, is_current=True, status="succeeded", total__isnull=False
-    ).select_related("episode__study", "episode__participant", "episode__agent")
+    runs = (JudgeRun.objects.filter(episode__isnull=False, is_current=True, status="succeeded", total__isnull=False)
+            .select_related("episode__study", "episode__participant", "episode__agent"))
     for run in runs.iterator():
-        configured = {
-            (str(j.get("provider", "")).lower(), str(j.get("model", ""))): str(j.get("family") or "")
-            for j in (run.episode.study.judges or [])
-            if isinstance(j, dict)
-        }
-        family = judge_family(
-            provider=run.provider, model=run.model, family=configured.get((run.provider, run.model), "")
-        )
+        configured = {(str(j.get("provider", "")).lower(), str(j.get("model", ""))): str(j.get("family") or "")
+                      for j in (run.episode.study.judges or []) if isinstance(j, dict)}
+        family = judge_family(provider=run.provider, model=run.model,
+                              family=configured.get((run.provider, run.model), ""))
         add(run.episode, f"{run.provider}/{run.model}", "judge", family, min(100.0, max(0.0, run.total)), run.pk)
-    grades = (
-        ExpertGrade.objects.filter(status="submitted", score__isnull=False)
-        .exclude(assignment__role="gold")
-        .select_related("episode__participant", "episode__agent")
-        .order_by("episode_id", "-attempt", "-submitted_at")
-    )
+    grades = (ExpertGrade.objects.filter(status="submitted", score__isnull=False)
+              .exclude(assignment__role="gold").select_related("episode__participant", "episode__agent")
+              .order_by("episode_id", "-attempt", "-submitted_at"))
     latest_attempt = {}
     for grade in grades.iterator():
         attempt = latest_attempt.setdefault(grade.episode_id, grade.attempt)
@@ -79,89 +57,41 @@ def record_existing_grades(apps, schema_editor):
             add(grade.episode, f"expert:{grade.expert_id}", "expert", "", grade.score, grade.pk)
 
 
+
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("grading", "0008_move_expert_models_to_experts"),
-        ("experts", "0001_initial"),
-        ("rating", "0005_snapshot_ledger_digest"),
-        ("studyapp", "0011_agent_family_grade_reference"),
+        ('grading', '0008_move_expert_models_to_experts'),
+        ('experts', '0001_initial'),
+        ('rating', '0005_snapshot_ledger_digest'),
+        ('studyapp', '0011_agent_family_grade_reference'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="GradeObservation",
+            name='GradeObservation',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "grader",
-                    models.CharField(
-                        help_text='"provider/model" for a judge, "expert:<id>" for an expert.', max_length=120
-                    ),
-                ),
-                ("grader_kind", models.CharField(choices=[("judge", "LLM judge"), ("expert", "Expert")], max_length=8)),
-                (
-                    "grader_family",
-                    models.CharField(blank=True, help_text="Empty for experts (no stake).", max_length=32),
-                ),
-                ("agent_family", models.CharField(blank=True, max_length=32)),
-                ("y", models.FloatField()),
-                ("source_id", models.BigIntegerField(help_text="The judge run or expert grade the score comes from.")),
-                ("active", models.BooleanField(db_index=True, default=True)),
-                ("retraction_reason", models.CharField(blank=True, max_length=255)),
-                ("recorded_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
-                (
-                    "agent",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="grade_observations",
-                        to="studyapp.agent",
-                    ),
-                ),
-                (
-                    "episode",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="grade_observations",
-                        to="studyapp.episode",
-                    ),
-                ),
-                (
-                    "participant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="grade_observations",
-                        to="studyapp.participant",
-                    ),
-                ),
-                (
-                    "study",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="grade_observations",
-                        to="studyapp.study",
-                    ),
-                ),
-                (
-                    "task",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="grade_observations",
-                        to="studyapp.taskinstance",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('grader', models.CharField(help_text='"provider/model" for a judge, "expert:<id>" for an expert.', max_length=120)),
+                ('grader_kind', models.CharField(choices=[('judge', 'LLM judge'), ('expert', 'Expert')], max_length=8)),
+                ('grader_family', models.CharField(blank=True, help_text='Empty for experts (no stake).', max_length=32)),
+                ('agent_family', models.CharField(blank=True, max_length=32)),
+                ('y', models.FloatField()),
+                ('source_id', models.BigIntegerField(help_text='The judge run or expert grade the score comes from.')),
+                ('active', models.BooleanField(db_index=True, default=True)),
+                ('retraction_reason', models.CharField(blank=True, max_length=255)),
+                ('recorded_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='grade_observations', to='studyapp.agent')),
+                ('episode', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='grade_observations', to='studyapp.episode')),
+                ('participant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='grade_observations', to='studyapp.participant')),
+                ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='grade_observations', to='studyapp.study')),
+                ('task', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='grade_observations', to='studyapp.taskinstance')),
             ],
             options={
-                "ordering": ["study", "episode", "grader"],
-                "indexes": [models.Index(fields=["study", "active"], name="grade_obs_study_active")],
-                "constraints": [
-                    models.UniqueConstraint(fields=("episode", "grader"), name="uniq_grade_per_grader"),
-                    models.CheckConstraint(
-                        condition=models.Q(("y__gte", 0), ("y__lte", 100)), name="grade_on_score_scale"
-                    ),
-                ],
+                'ordering': ['study', 'episode', 'grader'],
+                'indexes': [models.Index(fields=['study', 'active'], name='grade_obs_study_active')],
+                'constraints': [models.UniqueConstraint(fields=('episode', 'grader'), name='uniq_grade_per_grader'), models.CheckConstraint(condition=models.Q(('y__gte', 0), ('y__lte', 100)), name='grade_on_score_scale')],
             },
         ),
         migrations.RunPython(record_existing_grades, migrations.RunPython.noop),

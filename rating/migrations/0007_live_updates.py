@@ -5,104 +5,53 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("rating", "0006_grade_observations"),
-        ("studyapp", "0013_merge_outside_expertise_and_expert_gate"),
+        ('rating', '0006_grade_observations'),
+        ('studyapp', '0013_merge_outside_expertise_and_expert_gate'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="ratingsnapshot",
-            name="base",
-            field=models.ForeignKey(
-                blank=True,
-                help_text="A live update's refit: its variance components, and the participants' ratings it carries.",
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to="rating.ratingsnapshot",
-            ),
+            model_name='ratingsnapshot',
+            name='base',
+            field=models.ForeignKey(blank=True, help_text="A live update's refit: its variance components, and the participants' ratings it carries.", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='rating.ratingsnapshot'),
         ),
         migrations.AddField(
-            model_name="ratingsnapshot",
-            name="produced_by",
-            field=models.CharField(
-                choices=[
-                    ("refit", "Refit (variance components re-estimated)"),
-                    ("update", "Live update at the refit's variance components"),
-                ],
-                default="refit",
-                max_length=8,
-            ),
+            model_name='ratingsnapshot',
+            name='produced_by',
+            field=models.CharField(choices=[('refit', 'Refit (variance components re-estimated)'), ('update', "Live update at the refit's variance components")], default='refit', max_length=8),
         ),
         migrations.CreateModel(
-            name="PosteriorState",
+            name='PosteriorState',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "live",
-                    models.BooleanField(
-                        default=False, help_text="Whether the state allows live updates (the model has them)."
-                    ),
-                ),
-                (
-                    "data",
-                    models.BinaryField(blank=True, default=b"", help_text="Empty when the model has no live updates."),
-                ),
-                ("updates", models.PositiveIntegerField(default=0, help_text="Live updates since the refit.")),
-                ("refitted_at", models.DateTimeField(blank=True, null=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
-                (
-                    "refit",
-                    models.ForeignKey(
-                        blank=True,
-                        help_text="The refit whose variance components the state holds.",
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="rating.ratingsnapshot",
-                    ),
-                ),
-                (
-                    "snapshot",
-                    models.ForeignKey(
-                        blank=True,
-                        help_text="The latest snapshot written from this state.",
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="rating.ratingsnapshot",
-                    ),
-                ),
-                (
-                    "study",
-                    models.OneToOneField(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="posterior_state", to="studyapp.study"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('live', models.BooleanField(default=False, help_text='Whether the state allows live updates (the model has them).')),
+                ('data', models.BinaryField(blank=True, default=b'', help_text='Empty when the model has no live updates.')),
+                ('updates', models.PositiveIntegerField(default=0, help_text='Live updates since the refit.')),
+                ('refitted_at', models.DateTimeField(blank=True, null=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+                ('refit', models.ForeignKey(blank=True, help_text='The refit whose variance components the state holds.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='rating.ratingsnapshot')),
+                ('snapshot', models.ForeignKey(blank=True, help_text='The latest snapshot written from this state.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='rating.ratingsnapshot')),
+                ('study', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='posterior_state', to='studyapp.study')),
             ],
         ),
         migrations.CreateModel(
-            name="LedgerChange",
+            name='LedgerChange',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("observation_id", models.BigIntegerField()),
-                ("participant_id", models.BigIntegerField()),
-                ("was_active", models.BooleanField(help_text="Whether the observation counted before the change.")),
-                ("old_agent_id", models.BigIntegerField(blank=True, null=True)),
-                ("old_y", models.FloatField(blank=True, null=True)),
-                ("old_weight", models.FloatField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "study",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="ledger_changes", to="studyapp.study"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('observation_id', models.BigIntegerField()),
+                ('participant_id', models.BigIntegerField()),
+                ('was_active', models.BooleanField(help_text='Whether the observation counted before the change.')),
+                ('old_agent_id', models.BigIntegerField(blank=True, null=True)),
+                ('old_y', models.FloatField(blank=True, null=True)),
+                ('old_weight', models.FloatField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ledger_changes', to='studyapp.study')),
             ],
             options={
-                "ordering": ["study", "id"],
-                "indexes": [models.Index(fields=["study", "id"], name="ledger_change_study")],
+                'ordering': ['study', 'id'],
+                'indexes': [models.Index(fields=['study', 'id'], name='ledger_change_study')],
             },
         ),
     ]

@@ -5,20 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("rating", "0007_live_updates"),
+        ('rating', '0007_live_updates'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="entityrating",
-            name="snapshot",
-            field=models.ForeignKey(
-                db_constraint=False,
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="ratings",
-                to="rating.ratingsnapshot",
-            ),
+            model_name='entityrating',
+            name='snapshot',
+            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='ratings', to='rating.ratingsnapshot'),
         ),
     ]

@@ -54,14 +54,8 @@ def study_fit(
     arrays = study_ledger(study, spec) if arrays is None else arrays
     if isinstance(arrays, GradeArrays):
         return fit_graded(
-            arrays.agent_ids,
-            arrays.participant_ids,
-            arrays.y,
-            episode=arrays.episode_ids,
-            grader=arrays.graders,
-            agent_family=arrays.agent_families,
-            grader_family=arrays.grader_families,
-            spec=spec,
+            arrays.agent_ids, arrays.participant_ids, arrays.y, episode=arrays.episode_ids, grader=arrays.graders,
+            agent_family=arrays.agent_families, grader_family=arrays.grader_families, spec=spec,
             reference=str(study.grade_reference),
         )
     return fit_model(
@@ -98,17 +92,13 @@ def judge_aware_episode_arrays(study: Study, fit: FitResult | None = None) -> tu
     basis = dataclasses.replace(spec, kind="calibrated")
     if ledger.n == 0:
         empty = np.zeros(0)
-        return ObservationArrays(
-            empty.astype(np.int64), empty.astype(np.int64), empty.astype(object), empty, empty
-        ), basis
+        return ObservationArrays(empty.astype(np.int64), empty.astype(np.int64), empty.astype(object), empty,
+                                 empty), basis
     fit = study_fit(study, ledger) if fit is None else fit
     graders = fit.diagnostics.get("graders", {})
     leniency = {row["grader"]: row["leniency"] or 0.0 for row in graders.get("leniency", [])}
-    preference = {
-        row["grader"]: row["estimate"]
-        for row in graders.get("self_preference", [])
-        if row["identifiable"] and row["estimate"] is not None
-    }
+    preference = {row["grader"]: row["estimate"] for row in graders.get("self_preference", [])
+                  if row["identifiable"] and row["estimate"] is not None}
     own = (ledger.grader_families == ledger.agent_families) & (ledger.grader_families != "")
     shift = np.array([leniency.get(g, 0.0) for g in ledger.graders.tolist()], dtype=float)
     shift += own * np.array([preference.get(g, 0.0) for g in ledger.graders.tolist()], dtype=float)
@@ -121,11 +111,8 @@ def judge_aware_episode_arrays(study: Study, fit: FitResult | None = None) -> tu
     sigma_episode = float(hyper.get("sigma_episode", {}).get("estimate", 0.0))
     precision = 1.0 / (sigma_episode**2 + beta**2 / counts)
     arrays = ObservationArrays(
-        agent_ids=ledger.agent_ids[first],
-        participant_ids=ledger.participant_ids[first],
-        task_ids=np.full(first.shape[0], "", dtype=object),
-        y=means,
-        w=precision / precision.mean(),
+        agent_ids=ledger.agent_ids[first], participant_ids=ledger.participant_ids[first],
+        task_ids=np.full(first.shape[0], "", dtype=object), y=means, w=precision / precision.mean(),
     )
     return arrays, basis
 
@@ -247,21 +234,14 @@ def study_model_checks(study: Study, *, folds: int = 5, seed: int = 0) -> dict[s
     }
     try:
         checks["coverage"] = heldout_coverage(
-            agents,
-            humans,
-            arrays.y,
-            tasks if spec.kind == "calibrated_task" else None,
-            spec=spec,
-            folds=folds,
-            seed=seed,
+            agents, humans, arrays.y, tasks if spec.kind == "calibrated_task" else None,
+            spec=spec, folds=folds, seed=seed,
         )
     except ValueError as exc:
         checks["coverage_note"] = f"Held-out coverage not computed: {exc}"
     if basis is not None:
-        checks["comparison_note"] = (
-            "The judge-aware model is set against today's panel mean in the graders panel; "
-            "the held-out coverage above is of its corrected episode scores."
-        )
+        checks["comparison_note"] = ("The judge-aware model is set against today's panel mean in the graders panel; "
+                                     "the held-out coverage above is of its corrected episode scores.")
     elif tasks is None:
         checks["comparison_note"] = "No observation names its task, so the task-difficulty model cannot be compared."
     else:
@@ -286,13 +266,8 @@ def _agent_rows(fit: FitResult, names: dict[int, str]) -> dict[str, dict[str, An
     rank = np.empty(order.shape[0], dtype=int)
     rank[order] = np.arange(1, order.shape[0] + 1)
     return {
-        str(a): {
-            "mu": float(fit.agent_mu[i]),
-            "sigma": float(sigma[i]),
-            "conservative": float(conservative[i]),
-            "rank": int(rank[i]),
-            "name": names.get(int(a), f"agent {a}"),
-        }
+        str(a): {"mu": float(fit.agent_mu[i]), "sigma": float(sigma[i]), "conservative": float(conservative[i]),
+                 "rank": int(rank[i]), "name": names.get(int(a), f"agent {a}")}
         for i, a in enumerate(fit.agent_ids.tolist())
     }
 
@@ -300,32 +275,24 @@ def _agent_rows(fit: FitResult, names: dict[int, str]) -> dict[str, dict[str, An
 def _grader_verdict(report: dict[str, Any]) -> str:
     """One plain sentence on what the graders do to the scores."""
     if report["n_graders"] < 2:
-        return (
-            "Only one grader has graded this study's episodes, so there is nothing to compare: leniency and "
-            "self-preference cannot be measured."
-        )
+        return ("Only one grader has graded this study's episodes, so there is nothing to compare: leniency and "
+                "self-preference cannot be measured.")
     terms = report["self_preference"]
     measured = [t for t in terms if t["identifiable"]]
     clear = [t for t in measured if t["p_value"] is not None and t["p_value"] < GRADER_SIGNIFICANCE]
     if clear:
         worst = max(clear, key=lambda t: abs(t["estimate"]))
         direction = "higher" if worst["estimate"] > 0 else "lower"
-        sentence = (
-            f"The {worst['grader']} judge scores {worst['family']} agents {abs(worst['estimate']):.1f} points "
-            f"({worst['ci_low']:.1f} to {worst['ci_high']:.1f}) {direction} than the other graders do"
-        )
+        sentence = (f"The {worst['grader']} judge scores {worst['family']} agents {abs(worst['estimate']):.1f} points "
+                    f"({worst['ci_low']:.1f} to {worst['ci_high']:.1f}) {direction} than the other graders do")
         if len(clear) > 1:
             more = len(clear) - 1
-            sentence += (
-                f" (and {more} more judge{'s' if more > 1 else ''} with a clear preference for "
-                f"{'their' if more > 1 else 'its'} own family)"
-            )
+            sentence += (f" (and {more} more judge{'s' if more > 1 else ''} with a clear preference for "
+                         f"{'their' if more > 1 else 'its'} own family)")
     elif measured:
         largest = max(measured, key=lambda t: abs(t["estimate"]))
-        sentence = (
-            f"No judge measurably favours its own family's agents (largest: {largest['grader']}, "
-            f"{largest['estimate']:+.1f} points, {largest['ci_low']:.1f} to {largest['ci_high']:.1f})"
-        )
+        sentence = (f"No judge measurably favours its own family's agents (largest: {largest['grader']}, "
+                    f"{largest['estimate']:+.1f} points, {largest['ci_low']:.1f} to {largest['ci_high']:.1f})")
     else:
         sentence = "No judge grades an agent of its own family in a way these grades can separate from its leniency"
     moved = [a for a in report["agents"] if a["rank_corrected"] != a["rank_uncorrected"]]
@@ -335,10 +302,8 @@ def _grader_verdict(report: dict[str, Any]) -> str:
         sentence += "; the ranking is the same with and without the correction."
     unknown = [t for t in terms if not t["identifiable"]]
     if unknown:
-        sentence += (
-            f" The self-preference of {', '.join(t['grader'] for t in unknown)} cannot be measured with "
-            "these grades (details below)."
-        )
+        sentence += (f" The self-preference of {', '.join(t['grader'] for t in unknown)} cannot be measured with "
+                     "these grades (details below).")
     return sentence
 
 
@@ -357,72 +322,43 @@ def study_grader_report(study: Study) -> dict[str, Any] | None:
     reference = str(study.grade_reference)
     notes: list[str] = []
     if reference == "experts" and not ledger.expert_graders():
-        notes.append(
-            "The study takes the experts as the reference, but no expert grade is in the ledger yet: the "
-            "levels below are on the judge panel's average instead."
-        )
+        notes.append("The study takes the experts as the reference, but no expert grade is in the ledger yet: the "
+                     "levels below are on the judge panel's average instead.")
         reference = "panel"
     try:
         corrected = fit_graded(
-            ledger.agent_ids,
-            ledger.participant_ids,
-            ledger.y,
-            episode=ledger.episode_ids,
-            grader=ledger.graders,
-            agent_family=ledger.agent_families,
-            grader_family=ledger.grader_families,
-            spec=spec,
+            ledger.agent_ids, ledger.participant_ids, ledger.y, episode=ledger.episode_ids, grader=ledger.graders,
+            agent_family=ledger.agent_families, grader_family=ledger.grader_families, spec=spec,
             reference=reference,
         )
     except ValueError as exc:
         # Too few grades, or a design that identifies no agent level yet: say so instead of failing the job.
-        return json_safe(
-            {
-                "verdict": f"The graders' effects cannot be estimated from these grades yet: {exc}.",
-                "reference": {},
-                "leniency": [],
-                "self_preference": [],
-                "agents": [],
-                "hyper": {},
-                "notes": notes,
-                "n_grades": ledger.n,
-                "n_episodes": int(np.unique(ledger.episode_ids).shape[0]),
-                "n_graders": int(np.unique(ledger.graders).shape[0]),
-                "n_experts": len(ledger.expert_graders()),
-            }
-        )
+        return json_safe({
+            "verdict": f"The graders' effects cannot be estimated from these grades yet: {exc}.",
+            "reference": {}, "leniency": [], "self_preference": [], "agents": [], "hyper": {}, "notes": notes,
+            "n_grades": ledger.n, "n_episodes": int(np.unique(ledger.episode_ids).shape[0]),
+            "n_graders": int(np.unique(ledger.graders).shape[0]), "n_experts": len(ledger.expert_graders()),
+        })
     # Today's number: each episode's mean over its judges (experts left out), through the calibrated model.
     judges = ledger.grader_families != ""
     episodes, first, inverse = np.unique(ledger.episode_ids[judges], return_index=True, return_inverse=True)
     panel_mean = np.bincount(inverse, weights=ledger.y[judges]) / np.bincount(inverse)
-    uncorrected = (
-        fit_model(
-            ledger.agent_ids[judges][first],
-            ledger.participant_ids[judges][first],
-            panel_mean,
-            spec=ModelSpec(kind="calibrated", k=study.rating_k),
-        )
-        if episodes.shape[0] > 1
-        else None
-    )
+    uncorrected = fit_model(
+        ledger.agent_ids[judges][first], ledger.participant_ids[judges][first], panel_mean,
+        spec=ModelSpec(kind="calibrated", k=study.rating_k),
+    ) if episodes.shape[0] > 1 else None
     names = agent_names(ledger.agent_ids)
     with_rows = _agent_rows(corrected, names)
     without_rows = _agent_rows(uncorrected, names) if uncorrected is not None else {}
     agents = []
     for agent_id, row in sorted(with_rows.items(), key=lambda item: item[1]["rank"]):
         before = without_rows.get(agent_id, {})
-        agents.append(
-            {
-                "agent_id": agent_id,
-                "name": row["name"],
-                "mu_corrected": row["mu"],
-                "sigma_corrected": row["sigma"],
-                "rank_corrected": row["rank"],
-                "mu_uncorrected": before.get("mu"),
-                "sigma_uncorrected": before.get("sigma"),
-                "rank_uncorrected": before.get("rank"),
-            }
-        )
+        agents.append({
+            "agent_id": agent_id, "name": row["name"],
+            "mu_corrected": row["mu"], "sigma_corrected": row["sigma"], "rank_corrected": row["rank"],
+            "mu_uncorrected": before.get("mu"), "sigma_uncorrected": before.get("sigma"),
+            "rank_uncorrected": before.get("rank"),
+        })
     diagnostics = corrected.diagnostics
     graders = diagnostics.get("graders", {})
     report: dict[str, Any] = {

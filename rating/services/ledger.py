@@ -52,14 +52,11 @@ def _change_log(observation: Observation, before: Counted) -> None:
     if before == _counted(observation):
         return
     LedgerChange.objects.create(
-        study_id=observation.study_id,
-        observation_id=observation.pk,
-        participant_id=observation.participant_id,
-        was_active=before is not None,
-        old_agent_id=None if before is None else before[0],
-        old_y=None if before is None else before[1],
-        old_weight=None if before is None else before[2],
+        study_id=observation.study_id, observation_id=observation.pk, participant_id=observation.participant_id,
+        was_active=before is not None, old_agent_id=None if before is None else before[0],
+        old_y=None if before is None else before[1], old_weight=None if before is None else before[2],
     )
+
 
 
 def episode_rating_score(*, episode: Episode, study: Study) -> tuple[float | None, str]:
@@ -106,11 +103,8 @@ def _episode_exclusion(episode: Episode, observation: Observation | None) -> str
 
     A participant retraction recorded on the observation is kept: a late regrade cannot bring it back.
     """
-    if (
-        observation is not None
-        and not observation.active
-        and observation.retraction_reason.startswith(PARTICIPANT_RETRACTION)
-    ):
+    if observation is not None and not observation.active and observation.retraction_reason.startswith(
+            PARTICIPANT_RETRACTION):
         return observation.retraction_reason
     if episode.status == Episode.Status.SKIPPED:
         return "episode skipped"
@@ -180,13 +174,8 @@ def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Obs
                 observation.retraction_reason = reason[:255]
                 observation.save(update_fields=["active", "retraction_reason", "updated_at"])
                 audit_record(
-                    actor=None,
-                    action="observation.retract",
-                    obj=observation,
-                    study=study,
-                    before={"active": True, "y": observation.y},
-                    after={"active": False},
-                    note=reason,
+                    actor=None, action="observation.retract", obj=observation, study=study,
+                    before={"active": True, "y": observation.y}, after={"active": False}, note=reason,
                 )
                 ledger_changed = True
         else:
@@ -214,12 +203,8 @@ def observation_record(*, episode_id: int, schedule_refresh: bool = True) -> Obs
                     ledger_changed = True
                     if not was_active:
                         audit_record(
-                            actor=None,
-                            action="observation.reactivate",
-                            obj=observation,
-                            study=study,
-                            before={"active": False},
-                            after={"active": True, "y": y},
+                            actor=None, action="observation.reactivate", obj=observation, study=study,
+                            before={"active": False}, after={"active": True, "y": y},
                         )
         if observation is not None:
             _change_log(observation, before)
@@ -248,20 +233,14 @@ def _grades_follow_episode(episode: Episode, reason: str) -> bool:
     """Make the episode's grade rows count or not as the episode does; return whether any row changed."""
     rows = GradeObservation.objects.filter(episode_id=episode.pk)
     if any(row.retraction_reason.startswith(PARTICIPANT_RETRACTION) for row in rows if not row.active):
-        reason = reason or next(
-            row.retraction_reason
-            for row in rows
-            if not row.active and row.retraction_reason.startswith(PARTICIPANT_RETRACTION)
-        )
+        reason = reason or next(row.retraction_reason for row in rows if not row.active
+                                and row.retraction_reason.startswith(PARTICIPANT_RETRACTION))
     if reason:
         counting = rows.exclude(retraction_reason=SUPERSEDED).exclude(active=False, retraction_reason=reason[:255])
         changed = counting.update(active=False, retraction_reason=reason[:255], updated_at=timezone.now())
     else:
-        changed = (
-            rows.filter(active=False)
-            .exclude(retraction_reason=SUPERSEDED)
-            .update(active=True, retraction_reason="", updated_at=timezone.now())
-        )
+        changed = rows.filter(active=False).exclude(retraction_reason=SUPERSEDED).update(
+            active=True, retraction_reason="", updated_at=timezone.now())
     return bool(changed)
 
 
@@ -289,12 +268,8 @@ def episode_grades_record(*, episode_id: int, kind: str, grades: Sequence[GradeI
             raise ValueError(f"grades: {grade.grader} grades episode {episode_id} twice")
         wanted[grade.grader] = grade
     with transaction.atomic():
-        episode = (
-            Episode.objects.select_for_update(of=("self",))
-            .select_related("study", "participant", "agent")
-            .filter(pk=episode_id)
-            .first()
-        )
+        episode = (Episode.objects.select_for_update(of=("self",)).select_related("study", "participant", "agent")
+                   .filter(pk=episode_id).first())
         if episode is None:
             return False
         observation = Observation.objects.filter(episode_id=episode.pk).first()
@@ -308,23 +283,16 @@ def episode_grades_record(*, episode_id: int, kind: str, grades: Sequence[GradeI
                 changed = True
         for grader, grade in wanted.items():
             values = {
-                "study_id": episode.study_id,
-                "agent_id": episode.agent_id,
-                "participant_id": episode.participant_id,
-                "task_id": episode.task_id,
-                "grader_kind": kind,
-                "grader_family": grade.family.strip().lower(),
-                "agent_family": episode.agent.family,
-                "y": float(grade.y),
-                "source_id": grade.source_id,
+                "study_id": episode.study_id, "agent_id": episode.agent_id, "participant_id": episode.participant_id,
+                "task_id": episode.task_id, "grader_kind": kind, "grader_family": grade.family.strip().lower(),
+                "agent_family": episode.agent.family, "y": float(grade.y), "source_id": grade.source_id,
             }
             row = existing.get(grader)
             if row is None:
                 GradeObservation.objects.create(episode=episode, grader=grader, active=False, **values)
                 changed = True
             elif any(getattr(row, name) != value for name, value in values.items()) or (
-                row.retraction_reason == SUPERSEDED
-            ):
+                    row.retraction_reason == SUPERSEDED):
                 for name, value in values.items():
                     setattr(row, name, value)
                 kept = row.retraction_reason if row.retraction_reason.startswith(PARTICIPANT_RETRACTION) else ""
@@ -364,20 +332,11 @@ def observations_retract_participant(*, participant_id: int, reason: str) -> int
         observations = Observation.objects.filter(participant_id=participant_id)
         counted = list(observations.filter(active=True).values_list("pk", "study_id", "agent_id", "y", "weight"))
         count = len(counted)
-        LedgerChange.objects.bulk_create(
-            [
-                LedgerChange(
-                    study_id=study_id,
-                    observation_id=pk,
-                    participant_id=participant_id,
-                    was_active=True,
-                    old_agent_id=agent_id,
-                    old_y=y,
-                    old_weight=weight,
-                )
-                for pk, study_id, agent_id, y, weight in counted
-            ]
-        )
+        LedgerChange.objects.bulk_create([
+            LedgerChange(study_id=study_id, observation_id=pk, participant_id=participant_id, was_active=True,
+                         old_agent_id=agent_id, old_y=y, old_weight=weight)
+            for pk, study_id, agent_id, y, weight in counted
+        ])
         observations.exclude(active=False, retraction_reason=marker).update(
             active=False, retraction_reason=marker, updated_at=timezone.now()
         )
@@ -388,12 +347,8 @@ def observations_retract_participant(*, participant_id: int, reason: str) -> int
         )
         if count or grade_count:
             audit_record(
-                actor=None,
-                action="observation.retract_participant",
-                obj=participant,
-                study=participant.study,
-                after={"retracted": count, "grades_retracted": grade_count},
-                note=note,
+                actor=None, action="observation.retract_participant", obj=participant,
+                study=participant.study, after={"retracted": count, "grades_retracted": grade_count}, note=note,
             )
             study_id = participant.study_id
             transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
@@ -423,3 +378,5 @@ def study_rerecord(*, study_id: int) -> int:
     if episode_ids:  # one refresh request for the whole pass, not one per debounce window it spans
         transaction.on_commit(lambda: posterior_schedule_refresh(study_id=study_id))
     return len(episode_ids)
+
+

@@ -103,9 +103,9 @@ def _live_update(study: Study, row: PosteriorState, conf: dict[str, Any], starte
     """Apply the queued changes to the state and write the snapshot; return it, or why a refit must do it."""
     read_at = timezone.now()
     changes: list[Change] = list(
-        LedgerChange.objects.filter(study=study)
-        .order_by("pk")
-        .values_list("pk", "observation_id", "participant_id", "was_active", "old_agent_id", "old_y", "old_weight")
+        LedgerChange.objects.filter(study=study).order_by("pk").values_list(
+            "pk", "observation_id", "participant_id", "was_active", "old_agent_id", "old_y", "old_weight"
+        )
     )
     assert row.snapshot is not None and row.refit is not None
     if not changes:
@@ -118,8 +118,7 @@ def _live_update(study: Study, row: PosteriorState, conf: dict[str, Any], starte
         return f"{len(participants)} participants changed at once"
     current = list(
         Observation.objects.filter(study=study, active=True, participant_id__in=participants)
-        .order_by("pk")
-        .values_list("pk", "participant_id", "agent_id", "y", "weight")
+        .order_by("pk").values_list("pk", "participant_id", "agent_id", "y", "weight")
     )
     t_read = time.perf_counter()
     before = _participants_before(current, changes)
@@ -176,60 +175,39 @@ def _snapshot_write(
     agent_keys = state.agent_ids.astype(np.int64)
     n = state.terms.agent_n
     summary = dict(base.fit)
-    summary.update(
-        json_safe(
-            {
-                "agents": [
-                    {
-                        "agent_id": str(agent),
-                        "mu": float(mu[i]),
-                        "sigma": float(sigma[i]),
-                        "conservative": float(conservative[i]),
-                        "n": int(n[i]),
-                    }
-                    for i, agent in enumerate(agent_keys.tolist())
-                ],
-                "agent_cov": cov,
-                "prob_greater": posterior.prob_greater,
-                "level": float(mu.mean()),
-                "n_observations": state.terms.n,
-                "n_humans": state.terms.n_humans,
-                "update": {
-                    "kind": "live",
-                    "base_version": base.version,
-                    "updates_since_refit": row.updates + 1,
-                    "changes": n_changes,
-                    "participants": n_participants,
-                    "score_test": score_test,
-                    "carried": "variance components, participants' ratings and residual diagnostics are the refit's",
-                },
-            }
-        )
-    )
+    summary.update(json_safe({
+        "agents": [
+            {"agent_id": str(agent), "mu": float(mu[i]), "sigma": float(sigma[i]),
+             "conservative": float(conservative[i]), "n": int(n[i])}
+            for i, agent in enumerate(agent_keys.tolist())
+        ],
+        "agent_cov": cov,
+        "prob_greater": posterior.prob_greater,
+        "level": float(mu.mean()),
+        "n_observations": state.terms.n,
+        "n_humans": state.terms.n_humans,
+        "update": {
+            "kind": "live",
+            "base_version": base.version,
+            "updates_since_refit": row.updates + 1,
+            "changes": n_changes,
+            "participants": n_participants,
+            "score_test": score_test,
+            "carried": "variance components, participants' ratings and residual diagnostics are the refit's",
+        },
+    }))
     assert row.snapshot is not None  # the study's latest snapshot (checked by _refit_reason under the lock)
     version = row.snapshot.version + 1
     snapshot = RatingSnapshot.objects.create(
-        study=study,
-        version=version,
-        n_observations=state.terms.n,
-        config=base.config,
-        fit=summary,
-        connectivity=base.connectivity,
-        ledger_digest="",
-        produced_by=RatingSnapshot.ProducedBy.UPDATE,
-        base=base,
+        study=study, version=version, n_observations=state.terms.n, config=base.config, fit=summary,
+        connectivity=base.connectivity, ledger_digest="", produced_by=RatingSnapshot.ProducedBy.UPDATE, base=base,
     )
     RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at)
     snapshot.computed_at = read_at
     names = selectors.agent_names(agent_keys)
     entity_ratings_write(
-        snapshot_id=snapshot.pk,
-        kind=EntityRating.Kind.AGENT,
-        keys=agent_keys,
+        snapshot_id=snapshot.pk, kind=EntityRating.Kind.AGENT, keys=agent_keys,
         labels=[names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()],
-        mu=mu,
-        sigma=sigma,
-        conservative=conservative,
-        n=n,
+        mu=mu, sigma=sigma, conservative=conservative, n=n,
     )
     return snapshot

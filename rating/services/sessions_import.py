@@ -23,7 +23,6 @@ from studies.services.audit import audit_record
 # ParticipantIdentity.platform of participants created from an imported sessions file.
 IMPORT_PLATFORM = "collabskill-import"
 
-
 @dataclass
 class SessionsImportResult:
     """What an import did, for the command's summary and the audit log."""
@@ -103,13 +102,10 @@ def sessions_model(sessions: Any) -> ModelSpec | None:
         return None
     model = header["rating_model"]
     if isinstance(model, dict) and model.get("kind") == "judge_aware":
-        raise SessionsImportError(
-            [
-                "study_config record: the study was rated with the judge-aware model, which is fitted to every "
-                "grade of a session; a sessions file holds one score per session. Import it with --model calibrated "
-                "(the grades themselves are in the export's grades.csv)."
-            ]
-        )
+        raise SessionsImportError([
+            "study_config record: the study was rated with the judge-aware model, which is fitted to every "
+            "grade of a session; a sessions file holds one score per session. Import it with --model calibrated "
+            "(the grades themselves are in the export's grades.csv)."])
     try:
         return ModelSpec.from_dict(model)
     except (TypeError, ValueError) as exc:
@@ -293,9 +289,8 @@ def sessions_import(
         agents = {agent.name: agent for agent in Agent.objects.all()}
         taken_slugs = set(Agent.objects.values_list("slug", flat=True))
         for name in sorted({s.agent_name for s in counted} - agents.keys()):
-            agents[name] = Agent.objects.create(
-                name=name, slug=_unique_agent_slug(name, taken_slugs), is_active=False, family=family_from_name(name)
-            )
+            agents[name] = Agent.objects.create(name=name, slug=_unique_agent_slug(name, taken_slugs), is_active=False,
+                                                family=family_from_name(name))
             result.agents_created += 1
         used_agents = [agents[name] for name in {s.agent_name for s in counted}]
         if used_agents:

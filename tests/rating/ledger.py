@@ -71,22 +71,16 @@ def batch_model(study: Study) -> SkillModel:
 def fit_rows(study: Study) -> dict[tuple[str, int], dict]:
     """Return rating.fit.fit_model's ratings of the study's active ledger read through the ORM, by (kind, pk)."""
     rows = list(
-        Observation.objects.filter(study=study, active=True)
-        .order_by("pk")
+        Observation.objects.filter(study=study, active=True).order_by("pk")
         .annotate(task_key=Coalesce("task_uuid", "task__uuid"))
         .values_list("agent_id", "participant_id", "task_key", "y", "weight")
     )
     agents, humans, tasks, y, w = (np.array(column, dtype=object) for column in zip(*rows, strict=True))
-    spec = ModelSpec(
-        kind=study.rating_model,
-        k=study.rating_k,
-        paper=study_config(study),
-        integrate_hyper=study.rating_integrate_hyper,
-    )
+    spec = ModelSpec(kind=study.rating_model, k=study.rating_k, paper=study_config(study),
+                     integrate_hyper=study.rating_integrate_hyper)
     tasks = np.array([None if t is None else str(t) for t in tasks], dtype=object)
-    fit = fit_model(
-        agents.astype(np.int64), humans.astype(np.int64), y.astype(float), tasks, spec=spec, weights=w.astype(float)
-    )
+    fit = fit_model(agents.astype(np.int64), humans.astype(np.int64), y.astype(float), tasks, spec=spec,
+                    weights=w.astype(float))
     expected = {}
     for kind, ids, mu, sigma, n in (
         ("agent", fit.agent_ids, fit.agent_mu, fit.agent_sigma(), fit.agent_n),
@@ -94,10 +88,7 @@ def fit_rows(study: Study) -> dict[tuple[str, int], dict]:
     ):
         for i, pk in enumerate(ids.tolist()):
             expected[(kind, int(pk))] = {
-                "mu": mu[i],
-                "sigma": sigma[i],
-                "conservative": mu[i] - spec.k * sigma[i],
-                "n": int(n[i]),
+                "mu": mu[i], "sigma": sigma[i], "conservative": mu[i] - spec.k * sigma[i], "n": int(n[i]),
             }
     return expected
 

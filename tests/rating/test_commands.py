@@ -372,11 +372,7 @@ def test_model_paper_reproduces_the_paper_model_whatever_the_study_had(tmp_path)
     output = _run("import_sessions", _write(tmp_path, SESSIONS), "--study", "released", "--model", "paper")
     study = Study.objects.get(slug="released")
     assert (study.rating_model, study.rating_mu0, study.rating_sigma0, study.rating_beta, study.rating_k) == (
-        "paper",
-        0.0,
-        1.0,
-        1.0,
-        3.0,
+        "paper", 0.0, 1.0, 1.0, 3.0
     )
     assert "rating model: paper (changed by this import)" in output
     snapshot = RatingSnapshot.objects.get(study=study)
@@ -399,18 +395,12 @@ def test_rating_report_json_is_fit_model_on_the_study_ledger(kind):
         ledger.observation_record(episode_id=episode.pk)
     printed = json.loads(_run("rating_report", "--study", study.slug, "--json"))
 
-    rows = list(
-        Observation.objects.filter(study=study, active=True)
-        .order_by("pk")
-        .values_list("agent_id", "participant_id", "task_uuid", "y")
-    )
+    rows = list(Observation.objects.filter(study=study, active=True).order_by("pk")
+                .values_list("agent_id", "participant_id", "task_uuid", "y"))
     spec = ModelSpec(kind=kind)
     expected = fit_model(
-        np.array([r[0] for r in rows]),
-        np.array([r[1] for r in rows]),
-        np.array([r[3] for r in rows]),
-        np.array([str(r[2]) for r in rows], dtype=object),
-        spec=spec,
+        np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[3] for r in rows]),
+        np.array([str(r[2]) for r in rows], dtype=object), spec=spec,
     ).to_dict()
     assert printed["study"] == study.slug and printed["n_observations"] == len(rows)
     assert printed["agent_names"] == {str(a.pk): a.name for a in agents}

@@ -56,7 +56,7 @@ def test_concurrent_recording_loses_no_observation_and_duplicates_none():
     study, _, _, episodes = ledger_study(seed=41, n_agents=5, n_participants=50, per_participant=4)
     assert len(episodes) == THREADS * PER_THREAD
     ids = [e.pk for e in episodes]
-    shares = [ids[t * PER_THREAD : (t + 1) * PER_THREAD] for t in range(THREADS)]
+    shares = [ids[t * PER_THREAD:(t + 1) * PER_THREAD] for t in range(THREADS)]
     # Every thread also records the first ten episodes of the next thread's share, at the same moment.
     work = [share + shares[(t + 1) % THREADS][:10] for t, share in enumerate(shares)]
 

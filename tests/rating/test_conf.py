@@ -17,7 +17,8 @@ READ = re.compile(r'rating_settings\(\)\["([A-Z_]+)"\]')
 
 
 def test_every_rating_key_read_has_a_default():
-    read = {key for app in PROJECT_PACKAGES for p in (ROOT / app).rglob("*.py") for key in READ.findall(p.read_text())}
+    read = {key for app in PROJECT_PACKAGES for p in (ROOT / app).rglob("*.py")
+            for key in READ.findall(p.read_text())}
     assert {"BOOTSTRAP_ROUNDS", "REML_INTERVAL_SECONDS"} <= read
     assert read <= set(rating_conf.DEFAULTS)
 

@@ -39,13 +39,11 @@ def test_weights_act_as_replicated_episodes():
     rng = np.random.default_rng(4)
     judge, expert = rng.choice(GRID, 60), rng.integers(0, 2, 60).astype(float)
     copies = rng.integers(1, 5, 60)
-    replicated = cohens_kappa(
-        _table(np.repeat(judge, copies), np.repeat(expert, copies)), wt="quadratic", return_results=False
-    )
+    replicated = cohens_kappa(_table(np.repeat(judge, copies), np.repeat(expert, copies)), wt="quadratic",
+                              return_results=False)
     assert quadratic_weighted_kappa(judge, expert, copies) == pytest.approx(replicated, abs=1e-12)
     assert bias(judge, expert, copies) == pytest.approx(
-        100 * np.mean(np.repeat(judge, copies) - np.repeat(expert, copies))
-    )
+        100 * np.mean(np.repeat(judge, copies) - np.repeat(expert, copies)))
 
 
 def test_kappa_on_continuous_scores_is_the_pairwise_formula():
@@ -125,9 +123,8 @@ def test_a_good_judge_passes_and_a_lenient_one_fails_with_its_bias_named():
 def test_uncovered_families_fail_the_gate():
     episodes = np.repeat(np.arange(30), 2)
     expert = np.tile([1.0, 0.0], 30)
-    result = gate_evaluate(
-        expert, expert, episodes, rule=GateRule(min_episodes=5), rounds=200, uncovered_families=("google",)
-    )
+    result = gate_evaluate(expert, expert, episodes, rule=GateRule(min_episodes=5), rounds=200,
+                           uncovered_families=("google",))
     assert not result.passes
     assert result.reasons == ["experts graded no sampled episode of agent family google"]
 

@@ -162,7 +162,9 @@ def test_reml_estimates_equal_an_independent_dense_reml(seed: int) -> None:
 
 def test_task_model_reml_equals_an_independent_dense_reml() -> None:
     data = simulate(np.random.default_rng(11), n_agents=3, n_humans=20, n_obs=80, n_tasks=6, task_sd=8.0)
-    fit = fit_model(data["agent"], data["human"], data["y"], data["task"], spec=ModelSpec(kind="calibrated_task"))
+    fit = fit_model(
+        data["agent"], data["human"], data["y"], data["task"], spec=ModelSpec(kind="calibrated_task")
+    )
     sds, loglik = dense_reml(data["agent"], data["human"], data["y"], data["task"])
     assert fit.hyper["beta"]["estimate"] == pytest.approx(sds[0], rel=1e-6)
     assert fit.hyper["sigma_human"]["estimate"] == pytest.approx(sds[1], rel=1e-6)

@@ -189,7 +189,7 @@ def test_fit_equals_an_independent_dense_reml_on_every_estimate(pooled, monkeypa
     np.testing.assert_allclose(result.agent_mu[order], ref["beta"][:5], rtol=1e-6)
     np.testing.assert_allclose(result.agent_cov[np.ix_(order, order)], ref["cov"][:5, :5], rtol=1e-4)
     # Leniencies: free graders' coefficients, the last reference grader minus the other's.
-    b = dict(zip(free, ref["beta"][5 : 5 + len(free)], strict=True))
+    b = dict(zip(free, ref["beta"][5:5 + len(free)], strict=True))
     b["claude"] = -b["gemini"]
     for gid, value in b.items():
         assert leniency_of(result, gid)["leniency"] == pytest.approx(value, rel=1e-4, abs=1e-6)
@@ -360,7 +360,7 @@ def test_one_grader_with_repeated_runs_equals_the_calibrated_model_on_episode_me
     data = {k: (np.concatenate([v, v]) if isinstance(v, np.ndarray) else v) for k, v in base.items()}
     data["y"] = data["y"] + rng.normal(0.0, 6.0, data["y"].shape[0])
     result = fit(data)
-    means = np.bincount(base["episode"], weights=data["y"][: base["y"].shape[0]] + data["y"][base["y"].shape[0] :])
+    means = np.bincount(base["episode"], weights=data["y"][: base["y"].shape[0]] + data["y"][base["y"].shape[0]:])
     means = means / 2.0
     first = np.unique(base["episode"], return_index=True)[1]
     calibrated = fit_model(base["agent"][first], base["human"][first], means, spec=ModelSpec(integrate_hyper=False))

@@ -33,10 +33,8 @@ GPT, CLAUDE = "openai/gpt-4.1", "anthropic/claude-sonnet-4-6"
 
 
 def _panel(gpt: float, claude: float, run: int = 1) -> list[GradeInput]:
-    return [
-        GradeInput(grader=GPT, family="openai", y=gpt, source_id=run),
-        GradeInput(grader=CLAUDE, family="anthropic", y=claude, source_id=run + 1),
-    ]
+    return [GradeInput(grader=GPT, family="openai", y=gpt, source_id=run),
+            GradeInput(grader=CLAUDE, family="anthropic", y=claude, source_id=run + 1)]
 
 
 def _rows(episode: Episode) -> dict[str, tuple[float, bool, str]]:
@@ -48,9 +46,7 @@ def test_an_episodes_panel_becomes_one_active_row_per_judge_with_both_families()
     assert episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(68.0, 72.0))
     rows = {r.grader: r for r in GradeObservation.objects.filter(episode=episode)}
     assert {g: (r.y, r.active, r.grader_family, r.agent_family) for g, r in rows.items()} == {
-        GPT: (68.0, True, "openai", "anthropic"),
-        CLAUDE: (72.0, True, "anthropic", "anthropic"),
-    }
+        GPT: (68.0, True, "openai", "anthropic"), CLAUDE: (72.0, True, "anthropic", "anthropic")}
     assert rows[GPT].participant_id == episode.participant_id and rows[GPT].study_id == episode.study_id
     # The same grades again change nothing.
     assert not episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(68.0, 72.0))
@@ -59,9 +55,8 @@ def test_an_episodes_panel_becomes_one_active_row_per_judge_with_both_families()
 def test_a_regrade_replaces_the_panel_and_keeps_the_judges_no_longer_current_inactive() -> None:
     episode = EpisodeFactory(status=Episode.Status.GRADED, auto_score=70.0)
     episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(68.0, 72.0))
-    assert episode_grades_record(
-        episode_id=episode.pk, kind="judge", grades=[GradeInput(grader=GPT, family="openai", y=61.0, source_id=9)]
-    )
+    assert episode_grades_record(episode_id=episode.pk, kind="judge",
+                                 grades=[GradeInput(grader=GPT, family="openai", y=61.0, source_id=9)])
     assert _rows(episode) == {GPT: (61.0, True, ""), CLAUDE: (72.0, False, SUPERSEDED)}
     # The judge comes back in a later panel: its row counts again.
     episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(61.0, 75.0, run=10))
@@ -71,9 +66,8 @@ def test_a_regrade_replaces_the_panel_and_keeps_the_judges_no_longer_current_ina
 def test_expert_grades_are_their_own_kind_and_do_not_replace_the_judges() -> None:
     episode = EpisodeFactory(status=Episode.Status.GRADED, auto_score=70.0)
     episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(68.0, 72.0))
-    episode_grades_record(
-        episode_id=episode.pk, kind="expert", grades=[GradeInput(grader="expert:3", family="", y=80.0, source_id=4)]
-    )
+    episode_grades_record(episode_id=episode.pk, kind="expert",
+                          grades=[GradeInput(grader="expert:3", family="", y=80.0, source_id=4)])
     rows = {r.grader: r for r in GradeObservation.objects.filter(episode=episode)}
     assert set(rows) == {GPT, CLAUDE, "expert:3"}
     assert rows["expert:3"].grader_kind == "expert" and rows["expert:3"].grader_family == ""
@@ -84,10 +78,8 @@ def test_expert_grades_are_their_own_kind_and_do_not_replace_the_judges() -> Non
     ("change", "reason"),
     [
         (lambda e: Episode.objects.filter(pk=e.pk).update(status=Episode.Status.SKIPPED), "episode skipped"),
-        (
-            lambda e: Participant.objects.filter(pk=e.participant_id).update(status=Participant.Status.WITHDRAWN),
-            "participant withdrawn",
-        ),
+        (lambda e: Participant.objects.filter(pk=e.participant_id).update(status=Participant.Status.WITHDRAWN),
+         "participant withdrawn"),
         (lambda e: Episode.objects.filter(pk=e.pk).update(is_gold=True), "gold QA episode"),
     ],
 )
@@ -141,31 +133,16 @@ def _judge_aware_study(*, seed: int = 0, n_participants: int = 24, reference: st
         person = rng.normal(0.0, 6.0)
         for position in range(1, 4):
             agent = agents[(p + position) % 3]
-            episode = EpisodeFactory(
-                participant=participant,
-                study=study,
-                agent=agent,
-                position=position,
-                task=TaskFactory(studies=[study]),
-                status=Episode.Status.GRADED,
-                auto_score=70.0,
-            )
+            episode = EpisodeFactory(participant=participant, study=study, agent=agent, position=position,
+                                     task=TaskFactory(studies=[study]), status=Episode.Status.GRADED,
+                                     auto_score=70.0)
             quality = skill[agent.pk] + person + rng.normal(0.0, 8.0)
             claude_bonus = 4.0 if agent.family == "anthropic" else 0.0
-            grades = [
-                GradeInput(
-                    grader=GPT,
-                    family="openai",
-                    y=float(np.clip(quality + rng.normal(0, 4), 0, 100)),
-                    source_id=2 * episode.pk,
-                ),
-                GradeInput(
-                    grader=CLAUDE,
-                    family="anthropic",
-                    y=float(np.clip(quality + 3 + claude_bonus + rng.normal(0, 4), 0, 100)),
-                    source_id=2 * episode.pk + 1,
-                ),
-            ]
+            grades = [GradeInput(grader=GPT, family="openai", y=float(np.clip(quality + rng.normal(0, 4), 0, 100)),
+                                 source_id=2 * episode.pk),
+                      GradeInput(grader=CLAUDE, family="anthropic",
+                                 y=float(np.clip(quality + 3 + claude_bonus + rng.normal(0, 4), 0, 100)),
+                                 source_id=2 * episode.pk + 1)]
             episode_grades_record(episode_id=episode.pk, kind="judge", grades=grades)
     return study
 
@@ -176,17 +153,10 @@ def test_a_judge_aware_refresh_is_the_judge_aware_fit_of_the_grade_ledger() -> N
     ledger = selectors.grade_arrays(study)
     assert snapshot.n_observations == ledger.n == 2 * 24 * 3
     assert snapshot.config["kind"] == "judge_aware" and snapshot.config["reference"] == "panel"
-    expected = fit_graded(
-        ledger.agent_ids,
-        ledger.participant_ids,
-        ledger.y,
-        episode=ledger.episode_ids,
-        grader=ledger.graders,
-        agent_family=ledger.agent_families,
-        grader_family=ledger.grader_families,
-        spec=selectors.study_model_spec(study),
-        reference="panel",
-    )
+    expected = fit_graded(ledger.agent_ids, ledger.participant_ids, ledger.y, episode=ledger.episode_ids,
+                          grader=ledger.graders, agent_family=ledger.agent_families,
+                          grader_family=ledger.grader_families, spec=selectors.study_model_spec(study),
+                          reference="panel")
     stored = {r.entity_id: r for r in EntityRating.objects.filter(snapshot=snapshot, entity_kind="agent")}
     for i, agent_id in enumerate(expected.agent_ids.astype(int)):
         assert stored[agent_id].mu == pytest.approx(expected.agent_mu[i], rel=1e-12)
@@ -211,15 +181,13 @@ def test_a_judge_aware_study_is_stale_when_a_grade_or_the_reference_changes() ->
     assert study.pk in selectors.studies_needing_refresh()
 
 
-def test_a_grade_change_of_a_judge_aware_study_schedules_a_refresh(
-    django_capture_on_commit_callbacks, monkeypatch
-) -> None:
+def test_a_grade_change_of_a_judge_aware_study_schedules_a_refresh(django_capture_on_commit_callbacks,
+                                                                   monkeypatch) -> None:
     sent = []
     monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args)))
     study = StudyFactory(rating_model=Study.RatingModel.JUDGE_AWARE)
-    episode = EpisodeFactory(
-        study=study, participant=ParticipantFactory(study=study), status=Episode.Status.GRADED, auto_score=70.0
-    )
+    episode = EpisodeFactory(study=study, participant=ParticipantFactory(study=study),
+                             status=Episode.Status.GRADED, auto_score=70.0)
     from django.core.cache import cache
 
     cache.clear()
@@ -252,19 +220,10 @@ def test_the_grader_report_of_a_one_grader_study_says_there_is_nothing_to_compar
     for p in range(6):
         participant = ParticipantFactory(study=study)
         for position, agent in enumerate(agents, start=1):
-            episode = EpisodeFactory(
-                study=study,
-                participant=participant,
-                agent=agent,
-                position=position,
-                status=Episode.Status.GRADED,
-                auto_score=70.0,
-            )
-            episode_grades_record(
-                episode_id=episode.pk,
-                kind="judge",
-                grades=[GradeInput(grader=GPT, family="openai", y=60.0 + p + 5 * position, source_id=episode.pk)],
-            )
+            episode = EpisodeFactory(study=study, participant=participant, agent=agent, position=position,
+                                     status=Episode.Status.GRADED, auto_score=70.0)
+            episode_grades_record(episode_id=episode.pk, kind="judge", grades=[
+                GradeInput(grader=GPT, family="openai", y=60.0 + p + 5 * position, source_id=episode.pk)])
     report = study_grader_report(study)
     assert report["verdict"].startswith("Only one grader has graded this study's episodes")
     assert study_grader_report(StudyFactory()) is None
@@ -286,19 +245,10 @@ def test_a_self_preference_no_neutral_grader_can_separate_is_reported_as_not_mea
     for p in range(12):
         participant = ParticipantFactory(study=study)
         for position, agent in enumerate(agents, start=1):
-            episode = EpisodeFactory(
-                study=study,
-                participant=participant,
-                agent=agent,
-                position=position,
-                status=Episode.Status.GRADED,
-                auto_score=70.0,
-            )
-            episode_grades_record(
-                episode_id=episode.pk,
-                kind="judge",
-                grades=_panel(float(rng.uniform(50, 80)), float(rng.uniform(50, 80)), run=2 * episode.pk),
-            )
+            episode = EpisodeFactory(study=study, participant=participant, agent=agent, position=position,
+                                     status=Episode.Status.GRADED, auto_score=70.0)
+            episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(
+                float(rng.uniform(50, 80)), float(rng.uniform(50, 80)), run=2 * episode.pk))
     report = study_grader_report(study)
     assert [t["identifiable"] for t in report["self_preference"]] == [False, False]
     assert all(t["estimate"] is None and t["reason"] for t in report["self_preference"])
@@ -309,11 +259,8 @@ def test_a_sessions_file_of_a_judge_aware_study_is_refused_unless_another_model_
     from rating.exceptions import SessionsImportError
     from rating.services.sessions_import import HEADER_RECORD_TYPE, sessions_model
 
-    header = {
-        "record_type": HEADER_RECORD_TYPE,
-        "skipped": True,
-        "rating_model": {"kind": "judge_aware", "k": 3.0, "reference": "panel"},
-    }
+    header = {"record_type": HEADER_RECORD_TYPE, "skipped": True,
+              "rating_model": {"kind": "judge_aware", "k": 3.0, "reference": "panel"}}
     with pytest.raises(SessionsImportError, match="judge-aware model"):
         sessions_model([header])
 
@@ -324,9 +271,8 @@ def test_judge_aware_episode_scores_remove_each_graders_fitted_leniency_and_self
     fit = study_fit(study, ledger)
     episode = Episode.objects.filter(study=study).order_by("pk").first()
     # A third grade on one episode: its average holds more grades, so it weighs more.
-    episode_grades_record(
-        episode_id=episode.pk, kind="expert", grades=[GradeInput(grader="expert:1", family="", y=71.0, source_id=1)]
-    )
+    episode_grades_record(episode_id=episode.pk, kind="expert", grades=[
+        GradeInput(grader="expert:1", family="", y=71.0, source_id=1)])
     arrays, basis = judge_aware_episode_arrays(study, fit)
     assert basis.kind == "calibrated" and arrays.n == Episode.objects.filter(study=study).count()
     graders = fit.diagnostics["graders"]
@@ -336,18 +282,14 @@ def test_judge_aware_episode_scores_remove_each_graders_fitted_leniency_and_self
     for index in (0, 5, arrays.n - 1):
         agent, participant = int(arrays.agent_ids[index]), int(arrays.participant_ids[index])
         grades = rows.filter(agent_id=agent, participant_id=participant)
-        expected = np.mean(
-            [
-                g.y
-                - leniency.get(g.grader, 0.0)
-                - (preference.get(g.grader, 0.0) if g.grader_family == g.agent_family else 0.0)
-                for g in grades
-            ]
-        )
+        expected = np.mean([
+            g.y - leniency.get(g.grader, 0.0)
+            - (preference.get(g.grader, 0.0) if g.grader_family == g.agent_family else 0.0)
+            for g in grades
+        ])
         assert arrays.y[index] == pytest.approx(expected, abs=1e-9)
     first = list(zip(arrays.agent_ids.tolist(), arrays.participant_ids.tolist(), strict=True)).index(
-        (episode.agent_id, episode.participant_id)
-    )
+        (episode.agent_id, episode.participant_id))
     assert arrays.w[first] > np.median(arrays.w) and arrays.w.mean() == pytest.approx(1.0)
 
 

@@ -15,7 +15,8 @@ from tests.rating.simulated import simulate
 
 
 def _fit_and_state(data: dict[str, np.ndarray], *, integrate: bool, omega: np.ndarray | None = None):
-    fit = fit_model(data["agent"], data["human"], data["y"], spec=ModelSpec(integrate_hyper=integrate), weights=omega)
+    fit = fit_model(data["agent"], data["human"], data["y"], spec=ModelSpec(integrate_hyper=integrate),
+                    weights=omega)
     position = {int(a): i for i, a in enumerate(fit.agent_ids)}
     codes = np.array([position[int(a)] for a in data["agent"]])
     state = information_state(fit, codes, data["human"], data["y"], omega)
@@ -45,9 +46,8 @@ def test_the_state_of_a_refit_reproduces_its_agents(integrate, weighted):
     fit, state, codes = _fit_and_state(data, integrate=integrate, omega=omega)
     # Unit weights: the fit hands over its pooled sums; they equal a pass over the participants.
     assert (fit.variance_nodes.pooled_terms is None) == weighted
-    direct = participant_terms(
-        codes, data["human"], data["y"], np.ones(700) if omega is None else omega, state.n_agents, state.gammas
-    )
+    direct = participant_terms(codes, data["human"], data["y"], np.ones(700) if omega is None else omega,
+                               state.n_agents, state.gammas)
     for name in ("schur", "rhs", "q1", "q2", "agent_n"):
         np.testing.assert_allclose(getattr(state.terms, name), getattr(direct, name), rtol=1e-12, atol=1e-9)
     for name in ("n", "n_humans", "ywy", "s2d", "q0", "sum_inv_d", "sum_log_omega"):
@@ -61,19 +61,14 @@ def test_the_state_of_a_refit_reproduces_its_agents(integrate, weighted):
     assert test.statistic < 1e-6 and test.p_value > 0.999
 
 
-def _apply(
-    state: InformationState,
-    ledger: dict[int, list[tuple[int, float, float]]],
-    human: int,
-    rows: list[tuple[int, float, float]],
-) -> InformationState:
+def _apply(state: InformationState, ledger: dict[int, list[tuple[int, float, float]]], human: int,
+           rows: list[tuple[int, float, float]]) -> InformationState:
     """Replace one participant's observations (agent code, y, omega) and update the state."""
 
     def terms(obs):
         if not obs:
-            return participant_terms(
-                np.zeros(0, int), np.zeros(0, int), np.zeros(0), np.zeros(0), state.n_agents, state.gammas
-            )
+            return participant_terms(np.zeros(0, int), np.zeros(0, int), np.zeros(0), np.zeros(0),
+                                     state.n_agents, state.gammas)
         a, yy, w = (np.array(col) for col in zip(*obs, strict=True))
         return participant_terms(a, np.full(len(obs), human), yy, w, state.n_agents, state.gammas)
 
@@ -109,8 +104,7 @@ def test_a_chain_of_updates_equals_a_solve_of_the_final_ledger():
             agent.append(a), human.append(h), y.append(yy), omega.append(w)
     agent_a, human_a, y_a, omega_a = (np.array(v) for v in (agent, human, y, omega))
     fresh = dataclasses.replace(
-        state, terms=participant_terms(agent_a, human_a, y_a, omega_a, state.n_agents, state.gammas)
-    )
+        state, terms=participant_terms(agent_a, human_a, y_a, omega_a, state.n_agents, state.gammas))
     chained, direct = state.posterior(), fresh.posterior()
     np.testing.assert_allclose(chained.agent_mu, direct.agent_mu, rtol=0, atol=1e-9)
     np.testing.assert_allclose(chained.agent_cov, direct.agent_cov, rtol=0, atol=1e-9)
@@ -121,14 +115,11 @@ def test_a_chain_of_updates_equals_a_solve_of_the_final_ledger():
     np.testing.assert_allclose(chained.centre_mu, mean, rtol=0, atol=1e-9)
     plug_in = information_state(
         fit_model(data["agent"], data["human"], data["y"], spec=ModelSpec(integrate_hyper=False)),
-        codes,
-        data["human"],
-        data["y"],
+        codes, data["human"], data["y"],
     )
     assert plug_in is not None
     plug_in = dataclasses.replace(
-        plug_in, terms=participant_terms(agent_a, human_a, y_a, omega_a, state.n_agents, plug_in.gammas)
-    )
+        plug_in, terms=participant_terms(agent_a, human_a, y_a, omega_a, state.n_agents, plug_in.gammas))
     np.testing.assert_allclose(plug_in.posterior().agent_cov, cov, rtol=1e-9, atol=1e-12)
 
 

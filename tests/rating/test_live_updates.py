@@ -22,20 +22,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def live_settings(settings):
-    settings.RATING = {
-        **settings.RATING,
-        "LIVE_UPDATES": True,
-        "LIVE_MIN_OBSERVATIONS": 0,
-        "REML_INTERVAL_SECONDS": 3600.0,
-        "LIVE_DRIFT_ALPHA": 1e-12,
-    }
+    settings.RATING = {**settings.RATING, "LIVE_UPDATES": True, "LIVE_MIN_OBSERVATIONS": 0,
+                       "REML_INTERVAL_SECONDS": 3600.0, "LIVE_DRIFT_ALPHA": 1e-12}
     return settings
 
 
 def _refitted_study(**fields):
     study, agents, participants, episodes = ledger_study(
-        n_agents=3, n_participants=40, per_participant=3, seed=4, rating_model=Study.RatingModel.CALIBRATED, **fields
-    )
+        n_agents=3, n_participants=40, per_participant=3, seed=4, rating_model=Study.RatingModel.CALIBRATED,
+        **fields)
     for episode in episodes:
         ledger.observation_record(episode_id=episode.pk, schedule_refresh=False)
     refit = refresh.posterior_refresh(study_id=study.pk)
@@ -43,15 +38,8 @@ def _refitted_study(**fields):
 
 
 def _scored(study, participant, agent, score: float) -> Episode:
-    episode = EpisodeFactory(
-        participant=participant,
-        study=study,
-        agent=agent,
-        task=TaskFactory(studies=[study]),
-        position=9,
-        status=Episode.Status.GRADED,
-        auto_score=score,
-    )
+    episode = EpisodeFactory(participant=participant, study=study, agent=agent, task=TaskFactory(studies=[study]),
+                             position=9, status=Episode.Status.GRADED, auto_score=score)
     ledger.observation_record(episode_id=episode.pk, schedule_refresh=False)
     return episode
 
@@ -147,12 +135,8 @@ def test_a_refit_replaces_the_live_update_when_it_must(change, reason, live_sett
     agent = AgentFactory() if change == "new_agent" else agents[0]
     _scored(study, participants[2], agent, 55.0)
     _scored(study, participants[5], agents[1], 65.0)
-    overrides = {
-        "schedule": {"REML_INTERVAL_SECONDS": 0.0},
-        "drift": {"LIVE_DRIFT_ALPHA": 1.0},
-        "crowd": {"LIVE_MAX_PARTICIPANTS": 1},
-        "small": {"LIVE_MIN_OBSERVATIONS": 10_000},
-    }
+    overrides = {"schedule": {"REML_INTERVAL_SECONDS": 0.0}, "drift": {"LIVE_DRIFT_ALPHA": 1.0},
+                 "crowd": {"LIVE_MAX_PARTICIPANTS": 1}, "small": {"LIVE_MIN_OBSERVATIONS": 10_000}}
     live_settings.RATING = {**live_settings.RATING, **overrides.get(change, {})}
     if change == "settings":
         study.rating_k = 2.0
@@ -214,9 +198,8 @@ def test_a_refresh_task_that_finds_another_refresh_running_asks_again_instead_of
     sent = []
     monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: sent.append((name, args, kw)))
     params = connection.get_connection_params()
-    with psycopg.connect(
-        **{k: v for k, v in params.items() if k in ("dbname", "host", "port", "user", "password")}, autocommit=True
-    ) as other:
+    with psycopg.connect(**{k: v for k, v in params.items() if k in ("dbname", "host", "port", "user", "password")},
+                         autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s, %s)", [refresh._REFRESH_LOCK, study.pk])
         assert tasks.refresh_posterior(study.pk) is None
         assert [(name, args) for name, args, _ in sent] == [(REFRESH_POSTERIOR, [study.pk])]
@@ -272,8 +255,7 @@ def test_a_change_committed_during_a_refresh_stays_queued_and_counts_once(monkey
     first = outcome["snapshot"]
     assert first.produced_by == ("update" if refresh_kind == "live update" else "refit")
     assert list(LedgerChange.objects.filter(study=study).values_list("observation_id", flat=True)) == [
-        late.observation.pk
-    ]
+        late.observation.pk]
     assert first.n_observations == selectors.active_observations(study).count() - 1  # the late grade is not in it
     monkeypatch.setattr(target, name, original)
     if refresh_kind == "refit":

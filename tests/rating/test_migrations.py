@@ -30,15 +30,14 @@ def test_existing_judge_runs_and_expert_grades_become_grade_rows_that_follow_the
     JudgeRunFactory(episode=counted, provider="openai", model="gpt-4o", total=10.0, is_current=False)  # old panel
     JudgeRunFactory(episode=withdrawn, provider="openai", model="gpt-4.1", total=60.0)
     expert_grade = ExpertGradeFactory(assignment=ExpertAssignmentFactory(episode=counted), score=90.0)
-    ExpertGradeFactory(assignment=ExpertAssignmentFactory(episode=counted, role=ExpertAssignment.Role.GOLD), score=5.0)
+    ExpertGradeFactory(assignment=ExpertAssignmentFactory(episode=counted, role=ExpertAssignment.Role.GOLD),
+                       score=5.0)
     GradeObservation.objects.all().delete()  # as before the migration
 
     migration.record_existing_grades(apps, None)
 
-    rows = {
-        (g.episode_id, g.grader): (g.grader_kind, g.grader_family, g.agent_family, g.y, g.active)
-        for g in GradeObservation.objects.all()
-    }
+    rows = {(g.episode_id, g.grader): (g.grader_kind, g.grader_family, g.agent_family, g.y, g.active)
+            for g in GradeObservation.objects.all()}
     assert rows == {
         (counted.pk, "openai/gpt-4.1"): ("judge", "openai", "anthropic", 70.0, True),
         (counted.pk, "anthropic/claude-sonnet-4-6"): ("judge", "anthropic-lab", "anthropic", 80.0, True),

@@ -357,11 +357,8 @@ def test_when_the_server_refuses_the_part_connections_the_ledger_is_read_in_one_
         closed = probe.getsockname()[1]
     study = _bulk_ledger(n_rows=300, seed=10)
     params = selectors.part_connection_params()
-    monkeypatch.setattr(
-        selectors,
-        "part_connection_params",
-        lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2},
-    )
+    monkeypatch.setattr(selectors, "part_connection_params",
+                        lambda: {**params, "host": "127.0.0.1", "port": closed, "connect_timeout": 2})
     monkeypatch.setattr(selectors, "PARALLEL_MIN_PAGES", 1)
     with caplog.at_level("WARNING", logger="rating.selectors"):
         arrays = selectors.observations_arrays(study)

@@ -498,9 +498,8 @@ def _stored_ratings(snapshot: RatingSnapshot, kind: str) -> dict[int, tuple]:
 
 
 def _write(snapshot: RatingSnapshot, kind: str, keys, labels, mu, sigma, conservative, n) -> None:
-    refresh.entity_ratings_write(
-        snapshot_id=snapshot.pk, kind=kind, keys=keys, labels=labels, mu=mu, sigma=sigma, conservative=conservative, n=n
-    )
+    refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind=kind, keys=keys, labels=labels, mu=mu, sigma=sigma,
+                                 conservative=conservative, n=n)
 
 
 def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite_floats():

@@ -101,15 +101,9 @@ def test_participant_bootstrap_rounds_equal_observation_rounds_with_the_expanded
     ranks = np.empty((64, design.n_agents), dtype=np.int64)
     for r in range(64):  # each round's re-weighted system solved on its own
         sol = solve_bipartite(
-            design.agent_idx,
-            design.human_idx,
-            mult[r] * design.w,
-            mult[r] * design.wy,
-            design.prior_precision_agents,
-            design.prior_eta_agents,
-            design.prior_precision_humans,
-            design.prior_eta_humans,
-            human_variance=False,
+            design.agent_idx, design.human_idx, mult[r] * design.w, mult[r] * design.wy,
+            design.prior_precision_agents, design.prior_eta_agents,
+            design.prior_precision_humans, design.prior_eta_humans, human_variance=False,
         )
         sigma = np.sqrt(np.diag(sol.cov_agents))
         ranks[r] = rank_agents(sol.mu_agents[None, :], sigma[None, :], design.k, design.id_order)[0]
@@ -251,6 +245,8 @@ def test_public_outputs_are_strict_json_with_non_finite_values_as_null(kind) -> 
     json.dumps(compare_models(*args), allow_nan=False)
 
 
+
+
 # --------------------------------------------------------------------------------------------------------
 # The paper model's ranking and its bootstrap (paper Table 3)
 # --------------------------------------------------------------------------------------------------------
@@ -258,9 +254,8 @@ def test_public_outputs_are_strict_json_with_non_finite_values_as_null(kind) -> 
 PAPER_SKILLS = {"Cowork": 82.0, "Code": 77.0, "Codex": 72.0, "Manus": 67.0, "Gemini": 62.0}
 
 
-def _paper_study(
-    *, skills: dict[str, float], n_humans: int, n_obs: int, seed: int, human_sd: float = 10.0, noise_sd: float = 10.0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _paper_study(*, skills: dict[str, float], n_humans: int, n_obs: int, seed: int, human_sd: float = 10.0,
+                 noise_sd: float = 10.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draw (agent, human, score) rows from y = s_A + s_H + noise with random pairing."""
     rng = np.random.default_rng(seed)
     names = np.array(list(skills))

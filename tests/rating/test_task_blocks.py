@@ -72,7 +72,9 @@ CASES = [
 def test_block_core_equals_the_dense_core(case, integrate, monkeypatch) -> None:
     n_a, n_h, n_t, n, groups, untasked, weighted = case
     rng = np.random.default_rng(n_h + n_t)
-    data = clustered(rng, n_agents=n_a, n_humans=n_h, n_tasks=n_t, n_obs=n, n_groups=groups, untasked=untasked)
+    data = clustered(
+        rng, n_agents=n_a, n_humans=n_h, n_tasks=n_t, n_obs=n, n_groups=groups, untasked=untasked
+    )
     weights = rng.uniform(0.5, 2.0, n) if weighted else None
     spec = ModelSpec(kind="calibrated_task", integrate_hyper=integrate)
     dense, block = both_cores(data, spec, weights, monkeypatch)

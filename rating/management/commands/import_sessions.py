@@ -31,8 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-refresh", action="store_true", help="leave the posterior to the next refresh")
         parser.add_argument(
             # The judge-aware model needs every grade of a session; a sessions file holds one score each.
-            "--model",
-            choices=[kind for kind in RATING_MODELS if kind != "judge_aware"],
+            "--model", choices=[kind for kind in RATING_MODELS if kind != "judge_aware"],
             help="rating model for the study; 'paper' is the paper's model with its defaults "
             "(mu0=0, sigma0=1, beta=1, k=3) and reproduces its published ratings",
         )
@@ -70,12 +69,10 @@ class Command(BaseCommand):
         if result.no_agent or result.no_user:
             shown = ", ".join(result.left_out_ids[:20])
             more = f" and {len(result.left_out_ids) - 20} more" if len(result.left_out_ids) > 20 else ""
-            self.stdout.write(
-                self.style.WARNING(
-                    f"  left out {result.no_agent} session(s) without an agent and {result.no_user} without a user: "
-                    f"{shown}{more}"
-                )
-            )
+            self.stdout.write(self.style.WARNING(
+                f"  left out {result.no_agent} session(s) without an agent and {result.no_user} without a user: "
+                f"{shown}{more}"
+            ))
         self.stdout.write(
             f"  rating model: {result.model}" + (" (changed by this import)" if result.model_changed else "")
         )
@@ -88,11 +85,9 @@ class Command(BaseCommand):
         try:
             snapshot = refresh.posterior_refresh(study_id=study.pk)
         except ValueError as exc:  # e.g. too few observations for a calibrated model; the import itself stands
-            self.stdout.write(
-                self.style.WARNING(
-                    f"  sessions imported, but the {study.rating_model} rating model cannot be fitted yet: {exc}"
-                )
-            )
+            self.stdout.write(self.style.WARNING(
+                f"  sessions imported, but the {study.rating_model} rating model cannot be fitted yet: {exc}"
+            ))
             return
         self.stdout.write(f"  posterior snapshot v{snapshot.version} from {snapshot.n_observations} observations")
 

@@ -22,7 +22,9 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     numeric = [bool(rows) and all(_is_number(row[i]) for row in rows) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):
-        parts = [cell.rjust(widths[i]) if numeric[i] and n else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        parts = [
+            cell.rjust(widths[i]) if numeric[i] and n else cell.ljust(widths[i]) for i, cell in enumerate(row)
+        ]
         lines.append("  ".join(parts).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -49,28 +51,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--study", metavar="SLUG", help="only this study (default: every study with ratings)")
         parser.add_argument(
-            "--rounds",
-            type=int,
-            default=None,
+            "--rounds", type=int, default=None,
             help=f"bootstrap rounds (default RATING['BOOTSTRAP_ROUNDS'] = {rating_settings()['BOOTSTRAP_ROUNDS']})",
         )
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
         parser.add_argument(
-            "--cluster",
-            choices=analysis.STABILITY_CLUSTERS,
-            default="observation",
+            "--cluster", choices=analysis.STABILITY_CLUSTERS, default="observation",
             help="bootstrap resampling unit: observations (paper) or participants with all their observations",
         )
         parser.add_argument(
-            "--json",
-            action="store_true",
+            "--json", action="store_true",
             help="print the fitted model (posterior, agents' covariance, hyperparameters) of --study as JSON",
         )
         parser.add_argument(
-            "--stability",
-            action="store_true",
+            "--stability", action="store_true",
             help="with --json: add the stability report (bootstrap and leave-one-out, as the dashboard computes it "
-            'with the same --rounds/--seed/--cluster) under "stability"',
+                 "with the same --rounds/--seed/--cluster) under \"stability\"",
         )
 
     def handle(self, *args, **options) -> None:
@@ -136,7 +132,9 @@ class Command(BaseCommand):
             paper = spec["paper"]
             model = f"paper model: mu0={paper['mu0']:g}, sigma0={paper['sigma0']:g}, beta={paper['beta']:g}"
         else:
-            fitted = ", ".join(f"{name}={value['estimate']:.3g}" for name, value in (report.get("hyper") or {}).items())
+            fitted = ", ".join(
+                f"{name}={value['estimate']:.3g}" for name, value in (report.get("hyper") or {}).items()
+            )
             model = f"{spec['kind']} model ({fitted})"
         write(
             f"{report['n_observations']} active observations, {report['n_agents']} agents, "
@@ -145,33 +143,20 @@ class Command(BaseCommand):
         rows = [{**row, "agent_id": names.get(row["agent_id"], row["agent_id"])} for row in report["leaderboard"]]
 
         write(f"\nAgent leaderboard (ranked by CollabSkill = mu - {k:g} sigma)")
-        write(
-            format_table(
-                ["Rank", "Agent", "CollabSkill", "mu", "sigma", "n"],
-                [
-                    [r["rank"], r["agent_id"], _fmt(r["conservative"]), _fmt(r["mu"]), _fmt(r["sigma"]), r["n"]]
-                    for r in rows
-                ],
-            )
-        )
+        write(format_table(
+            ["Rank", "Agent", "CollabSkill", "mu", "sigma", "n"],
+            [[r["rank"], r["agent_id"], _fmt(r["conservative"]), _fmt(r["mu"]), _fmt(r["sigma"]), r["n"]]
+             for r in rows],
+        ))
 
         boot = report["bootstrap"]
         unit = "participants" if cluster == "human" else "observations"
         write(f"\nBootstrap ranking stability ({boot['rounds']} rounds over {unit}, seed {boot['seed']})")
-        write(
-            format_table(
-                ["Agent", "Mean rank", "P(rank=1)", "95% rank interval"],
-                [
-                    [
-                        r["agent_id"],
-                        _fmt(r["bootstrap_mean_rank"], 2),
-                        _fmt(r["bootstrap_p_rank1"]),
-                        "{}-{}".format(*r["bootstrap_rank_interval"]),
-                    ]
-                    for r in rows
-                ],
-            )
-        )
+        write(format_table(
+            ["Agent", "Mean rank", "P(rank=1)", "95% rank interval"],
+            [[r["agent_id"], _fmt(r["bootstrap_mean_rank"], 2), _fmt(r["bootstrap_p_rank1"]),
+              "{}-{}".format(*r["bootstrap_rank_interval"])] for r in rows],
+        ))
         tau, (tau_lo, _, tau_hi) = boot["mean_kendall_tau"], boot["kendall_tau_quantiles"]
         if tau is None:
             write("Mean Kendall tau to the full-data ranking: n/a (fewer than two agents)")
@@ -183,47 +168,29 @@ class Command(BaseCommand):
 
         loo_human, loo_task = report["leave_one_human_out"], report["leave_one_task_out"]
         write("\nLeave-one-out mean ranks")
-        write(
-            format_table(
-                ["Agent", "Rank", "Leave-one-human-out mean", "Leave-one-task-out mean"],
-                [
-                    [
-                        r["agent_id"],
-                        f"#{r['rank']}",
-                        _fmt(r["loo_human_mean_rank"], 2),
-                        _fmt(r["loo_task_mean_rank"], 2),
-                    ]
-                    for r in rows
-                ],
-            )
-        )
-        write(
-            f"{loo_human['n_groups']} humans left out in turn; "
-            f"{len(loo_human['changed_groups'])} of them change the ranking when left out."
-        )
+        write(format_table(
+            ["Agent", "Rank", "Leave-one-human-out mean", "Leave-one-task-out mean"],
+            [[r["agent_id"], f"#{r['rank']}", _fmt(r["loo_human_mean_rank"], 2), _fmt(r["loo_task_mean_rank"], 2)]
+             for r in rows],
+        ))
+        write(f"{loo_human['n_groups']} humans left out in turn; "
+              f"{len(loo_human['changed_groups'])} of them change the ranking when left out.")
         if loo_task is None:
-            write("Leave-one-task-out skipped: no observation names its task (sessions imported without a task_id).")
+            write("Leave-one-task-out skipped: no observation names its task (sessions imported without a "
+                  "task_id).")
         else:
-            write(
-                f"{loo_task['n_groups']} tasks left out in turn; "
-                f"{len(loo_task['changed_groups'])} of them change the ranking when left out."
-            )
+            write(f"{loo_task['n_groups']} tasks left out in turn; "
+                  f"{len(loo_task['changed_groups'])} of them change the ranking when left out.")
 
         pairwise = report["pairwise"]
         order = [pairwise["agent_ids"].index(r["agent_id"]) for r in report["leaderboard"]]
         write("\nPairwise P(row agent > column agent) from the exact joint posterior")
-        write(
-            format_table(
-                ["", *[f"#{n}" for n in range(1, len(order) + 1)]],
-                [
-                    [
-                        f"#{n} {rows[n - 1]['agent_id']}",
-                        *["-" if i == j else _fmt(pairwise["prob_greater"][i][j]) for j in order],
-                    ]
-                    for n, i in enumerate(order, start=1)
-                ],
-            )
-        )
+        write(format_table(
+            ["", *[f"#{n}" for n in range(1, len(order) + 1)]],
+            [[f"#{n} {rows[n - 1]['agent_id']}",
+              *["-" if i == j else _fmt(pairwise["prob_greater"][i][j]) for j in order]]
+             for n, i in enumerate(order, start=1)],
+        ))
 
         links = report["connectivity"]
         if links["warning"]:
