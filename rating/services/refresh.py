@@ -13,7 +13,7 @@ import queue
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from celery import current_app
@@ -284,20 +284,34 @@ _COPY_COLUMNS = "snapshot_id, entity_kind, entity_id, label, mu, sigma, conserva
 _INT4_MAX = 2**31 - 1
 
 
-def _copy_binary(
-    snapshot_id: int,
-    kind: bytes,
-    keys: np.ndarray,
-    labels: np.ndarray,
-    floats: tuple[np.ndarray, np.ndarray, np.ndarray],
-    counts: np.ndarray,
-    ranks: np.ndarray,
-) -> list[bytes]:
+class _RatingRows(NamedTuple):
+    """One kind's rating rows of a snapshot as parallel arrays (labels UTF-8 in a fixed-width bytes array)."""
+
+    keys: np.ndarray
+    labels: np.ndarray
+    floats: tuple[np.ndarray, np.ndarray, np.ndarray]  # mu, sigma, conservative
+    counts: np.ndarray
+    ranks: np.ndarray
+
+    def take(self, rows: np.ndarray) -> _RatingRows:
+        """Return the rows at the positions ``rows``."""
+        mu, sigma, conservative = self.floats
+        return _RatingRows(
+            self.keys[rows],
+            self.labels[rows],
+            (mu[rows], sigma[rows], conservative[rows]),
+            self.counts[rows],
+            self.ranks[rows],
+        )
+
+
+def _copy_binary(snapshot_id: int, kind: bytes, table: _RatingRows) -> list[bytes]:
     """Return ``EntityRating`` rows in COPY's binary format (signature and trailer included), in key order.
 
     Rows are grouped by the byte length of their label, which makes each group's records fixed-width; within a
     group they go in key order, so the unique index on (snapshot, kind, entity) takes them at its right edge.
     """
+    keys, labels, floats, counts, ranks = table
     lengths = np.strings.str_len(labels).astype(np.int64)
     # Row groups as index arrays, None for "every row as given" (sorted keys and labels of one length, the usual
     # case: no gather at all).
@@ -392,16 +406,7 @@ def _copy_stream(conn: Any, sql: str, chunks: list[bytes]) -> None:
     conn.commit()
 
 
-def _copy_separately(
-    sql: str,
-    snapshot_id: int,
-    kind: bytes,
-    keys: np.ndarray,
-    labels: np.ndarray,
-    floats: tuple[np.ndarray, np.ndarray, np.ndarray],
-    counts: np.ndarray,
-    ranks: np.ndarray,
-) -> bool:
+def _copy_separately(sql: str, snapshot_id: int, kind: bytes, table: _RatingRows) -> bool:
     """COPY the rows in ``SEPARATE_STREAMS`` contiguous key ranges, each on a new connection, concurrently; return
     ``False`` (nothing written) when the server refuses one of the connections.
 
@@ -424,14 +429,12 @@ def _copy_separately(
         )
         return False
     try:
-        order = np.argsort(keys, kind="stable")
-        bounds = [keys.shape[0] * i // SEPARATE_STREAMS for i in range(SEPARATE_STREAMS + 1)]
+        order = np.argsort(table.keys, kind="stable")
+        bounds = [order.shape[0] * i // SEPARATE_STREAMS for i in range(SEPARATE_STREAMS + 1)]
         with ThreadPoolExecutor(max_workers=len(conns)) as pool:
             jobs = []
             for conn, lo, hi in zip(conns, bounds[:-1], bounds[1:], strict=True):
-                rows = order[lo:hi]
-                part = (floats[0][rows], floats[1][rows], floats[2][rows])
-                payload = _copy_binary(snapshot_id, kind, keys[rows], labels[rows], part, counts[rows], ranks[rows])
+                payload = _copy_binary(snapshot_id, kind, table.take(order[lo:hi]))
                 jobs.append(pool.submit(_copy_stream, conn, sql, payload))  # sent while the next one is built
             for job in jobs:
                 job.result()
@@ -513,13 +516,11 @@ def entity_ratings_write(
             raise ValueError("n: counts must fit the rating table's integer column")
         if ranks.size > _INT4_MAX:
             raise ValueError("keys: more ratings than the rank column can number")
-        encoded = _label_bytes(labels)
+        table = _RatingRows(keys, _label_bytes(labels), floats, counts, ranks)
         sql = f"COPY {EntityRating._meta.db_table} ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-        if separately and _copy_separately(
-            sql, int(snapshot_id), str(kind).encode(), keys, encoded, floats, counts, ranks
-        ):
+        if separately and _copy_separately(sql, int(snapshot_id), str(kind).encode(), table):
             return
-        data = _copy_binary(int(snapshot_id), str(kind).encode(), keys, encoded, floats, counts, ranks)
+        data = _copy_binary(int(snapshot_id), str(kind).encode(), table)
         with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
             for chunk in data:
                 copy.write(chunk)

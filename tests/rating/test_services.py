@@ -323,11 +323,11 @@ def test_a_calibrated_refit_writes_its_participants_before_the_fit_ends(monkeypa
     assert_snapshot_matches_batch(snapshot, study)
 
 
-def test_a_fit_that_fails_after_the_participants_were_written_leaves_no_snapshot(monkeypatch):
+def _fail_after_the_participants_are_written(monkeypatch) -> list[int]:
+    """Make the fit fail in its leverages once the refit has written the participants' rows; return the list
+    that receives the snapshot id they were written for."""
     import rating.fit as fit_module
 
-    study, _, _, episodes = ledger_study(seed=9, rating_model=Study.RatingModel.CALIBRATED)
-    _record_all(episodes)
     written: list[int] = []
     original_write = refresh._participants_write
 
@@ -344,6 +344,13 @@ def test_a_fit_that_fails_after_the_participants_were_written_leaves_no_snapshot
 
     monkeypatch.setattr(refresh, "_participants_write", write)
     monkeypatch.setattr(fit_module, "_dense_leverages", broken)
+    return written
+
+
+def test_a_fit_that_fails_after_the_participants_were_written_leaves_no_snapshot(monkeypatch):
+    study, _, _, episodes = ledger_study(seed=9, rating_model=Study.RatingModel.CALIBRATED)
+    _record_all(episodes)
+    written = _fail_after_the_participants_are_written(monkeypatch)
     with pytest.raises(RuntimeError, match="leverages failed"):
         refresh.posterior_refresh(study_id=study.pk)
     assert written
@@ -612,26 +619,9 @@ def test_a_refit_writes_a_large_participant_set_in_streams_of_its_own(monkeypatc
 def test_rows_of_a_refit_that_failed_after_writing_them_are_swept_once_no_refit_holds_them(monkeypatch):
     import psycopg
 
-    import rating.fit as fit_module
-
     monkeypatch.setattr(refresh, "SEPARATE_MIN_ROWS", 1)
     study = _separately_written_study(seed=22)
-    written: list[int] = []
-    original_write = refresh._participants_write
-
-    def write(snapshot, *args, **kwargs):
-        original_write(snapshot, *args, **kwargs)
-        written.append(snapshot.pk)
-
-    def broken(*args, **kwargs):
-        for _ in range(1000):
-            if written:
-                break
-            time.sleep(0.01)
-        raise RuntimeError("leverages failed")
-
-    monkeypatch.setattr(refresh, "_participants_write", write)
-    monkeypatch.setattr(fit_module, "_dense_leverages", broken)
+    written = _fail_after_the_participants_are_written(monkeypatch)
     with pytest.raises(RuntimeError, match="leverages failed"):
         refresh.posterior_refresh(study_id=study.pk)
     (orphan,) = written
