@@ -455,6 +455,21 @@ _SNAPSHOT_IDS_WITHOUT_SNAPSHOT_SQL = (
 )
 
 
+# The orphan sweep walks every snapshot id of the rating table, and live updates make many snapshots: once an
+# hour is enough for rows that are never read.
+ORPHAN_SWEEP_SECONDS = 3600
+_ORPHAN_SWEEP_KEY = "rating:orphan-sweep"
+
+
+def _orphan_sweep_due() -> bool:
+    """Return whether this sweep should look for orphaned rating rows (the first in ``ORPHAN_SWEEP_SECONDS``)."""
+    try:
+        return bool(cache.add(_ORPHAN_SWEEP_KEY, 1, timeout=ORPHAN_SWEEP_SECONDS))
+    except Exception:  # a cache outage must not stop the sweep: look every time until it is back
+        logger.warning("rating sweep: the cache is unavailable; looking for orphaned rating rows", exc_info=True)
+        return True
+
+
 def orphaned_ratings_delete() -> int:
     """Delete the rating rows of snapshots that do not exist (a refit that wrote its participants separately and
     then failed); return how many snapshots' rows went.
@@ -718,13 +733,15 @@ def posterior_refresh(
 
 def posteriors_refresh_stale() -> list[int]:
     """Refit every study whose ledger or settings changed since its latest snapshot, or whose live updates rest on
-    variance components older than ``REML_INTERVAL_SECONDS``; return their ids. First delete the rating rows of
-    refits that wrote them separately and never committed (:func:`orphaned_ratings_delete`).
+    variance components older than ``REML_INTERVAL_SECONDS``; return their ids. First, at most once in
+    ``ORPHAN_SWEEP_SECONDS``, delete the rating rows of refits that wrote them separately and never committed
+    (:func:`orphaned_ratings_delete`).
 
     One study's failure is logged and does not stop the others; database errors propagate so the beat
     task retries the whole sweep.
     """
-    orphaned_ratings_delete()
+    if _orphan_sweep_due():
+        orphaned_ratings_delete()
     refreshed = []
     stale = selectors.studies_needing_refresh()
     due = selectors.studies_due_for_reestimation(older_than_seconds=float(rating_settings()["REML_INTERVAL_SECONDS"]))

@@ -661,3 +661,15 @@ def test_when_the_server_refuses_the_stream_connections_the_refit_writes_in_its_
     assert "rows written in the refit's transaction" in caplog.text
     assert snapshot.ratings.filter(entity_kind="human").count() == 14
     assert_snapshot_matches_batch(snapshot, study)
+
+
+def test_the_sweep_looks_for_orphaned_rating_rows_once_an_hour(monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(refresh, "orphaned_ratings_delete", lambda: calls.append(1) or 0)
+    cache.delete(refresh._ORPHAN_SWEEP_KEY)
+    refresh.posteriors_refresh_stale()
+    refresh.posteriors_refresh_stale()
+    assert calls == [1]
+    cache.delete(refresh._ORPHAN_SWEEP_KEY)  # an hour later (the key expired)
+    refresh.posteriors_refresh_stale()
+    assert calls == [1, 1]
