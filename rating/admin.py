@@ -63,3 +63,10 @@ class EntityRatingAdmin(ReadOnlyAdmin):
     list_display = ("label", "entity_kind", "rank", "mu", "sigma", "conservative", "n", "snapshot")
     list_filter = ("entity_kind", "snapshot__study")
     search_fields = ("label",)
+
+
+@admin.register(m.PendingRatingRows)
+class PendingRatingRowsAdmin(ReadOnlyAdmin):
+    """Refits whose participants' rows were committed ahead of the snapshot: cleared by the next rating sweep."""
+
+    list_display = ("snapshot_id", "rows", "created_at")

@@ -189,6 +189,22 @@ class EntityRating(models.Model):
         ]
 
 
+class PendingRatingRows(models.Model):
+    """Rating rows a refit committed ahead of its snapshot (a large participant set, written on connections of
+    its own): until the sweep has seen the snapshot committed, or deleted the rows of one that never was.
+
+    The marker is committed before the first such row, so every row that can outlive a failed refit has one,
+    and the sweep reads these few rows instead of walking every snapshot id of the rating table.
+    """
+
+    snapshot_id = models.BigIntegerField(unique=True, help_text="The snapshot the rows were written for.")
+    rows = models.PositiveIntegerField(help_text="How many rows the refit was about to write.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"rating rows written ahead of snapshot {self.snapshot_id}"
+
+
 class PosteriorState(models.Model):
     """A study's posterior in information form (`rating.live.InformationState`): what a live update starts from.
 

@@ -28,7 +28,7 @@ from rating.conf import rating_settings
 from rating.connectivity import connectivity
 from rating.fit import FitResult, ModelSpec, ParticipantRatings
 from rating.live import information_state
-from rating.models import EntityRating, LedgerChange, PosteriorState, RatingSnapshot
+from rating.models import EntityRating, LedgerChange, PendingRatingRows, PosteriorState, RatingSnapshot
 from rating.services.analysis import study_fit
 from rating.task_names import REFRESH_POSTERIOR
 from studies.models import Study
@@ -411,8 +411,8 @@ def _copy_separately(sql: str, snapshot_id: int, kind: bytes, table: _RatingRows
     ``False`` (nothing written) when the server refuses one of the connections.
 
     Every connection is opened before any row is sent, so a refusal (max_connections, a pooler's limit) leaves
-    the caller to write in its own transaction; a failure after that raises, and the rows a stream committed
-    are the orphan sweep's.
+    the caller to write in its own transaction. A marker (:class:`PendingRatingRows`) is committed before the
+    first row; a failure after that raises, and the rows a stream committed are the orphan sweep's.
     """
     import psycopg
 
@@ -429,6 +429,10 @@ def _copy_separately(sql: str, snapshot_id: int, kind: bytes, table: _RatingRows
         )
         return False
     try:
+        # The marker first, committed: every row that can outlive a failed refit is then found by the sweep.
+        mark = _MARK_PENDING_SQL.format(table=PendingRatingRows._meta.db_table)
+        conns[0].execute(mark, [snapshot_id, len(table.keys)])
+        conns[0].commit()
         order = np.argsort(table.keys, kind="stable")
         bounds = [order.shape[0] * i // SEPARATE_STREAMS for i in range(SEPARATE_STREAMS + 1)]
         with ThreadPoolExecutor(max_workers=len(conns)) as pool:
@@ -444,56 +448,33 @@ def _copy_separately(sql: str, snapshot_id: int, kind: bytes, table: _RatingRows
     return True
 
 
-# The distinct snapshot ids of the rating table, walked along its unique index (one probe each), that name no
-# snapshot.
-_SNAPSHOT_IDS_WITHOUT_SNAPSHOT_SQL = (
-    "WITH RECURSIVE ids AS ((SELECT snapshot_id FROM rating_entityrating ORDER BY snapshot_id LIMIT 1) UNION ALL "
-    "SELECT (SELECT e.snapshot_id FROM rating_entityrating e WHERE e.snapshot_id > ids.snapshot_id "
-    "ORDER BY e.snapshot_id LIMIT 1) FROM ids WHERE ids.snapshot_id IS NOT NULL) "
-    "SELECT ids.snapshot_id FROM ids WHERE ids.snapshot_id IS NOT NULL AND NOT EXISTS "
-    "(SELECT 1 FROM rating_ratingsnapshot s WHERE s.id = ids.snapshot_id)"
-)
-
-
-# The orphan sweep walks every snapshot id of the rating table, and live updates make many snapshots: once an
-# hour is enough for rows that are never read.
-ORPHAN_SWEEP_SECONDS = 3600
-_ORPHAN_SWEEP_KEY = "rating:orphan-sweep"
-
-
-def _orphan_sweep_due() -> bool:
-    """Return whether this sweep should look for orphaned rating rows (the first in ``ORPHAN_SWEEP_SECONDS``)."""
-    try:
-        return bool(cache.add(_ORPHAN_SWEEP_KEY, 1, timeout=ORPHAN_SWEEP_SECONDS))
-    except Exception:  # a cache outage must not stop the sweep: look every time until it is back
-        logger.warning("rating sweep: the cache is unavailable; looking for orphaned rating rows", exc_info=True)
-        return True
+_MARK_PENDING_SQL = "INSERT INTO {table} (snapshot_id, rows, created_at) VALUES (%s, %s, now())"
 
 
 def orphaned_ratings_delete() -> int:
-    """Delete the rating rows of snapshots that do not exist (a refit that wrote its participants separately and
-    then failed); return how many snapshots' rows went.
+    """Clear the markers of rows written ahead of their snapshot (:class:`PendingRatingRows`): delete the rows of
+    snapshots that were never committed (a refit that failed after its streams), drop the markers of those that
+    were; return how many snapshots' rows went.
 
-    The snapshot ids in the table are walked along its unique index (one probe per snapshot). A candidate is
-    deleted only under its pending lock taken exclusively -- so no refit is still writing it -- and after
-    checking once more that its snapshot was not committed meanwhile.
+    A marker is handled only under its snapshot's pending lock taken exclusively -- so no refit is still writing
+    it -- and the snapshot is looked for after the lock is held: a refit's lock is released only once its commit
+    is visible.
     """
     if connection.vendor != "postgresql":
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(_SNAPSHOT_IDS_WITHOUT_SNAPSHOT_SQL)
-        candidates = [int(row[0]) for row in cursor.fetchall()]
     deleted = 0
-    for snapshot_id in candidates:
+    for snapshot_id in PendingRatingRows.objects.order_by("snapshot_id").values_list("snapshot_id", flat=True):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_pending_key(snapshot_id)])
-            if not cursor.fetchone()[0] or RatingSnapshot.objects.filter(pk=snapshot_id).exists():
-                continue
-            cursor.execute("DELETE FROM rating_entityrating WHERE snapshot_id = %s", [snapshot_id])
-            logger.warning(
-                "deleted %s rating rows of snapshot %s, which was never committed", cursor.rowcount, snapshot_id
-            )
-            deleted += 1
+            if not cursor.fetchone()[0]:
+                continue  # still being written
+            if not RatingSnapshot.objects.filter(pk=snapshot_id).exists():
+                cursor.execute("DELETE FROM rating_entityrating WHERE snapshot_id = %s", [snapshot_id])
+                logger.warning(
+                    "deleted %s rating rows of snapshot %s, which was never committed", cursor.rowcount, snapshot_id
+                )
+                deleted += 1
+            PendingRatingRows.objects.filter(snapshot_id=snapshot_id).delete()
     return deleted
 
 
@@ -733,15 +714,13 @@ def posterior_refresh(
 
 def posteriors_refresh_stale() -> list[int]:
     """Refit every study whose ledger or settings changed since its latest snapshot, or whose live updates rest on
-    variance components older than ``REML_INTERVAL_SECONDS``; return their ids. First, at most once in
-    ``ORPHAN_SWEEP_SECONDS``, delete the rating rows of refits that wrote them separately and never committed
-    (:func:`orphaned_ratings_delete`).
+    variance components older than ``REML_INTERVAL_SECONDS``; return their ids. First clear the markers of rows
+    written ahead of their snapshot, deleting those of refits that never committed (:func:`orphaned_ratings_delete`).
 
     One study's failure is logged and does not stop the others; database errors propagate so the beat
     task retries the whole sweep.
     """
-    if _orphan_sweep_due():
-        orphaned_ratings_delete()
+    orphaned_ratings_delete()
     refreshed = []
     stale = selectors.studies_needing_refresh()
     due = selectors.studies_due_for_reestimation(older_than_seconds=float(rating_settings()["REML_INTERVAL_SECONDS"]))

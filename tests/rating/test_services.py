@@ -7,9 +7,10 @@ import time
 import numpy as np
 import pytest
 from django.core.cache import cache
+from django.db import connection
 
 from rating.exceptions import InvalidScore
-from rating.models import EntityRating, Observation, RatingSnapshot
+from rating.models import EntityRating, Observation, PendingRatingRows, RatingSnapshot
 from rating.services import ledger, refresh
 from studies.models import AuditEvent, Episode, Participant, Study
 from studyapp.celery import app
@@ -612,7 +613,11 @@ def test_a_refit_writes_a_large_participant_set_in_streams_of_its_own(monkeypatc
     humans = list(snapshot.ratings.filter(entity_kind="human").order_by("rank"))
     assert len(humans) == 14 and [r.rank for r in humans] == list(range(1, 15))
     assert_snapshot_matches_batch(snapshot, study)
-    assert refresh.orphaned_ratings_delete() == 0  # a committed snapshot's rows are not orphans
+    # The marker committed before the streams is cleared by the sweep; a committed snapshot's rows stay.
+    assert list(PendingRatingRows.objects.values_list("snapshot_id", "rows")) == [(snapshot.pk, 14)]
+    assert refresh.orphaned_ratings_delete() == 0
+    assert not PendingRatingRows.objects.exists()
+    assert snapshot.ratings.filter(entity_kind="human").count() == 14
 
 
 @pytest.mark.django_db(transaction=True)
@@ -627,6 +632,7 @@ def test_rows_of_a_refit_that_failed_after_writing_them_are_swept_once_no_refit_
     (orphan,) = written
     assert not RatingSnapshot.objects.filter(pk=orphan).exists()
     assert EntityRating.objects.filter(snapshot_id=orphan).count() == 14  # committed by their own streams
+    assert PendingRatingRows.objects.filter(snapshot_id=orphan).exists()
     # While a refit holds the snapshot's pending lock its rows are left alone.
     from rating.selectors import part_connection_params
 
@@ -635,8 +641,10 @@ def test_rows_of_a_refit_that_failed_after_writing_them_are_swept_once_no_refit_
         assert refresh.orphaned_ratings_delete() == 0
         other.execute("SELECT pg_advisory_unlock_shared(%s)", [refresh._pending_key(orphan)])
     assert EntityRating.objects.filter(snapshot_id=orphan).count() == 14
+    assert PendingRatingRows.objects.filter(snapshot_id=orphan).exists()  # kept for a later sweep
     assert refresh.orphaned_ratings_delete() == 1
     assert not EntityRating.objects.filter(snapshot_id=orphan).exists()
+    assert not PendingRatingRows.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -663,13 +671,25 @@ def test_when_the_server_refuses_the_stream_connections_the_refit_writes_in_its_
     assert_snapshot_matches_batch(snapshot, study)
 
 
-def test_the_sweep_looks_for_orphaned_rating_rows_once_an_hour(monkeypatch):
-    calls: list[int] = []
-    monkeypatch.setattr(refresh, "orphaned_ratings_delete", lambda: calls.append(1) or 0)
-    cache.delete(refresh._ORPHAN_SWEEP_KEY)
-    refresh.posteriors_refresh_stale()
-    refresh.posteriors_refresh_stale()
-    assert calls == [1]
-    cache.delete(refresh._ORPHAN_SWEEP_KEY)  # an hour later (the key expired)
-    refresh.posteriors_refresh_stale()
-    assert calls == [1, 1]
+@pytest.mark.django_db(transaction=True)
+def test_the_upgrade_marks_the_orphans_earlier_releases_left_and_every_sweep_deletes_them(monkeypatch):
+    from importlib import import_module
+
+    monkeypatch.setattr(refresh, "SEPARATE_MIN_ROWS", 1)
+    study = _separately_written_study(seed=24)
+    kept = refresh.posterior_refresh(study_id=study.pk)
+    PendingRatingRows.objects.all().delete()  # as before markers existed
+    orphan = kept.pk + 1000  # an id no snapshot has
+    EntityRating.objects.bulk_create(
+        EntityRating(snapshot_id=orphan, entity_kind="human", entity_id=i, label=f"p{i}", mu=0.0, sigma=1.0,
+                     conservative=-3.0, n=1, rank=i + 1)
+        for i in range(5)
+    )
+    migration = import_module("rating.migrations.0009_pending_rating_rows")
+    with connection.schema_editor() as editor:
+        migration.mark_orphans(None, editor)
+    assert list(PendingRatingRows.objects.values_list("snapshot_id", flat=True)) == [orphan]
+    refresh.posteriors_refresh_stale()  # the beat task's sweep
+    assert not EntityRating.objects.filter(snapshot_id=orphan).exists()
+    assert not PendingRatingRows.objects.exists()
+    assert kept.ratings.filter(entity_kind="human").count() == 14
