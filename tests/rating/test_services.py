@@ -292,7 +292,13 @@ def test_snapshot_labels_with_copy_control_characters_are_written_verbatim():
 
 def test_a_calibrated_refit_writes_its_participants_before_the_fit_ends(monkeypatch):
     """The fit hands the participants' posterior over before its leverages and diagnostics; the rows written
-    then are the final fit's, ranked and labelled like the rest."""
+    then are the final fit's, ranked and labelled like the rest.
+
+    The leverages wait until the participants' rows are written: a refit that wrote them only after the fit
+    ended would leave the leverages waiting, and fail.
+    """
+    import threading
+
     import rating.fit as fit_module
 
     study, agents, participants, episodes = ledger_study(
@@ -300,20 +306,25 @@ def test_a_calibrated_refit_writes_its_participants_before_the_fit_ends(monkeypa
     )
     _record_all(episodes)
     order: list[str] = []
+    written = threading.Event()
     original_write, original_leverages = refresh._participants_write, fit_module._dense_leverages
 
     def write(*args, **kwargs):
+        result = original_write(*args, **kwargs)
         order.append("participants written")
-        return original_write(*args, **kwargs)
+        written.set()
+        return result
 
     def leverages(*args, **kwargs):
+        if not written.wait(timeout=60):
+            raise AssertionError("the participants' rows were not written while the fit was still running")
         order.append("leverages")
         return original_leverages(*args, **kwargs)
 
     monkeypatch.setattr(refresh, "_participants_write", write)
     monkeypatch.setattr(fit_module, "_dense_leverages", leverages)
     snapshot = refresh.posterior_refresh(study_id=study.pk)
-    assert sorted(order) == ["leverages", "participants written"]  # once each (their order is the threads')
+    assert order == ["participants written", "leverages"]
     humans = list(snapshot.ratings.filter(entity_kind="human").order_by("rank"))
     assert {r.entity_id: r.label for r in humans} == {p.pk: p.pseudonym for p in participants}
     assert [r.rank for r in humans] == list(range(1, len(humans) + 1))
