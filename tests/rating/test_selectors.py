@@ -391,6 +391,10 @@ def test_participant_label_bytes_are_the_pseudonyms_in_the_order_asked(monkeypat
     ).shape == (0,)
     empty = selectors.study_pseudonym_table(StudyFactory())
     assert selectors.participant_label_bytes(empty, np.array([stranger.pk])).tolist() == [b"elsewhere"]
+    # A table out of key order (the server returns rows in physical order) is looked up the same way.
+    table = selectors.study_pseudonym_table(study)
+    shuffled = selectors.PseudonymTable(table.ids[::-1].copy(), table.labels[::-1].copy())
+    assert selectors.participant_label_bytes(shuffled, keys).tolist() == labels.tolist()
 
 
 def test_packed_labels_split_the_bytes_by_their_lengths():

@@ -521,6 +521,26 @@ def _write(snapshot: RatingSnapshot, kind: str, keys, labels, mu, sigma, conserv
                                  conservative=conservative, n=n)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_rows_written_in_streams_of_their_own_are_the_given_ones_in_any_key_order(monkeypatch):
+    """The streams take contiguous key ranges: keys given out of order are sorted first, in order sliced."""
+    monkeypatch.setattr(refresh, "SEPARATE_STREAMS", 3)
+    study = StudyFactory()
+    rng = np.random.default_rng(5)
+    for version, keys in enumerate((rng.permutation(np.arange(1, 41)), np.arange(1, 41)), start=1):
+        snapshot = RatingSnapshot.objects.create(study=study, version=version)
+        labels = [f"p{key}-" + "é" * int(key % 3) for key in keys.tolist()]  # labels of several byte lengths
+        mu, sigma = rng.normal(size=40), rng.random(40)
+        refresh.entity_ratings_write(snapshot_id=snapshot.pk, kind="human", keys=keys, labels=labels, mu=mu,
+                                     sigma=sigma, conservative=mu - sigma, n=keys % 7, separately=True)
+        stored = _stored_ratings(snapshot, "human")
+        assert sorted(stored) == list(range(1, 41))
+        for i, key in enumerate(keys.tolist()):
+            assert stored[key][:5] == (labels[i], mu[i], sigma[i], mu[i] - sigma[i], key % 7)
+        assert sorted(row[5] for row in stored.values()) == list(range(1, 41))
+        assert PendingRatingRows.objects.filter(snapshot_id=snapshot.pk, rows=40).exists()
+
+
 def test_the_ratings_write_stores_exactly_the_given_values_labels_and_non_finite_floats():
     study = StudyFactory()
     snapshot = RatingSnapshot.objects.create(study=study, version=1)
