@@ -50,6 +50,9 @@ class LocalWindow:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._log: dict[str, deque[float]] = {}
+        # The latest grants, in seconds on this process's monotonic clock: what the limiter decided, apart from
+        # when the requests then happen to reach the provider.
+        self.grants: deque[float] = deque(maxlen=1000)
 
     def acquire(self, key: str, limit: int, window: float) -> float:
         now = time.monotonic()
@@ -59,6 +62,7 @@ class LocalWindow:
                 log.popleft()
             if len(log) < limit:
                 log.append(now)
+                self.grants.append(now)
                 return 0.0
             return max(0.001, log[0] + window - now)
 
