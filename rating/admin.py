@@ -36,7 +36,8 @@ class EntityRatingInline(admin.TabularInline):
 
 @admin.register(m.RatingSnapshot)
 class RatingSnapshotAdmin(ReadOnlyAdmin):
-    list_display = ("study", "version", "produced_by", "base", "n_observations", "computed_at")
+    list_display = ("study", "version", "produced_by", "base", "n_observations", "computed_at",
+                    "participants_removed_at")
     list_filter = ("study", "produced_by")
 
 

@@ -26,6 +26,12 @@ DEFAULTS: dict[str, Any] = {
     "LIVE_DRIFT_ALPHA": 0.01,
     "LIVE_MAX_PARTICIPANTS": 2000,
     "LIVE_MIN_OBSERVATIONS": 2000,
+    # Retention of superseded refits' participants' rating rows (rating.services.retention): 0 keeps them all;
+    # N keeps those of each study's N latest refits, and the beat sweep deletes older ones (at most
+    # RETENTION_PER_SWEEP refits a sweep), once a newer refit has been current for RETENTION_GRACE_SECONDS.
+    "KEEP_PARTICIPANT_REFITS": 0,
+    "RETENTION_GRACE_SECONDS": 3600.0,
+    "RETENTION_PER_SWEEP": 2,
 }
 
 

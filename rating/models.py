@@ -150,6 +150,10 @@ class RatingSnapshot(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="A live update's refit: its variance components, and the participants' ratings it carries.",
     )
+    participants_removed_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When retention deleted this refit's participants' rating rows (its agents' rows and fit stay).",
+    )
 
     class Meta:
         ordering = ["study", "-version"]

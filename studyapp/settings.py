@@ -440,6 +440,12 @@ RATING: dict[str, Any] = {
         os.environ.get("RATING_LIVE_MAX_PARTICIPANTS", rating_conf.DEFAULTS["LIVE_MAX_PARTICIPANTS"])),
     "LIVE_MIN_OBSERVATIONS": int(
         os.environ.get("RATING_LIVE_MIN_OBSERVATIONS", rating_conf.DEFAULTS["LIVE_MIN_OBSERVATIONS"])),
+    "KEEP_PARTICIPANT_REFITS": int(
+        os.environ.get("RATING_KEEP_PARTICIPANT_REFITS", rating_conf.DEFAULTS["KEEP_PARTICIPANT_REFITS"])),
+    "RETENTION_GRACE_SECONDS": float(
+        os.environ.get("RATING_RETENTION_GRACE_SECONDS", rating_conf.DEFAULTS["RETENTION_GRACE_SECONDS"])),
+    "RETENTION_PER_SWEEP": int(
+        os.environ.get("RATING_RETENTION_PER_SWEEP", rating_conf.DEFAULTS["RETENTION_PER_SWEEP"])),
 }
 EXPERTS: dict[str, Any] = {
     "INVITE_DAYS": int(os.environ.get("EXPERT_INVITE_DAYS", experts_conf.DEFAULTS["INVITE_DAYS"])),

@@ -30,6 +30,7 @@ from rating.fit import FitResult, ModelSpec, ParticipantRatings
 from rating.live import information_state
 from rating.models import EntityRating, LedgerChange, PendingRatingRows, PosteriorState, RatingSnapshot
 from rating.services.analysis import study_fit
+from rating.services.retention import participant_rows_remove
 from rating.task_names import REFRESH_POSTERIOR
 from studies.models import Study
 from studies.services.audit import audit_record
@@ -724,7 +725,9 @@ def posterior_refresh(
 def posteriors_refresh_stale() -> list[int]:
     """Refit every study whose ledger or settings changed since its latest snapshot, or whose live updates rest on
     variance components older than ``REML_INTERVAL_SECONDS``; return their ids. First clear the markers of rows
-    written ahead of their snapshot, deleting those of refits that never committed (:func:`orphaned_ratings_delete`).
+    written ahead of their snapshot, deleting those of refits that never committed (:func:`orphaned_ratings_delete`);
+    last, when ``KEEP_PARTICIPANT_REFITS`` asks for it, delete the participants' rows of a few superseded refits
+    (:func:`rating.services.retention.participant_rows_remove`).
 
     One study's failure is logged and does not stop the others; database errors propagate so the beat
     task retries the whole sweep.
@@ -743,6 +746,13 @@ def posteriors_refresh_stale() -> list[int]:
             logger.exception("rating sweep: refreshing study %s failed", study_id)
             continue
         refreshed.append(study_id)
+    conf = rating_settings()
+    if int(conf["KEEP_PARTICIPANT_REFITS"]) > 0:
+        participant_rows_remove(
+            keep=int(conf["KEEP_PARTICIPANT_REFITS"]),
+            grace_seconds=float(conf["RETENTION_GRACE_SECONDS"]),
+            limit=max(1, int(conf["RETENTION_PER_SWEEP"])),
+        )
     return refreshed
 
 
