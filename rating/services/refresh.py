@@ -750,7 +750,7 @@ def posteriors_refresh_stale() -> list[int]:
     if int(conf["KEEP_PARTICIPANT_REFITS"]) > 0:
         participant_rows_remove(
             keep=int(conf["KEEP_PARTICIPANT_REFITS"]),
-            grace_seconds=float(conf["RETENTION_GRACE_SECONDS"]),
+            grace_seconds=max(0.0, float(conf["RETENTION_GRACE_SECONDS"])),
             limit=max(1, int(conf["RETENTION_PER_SWEEP"])),
         )
     return refreshed

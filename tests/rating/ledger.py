@@ -134,3 +134,17 @@ def assert_snapshot_matches_batch(snapshot: RatingSnapshot, study: Study, tol: f
 
 def agent_ratings(snapshot: RatingSnapshot) -> dict[int, EntityRating]:
     return {r.entity_id: r for r in snapshot.ratings.filter(entity_kind=EntityRating.Kind.AGENT)}
+
+
+def latest_matches_batch(study: Study) -> bool:
+    """Whether the study's latest snapshot exists and equals the batch fit (for polling a worker's result)."""
+    from rating import selectors
+
+    snapshot = selectors.latest_snapshot(study)
+    if snapshot is None:
+        return False
+    try:
+        assert_snapshot_matches_batch(snapshot, study)
+    except AssertionError:
+        return False
+    return True

@@ -10,25 +10,17 @@ import sys
 
 import pytest
 
-from rating import selectors
 from rating.models import EntityRating, PendingRatingRows, RatingSnapshot
 from rating.services import ledger
 from studies.models import Study
 from tests.conftest import ROOT, WorkerProcess, requires_postgres, requires_redis, wait_for, worker_environment
-from tests.rating.ledger import assert_snapshot_matches_batch, ledger_study
+from tests.rating.ledger import latest_matches_batch, ledger_study
 
 
 def _recovered(study: Study, orphan: int) -> bool:
     if EntityRating.objects.filter(snapshot_id=orphan).exists() or PendingRatingRows.objects.exists():
         return False
-    snapshot = selectors.latest_snapshot(study)
-    if snapshot is None:
-        return False
-    try:
-        assert_snapshot_matches_batch(snapshot, study)
-    except AssertionError:
-        return False
-    return True
+    return latest_matches_batch(study)
 
 
 @requires_postgres
