@@ -18,7 +18,7 @@ from itertools import groupby
 from django.db import transaction
 from django.utils import timezone
 
-from rating.models import EntityRating, PosteriorState, RatingSnapshot
+from rating.models import EntityRating, RatingSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -37,21 +37,21 @@ class RemovedRows:
 def _candidates(study_id: int | None, keep: int, before: datetime) -> list[tuple[int, int, int, datetime]]:
     """Return ``(study, snapshot, version, superseded_at)`` of the refits whose participants' rows may go: each
     study's refits after its ``keep`` newest, superseded by a newer refit no later than ``before``, not yet
-    removed, and never the refit a study's live updates rest on."""
+    removed. ``keep`` is at least 1, and the refit a study's live updates rest on is always its newest (every
+    refit replaces the live state in its own transaction), so that one is never among them."""
     refits = RatingSnapshot.objects.filter(produced_by=RatingSnapshot.ProducedBy.REFIT)
     if study_id is not None:
         refits = refits.filter(study_id=study_id)
     rows = refits.order_by("study_id", "-version").values_list(
         "study_id", "pk", "version", "computed_at", "participants_removed_at"
     )
-    in_use = set(PosteriorState.objects.exclude(refit=None).values_list("refit_id", flat=True))
     found = []
     for study, group in groupby(rows, key=lambda row: row[0]):
         newer_at: datetime | None = None
         for index, (_, pk, version, computed_at, removed_at) in enumerate(group):
             superseded_at = newer_at
             newer_at = computed_at
-            if index < keep or removed_at is not None or pk in in_use:
+            if index < keep or removed_at is not None:
                 continue
             if superseded_at is not None and superseded_at <= before:
                 found.append((study, pk, version, superseded_at))
