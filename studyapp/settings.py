@@ -476,7 +476,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["console.api.filters.RoleFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "console.api.schema.ApiAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
@@ -496,7 +496,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # The statuses a worker sees of their own episode (grading states read "submitted").
     "ENUM_NAME_OVERRIDES": {"EpisodeStatusEnum": "studies.models.Episode.Status",
-                            "WorkerEpisodeStatusEnum": "studies.models.Episode.WORKER_STATUSES"},
+                            "WorkerEpisodeStatusEnum": "studies.models.Episode.WORKER_STATUSES",
+                            "ExpertGradeStatusEnum": "experts.models.ExpertGrade.Status"},
 }
 
 # --- Security ---------------------------------------------------------------------------------------------

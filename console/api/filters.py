@@ -12,10 +12,41 @@ from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import QueryDict
 from django_filters.fields import IsoDateTimeField
+from django_filters.rest_framework import DjangoFilterBackend
 
 from experts.models import ExpertGrade
 from grading.models import JudgeRun
 from studies.models import Agent, Episode, Occupation, Participant, Study, TaskInstance
+from studies.roles import EXPERT, STAFF, WORKER, has_role
+
+# A user holding several scoped roles filters by the most restrictive one: an expert who is also a worker must
+# not learn the grading state of an assignment through a worker's status filter.
+SCOPED_ROLE_PRECEDENCE = (EXPERT, WORKER)
+
+
+class RoleFilterBackend(DjangoFilterBackend):
+    """Each role filters by a filter set of its own, never by the staff set.
+
+    Staff get the view's ``filterset_class``. Any other role gets only the filter set the view names for it in
+    ``role_filtersets`` and no filtering at all when it names none, so a staff filter added later (an agent, a
+    score, a judge-derived flag) cannot become a way for a worker or a blind grader to narrow their list.
+    """
+
+    def get_filterset_class(self, view, queryset=None):
+        staff_filterset = super().get_filterset_class(view, queryset)
+        user = getattr(getattr(view, "request", None), "user", None)
+        if staff_filterset is None or getattr(view, "swagger_fake_view", False) or has_role(user, STAFF):
+            return staff_filterset
+        return scoped_filterset(view, user)
+
+
+def scoped_filterset(view: Any, user: Any) -> type[filters.FilterSet] | None:
+    """Return the filter set a non-staff user gets on a view (None: the query string filters nothing)."""
+    by_role = getattr(view, "role_filtersets", {})
+    for role in SCOPED_ROLE_PRECEDENCE:
+        if has_role(user, role):
+            return by_role.get(role)
+    return None
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
@@ -150,6 +181,32 @@ class WorkerEpisodeFilter(ApiFilterSet):
         if "submitted" in wanted:
             wanted |= {Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED}
         return queryset.filter(status__in=wanted)
+
+
+class ExpertEpisodeFilter(ApiFilterSet):
+    """What an expert may filter their assignments by: only what the blind grade page shows.
+
+    No agent, participant, status (it tells whether automated grading has finished), review flag (derived from
+    the judges) or simulation flag: a filter that narrows by a hidden attribute unblinds as surely as a field.
+    """
+
+    study = filters.CharFilter(field_name="study__slug", help_text="Study slug.")
+    task = filters.UUIDFilter(field_name="task__uuid", help_text="Task UUID.")
+
+    class Meta:
+        model = Episode
+        fields = ["study", "task"]
+
+
+class WorkerParticipantFilter(ApiFilterSet):
+    """What a worker may filter their own participations by: what their study pages show them."""
+
+    study = filters.CharFilter(field_name="study__slug", help_text="Study slug.")
+    status = filters.MultipleChoiceFilter(choices=Participant.Status.choices)
+
+    class Meta:
+        model = Participant
+        fields = ["study", "status"]
 
 
 class EpisodeFilter(ApiFilterSet):

@@ -236,12 +236,13 @@ class WorkerEpisodeSerializer(EpisodeSerializer):
 
 
 class ExpertEpisodeSerializer(EpisodeSerializer):
-    """An episode assigned to an expert: blind to the agent, the participant and every score."""
+    """An episode assigned to an expert: blind to the agent, the participant, every score and the grading state
+    (whether the judges have finished is not shown on the grade page either)."""
 
     schema_closed = True
 
     class Meta(EpisodeSerializer.Meta):
-        fields = ["id", "study", "task", "task_title", "sector", "status", "submitted_at", "files"]
+        fields = ["id", "study", "task", "task_title", "sector", "submitted_at", "files"]
         read_only_fields = fields
 
 
@@ -294,6 +295,16 @@ class ExpertGradeSerializer(serializers.ModelSerializer):
             "id", "episode", "expert", "role", "rubric", "rubric_version", "attempt", "status", "overall",
             "feedback", "score", "time_spent_seconds", "started_at", "submitted_at", "criterion_grades",
         ]
+        read_only_fields = fields
+
+
+class ExpertOwnGradeSerializer(ExpertGradeSerializer):
+    """An expert's own grade, without the assignment's role (a gold check must look like any other grade)."""
+
+    schema_closed = True
+
+    class Meta(ExpertGradeSerializer.Meta):
+        fields = [name for name in ExpertGradeSerializer.Meta.fields if name != "role"]
         read_only_fields = fields
 
 

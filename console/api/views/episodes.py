@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
-from django_filters import utils
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
@@ -13,7 +12,13 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
-from console.api.filters import EpisodeFilter, ParticipantFilter, WorkerEpisodeFilter
+from console.api.filters import (
+    EpisodeFilter,
+    ExpertEpisodeFilter,
+    ParticipantFilter,
+    WorkerEpisodeFilter,
+    WorkerParticipantFilter,
+)
 from console.api.permissions import (
     StaffOrScopedReader,
     episode_file_kinds,
@@ -46,6 +51,7 @@ _SCOPE_NOTE = (
 class ParticipantViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ParticipantSerializer
     filterset_class = ParticipantFilter
+    role_filtersets = {WORKER: WorkerParticipantFilter}
     permission_classes = [StaffOrScopedReader]
     scoped_roles = (WORKER,)
     lookup_field = "pseudonym"
@@ -75,6 +81,7 @@ def _episode_for_caller(many: bool) -> PolymorphicProxySerializer:
 class EpisodeViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = EpisodeSerializer
     filterset_class = EpisodeFilter
+    role_filtersets = {WORKER: WorkerEpisodeFilter, EXPERT: ExpertEpisodeFilter}
     permission_classes = [StaffOrScopedReader]
     scoped_roles = (WORKER, EXPERT)
     lookup_value_converter = "int"
@@ -83,16 +90,6 @@ class EpisodeViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
         queryset = (Episode.objects.select_related("study", "participant", "agent", "task", "task__sector")
                     .prefetch_related("files").order_by("-assigned_at", "-pk"))
         return visible_episodes(self.request.user, queryset)
-
-    def filter_queryset(self, queryset: QuerySet[Episode]) -> QuerySet[Episode]:
-        """Workers filter only by what they may know (a status filter must not reveal grading)."""
-        user = self.request.user
-        if self.filterset_class is not EpisodeFilter or is_staff(user) or has_role(user, EXPERT):
-            return super().filter_queryset(queryset)
-        filterset = WorkerEpisodeFilter(self.request.query_params, queryset=queryset, request=self.request)
-        if not filterset.is_valid():
-            raise utils.translate_validation(filterset.errors)
-        return filterset.qs
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         user = self.request.user

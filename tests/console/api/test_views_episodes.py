@@ -123,7 +123,7 @@ def test_an_expert_sees_assigned_episodes_blind_and_deliverables_only(world):
     response = client.get("/api/episodes/")
     assert _ids(response) == {world.episode.pk}
     row = response.json()["results"][0]
-    assert set(row) == {"id", "study", "task", "task_title", "sector", "status", "submitted_at", "files"}
+    assert set(row) == {"id", "study", "task", "task_title", "sector", "submitted_at", "files"}
     assert [f["name"] for f in row["files"]] == ["summary.txt"]
     log_url = f"/api/episodes/{world.episode.pk}/files/{world.log_file.pk}/download/"
     assert client.get(log_url).status_code == 404
