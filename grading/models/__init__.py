@@ -2,10 +2,11 @@
 
 from .gate import JudgeGate
 from .judging import CriterionScore, EpisodeGrading, Extraction, FluencyCoding, GradingFollowUp, JudgeRun, LLMUsage
+from .pricing import ModelPrice
 from .rubrics import Criterion, Rubric
 from .transcripts import EpisodeTranscript
 
 __all__ = [
     "Criterion", "CriterionScore", "EpisodeGrading", "EpisodeTranscript", "Extraction", "FluencyCoding",
-    "GradingFollowUp", "JudgeGate", "JudgeRun", "LLMUsage", "Rubric",
+    "GradingFollowUp", "JudgeGate", "JudgeRun", "LLMUsage", "ModelPrice", "Rubric",
 ]

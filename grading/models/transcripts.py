@@ -40,6 +40,8 @@ class EpisodeTranscript(models.Model):
     user_chars = models.PositiveIntegerField(null=True, blank=True)
     agent_chars = models.PositiveIntegerField(null=True, blank=True)
     effort_ratio = models.FloatField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True, help_text="Tokens per model recorded in the session files; "
+                                                              "empty when no file recorded any (unknown).")
     parsed_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -11,6 +11,7 @@ from grading.models import EpisodeTranscript
 from grading.transcripts import FileStatus, FileTranscript, Format, parse_log, transcript_metrics
 from grading.transcripts.metrics import METRIC_FIELDS
 from grading.transcripts.model import unreadable
+from grading.transcripts.usage import merge_usage
 from grading.transcripts.version import PARSER_VERSION, files_fingerprint
 from studies.models import Episode, EpisodeFile
 
@@ -56,6 +57,7 @@ def _values(results: list[FileTranscript], fingerprint: str) -> dict[str, Any]:
         "heuristic": metrics.heuristic,
         "truncated": metrics.truncated,
         "screenshots": metrics.screenshots,
+        "usage": merge_usage([r.usage for r in results]),
     }
     # Metrics exist only where a transcript was read: no log is missing data, not zero prompts.
     values.update({name: getattr(metrics, name) if has_dialogue else None for name in METRIC_FIELDS})

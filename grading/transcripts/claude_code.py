@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from grading.transcripts.lines import compact, json_lines
 from grading.transcripts.model import FileTranscript, Format, Role, TranscriptBuilder
+from grading.transcripts.usage import claude_usage
 
 _INTERRUPTED = "[Request interrupted by user"
 _REJECTED = ("The user doesn't want to proceed with this tool use", "The user doesn't want to take this action")
@@ -92,6 +93,9 @@ def _assistant(record: dict[str, Any], message: dict[str, Any], b: TranscriptBui
         return
     content = message.get("content")
     message_id = message.get("id") or record.get("requestId") or record.get("uuid")
+    usage = claude_usage(message)
+    if usage is not None and usage.tokens:  # the CLI's own "<synthetic>" notices carry zero usage
+        b.usage.response(message.get("model"), usage, response_id=message_id)
     parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
     if not isinstance(parts, list):
         b.unknown("assistant content")

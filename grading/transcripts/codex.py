@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from grading.transcripts.lines import compact, json_lines
 from grading.transcripts.model import FileTranscript, Format, Role, TranscriptBuilder
+from grading.transcripts.usage import codex_total
 
 _CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<user_shell_command>",
             "<turn_aborted>")
@@ -154,6 +155,8 @@ def _tool_event_text(payload: dict[str, Any]) -> str:
 
 def _event(payload: dict[str, Any], at: Any, b: TranscriptBuilder, mirrors: Mirrors) -> None:
     event = payload.get("type")
+    if event == "token_count" and (total := codex_total(payload.get("info"))) is not None:
+        b.usage.cumulative(total)
     if event == "turn_aborted":
         b.interrupt(at)
     elif event in _TOOL_EVENTS:
@@ -200,6 +203,8 @@ def _records(records: Iterable[dict[str, Any]], b: TranscriptBuilder, mirrors: M
             elif kind == "event_msg":
                 _event(payload, at, b, mirrors)
             elif kind in _ENVELOPES_IGNORED:
+                if kind == "turn_context" and payload.get("model"):  # the model the next turns run on
+                    b.usage.model = str(payload["model"])
                 b.skip(str(kind))
                 b.time(at)
             else:

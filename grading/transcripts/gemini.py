@@ -14,6 +14,7 @@ from typing import Any
 
 from grading.transcripts.lines import compact
 from grading.transcripts.model import FileTranscript, Format, Role, TranscriptBuilder
+from grading.transcripts.usage import gemini_usage
 
 _SETUP = ("This is the Gemini CLI. We are setting up the context", "Got it. Thanks for the context")
 
@@ -91,6 +92,8 @@ def _message(message: dict[str, Any], b: TranscriptBuilder) -> None:
         else:
             b.skip("empty prompt")
     elif kind in ("gemini", "model"):
+        if (usage := gemini_usage(message)) is not None:
+            b.usage.response(message.get("model"), usage, response_id=message.get("id"))
         for _ in message.get("thoughts") or ():
             b.skip("thinking")
         if text.strip():

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from grading.transcripts.usage import UsageLedger
+
 # Gaps between consecutive events longer than this count as idle, not active time (seconds).
 IDLE_GAP_SECONDS = 5 * 60
 MAX_TURNS = 4000
@@ -121,6 +123,7 @@ class FileTranscript:
     first_at: datetime | None = None
     last_at: datetime | None = None
     active_seconds: float = 0.0
+    usage: dict[str, dict[str, int]] | None = None  # per model; None: the file reported no usage
 
     @property
     def duration_seconds(self) -> float | None:
@@ -137,6 +140,7 @@ class FileTranscript:
             "unknown_records": dict(self.unknown), "skipped_records": dict(self.skipped),
             "user_prompts": self.user_prompts, "agent_turns": self.agent_turns, "tool_calls": self.tool_calls,
             "interventions": self.interventions, "sidechain_turns": self.sidechain_turns,
+            "usage": self.usage,
         }
 
 
@@ -148,6 +152,7 @@ class TranscriptBuilder:
         self._text_left = TEXT_BUDGET
         self._prev_at: datetime | None = None
         self._agent_key: Any = None  # id of the agent message the last agent text belonged to
+        self.usage = UsageLedger()
 
     # ---- events
 
@@ -256,6 +261,7 @@ class TranscriptBuilder:
     def finish(self, *, status: FileStatus | None = None, note: str = "") -> FileTranscript:
         """Return the file transcript, marking it partial when lines were broken or unknown."""
         r = self.result
+        r.usage = self.usage.totals()
         if status is not None:
             r.status = status
         elif r.bad_lines or r.unknown:

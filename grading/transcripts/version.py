@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Iterable
 
 # Bump when parsing or metrics change so stored transcripts are rebuilt (the reconciliation sweep does it).
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"  # 3: model usage per file
 
 
 def files_fingerprint(files: Iterable[tuple[str, str]]) -> str:

@@ -1,0 +1,61 @@
+"""Pricing recorded usage: the dated price table, longest-name matching, and unknown instead of a guess."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+from grading.costs import NO_USAGE, Price, price_for, usage_cost, usage_tokens
+from grading.transcripts.usage import UNKNOWN_MODEL
+
+D = Decimal
+SONNET_OLD = Price("claude-sonnet-4", date(2025, 1, 1), D("3"), D("0.3"), D("3.75"), D("15"), id=1)
+SONNET_NEW = Price("claude-sonnet-4", date(2025, 9, 1), D("2"), D("0.2"), D("2.5"), D("10"), id=2)
+SONNET_45 = Price("claude-sonnet-4-5", date(2025, 9, 29), D("3"), D("0.3"), D("3.75"), D("15"), id=3)
+GPT5 = Price("gpt-5", date(2025, 8, 7), D("1.25"), D("0.125"), D("0"), D("10"), id=4)
+PRICES = [SONNET_OLD, SONNET_NEW, SONNET_45, GPT5]
+
+
+def test_the_price_in_force_is_the_newest_row_on_or_before_the_date():
+    assert price_for("claude-sonnet-4-20250514", date(2025, 6, 1), PRICES) is SONNET_OLD
+    assert price_for("claude-sonnet-4-20250514", date(2025, 9, 1), PRICES) is SONNET_NEW
+    assert price_for("claude-sonnet-4-20250514", date(2024, 12, 31), PRICES) is None
+
+
+def test_the_longest_matching_name_wins():
+    assert price_for("claude-sonnet-4-5-20250929", date(2025, 10, 1), PRICES) is SONNET_45
+    # Before its own row exists, the shorter name still prices it.
+    assert price_for("claude-sonnet-4-5-20250929", date(2025, 9, 10), PRICES) is SONNET_NEW
+
+
+def test_a_cost_worked_by_hand():
+    usage = {"claude-sonnet-4-20250514": {"calls": 3, "input": 2000, "cache_read": 100000, "cache_write": 4000,
+                                          "output": 1500, "reasoning": 0},
+             "gpt-5-codex": {"calls": 2, "input": 10000, "cache_read": 20000, "cache_write": 0, "output": 3000,
+                             "reasoning": 1000}}
+    cost = usage_cost(usage, date(2025, 8, 10), PRICES)
+    sonnet = (2000 * D(3) + 100000 * D("0.3") + 4000 * D("3.75") + 1500 * D(15)) / 1_000_000  # 0.0735
+    gpt = (10000 * D("1.25") + 20000 * D("0.125") + 3000 * D(10)) / 1_000_000  # 0.045
+    assert cost.per_model == {"claude-sonnet-4-20250514": sonnet, "gpt-5-codex": gpt}
+    assert cost.amount == D("0.1185") and cost.prices_used == (1, 4) and cost.reason == ""
+
+
+def test_one_unpriced_model_makes_the_total_unknown_but_keeps_what_is_known():
+    usage = {"gpt-5-codex": {"input": 1_000_000}, "mystery-model": {"input": 5}}
+    cost = usage_cost(usage, date(2025, 9, 1), PRICES)
+    assert cost.amount is None and cost.per_model == {"gpt-5-codex": D("1.25"), "mystery-model": None}
+    assert "mystery-model" in cost.reason and "2025-09-01" in cost.reason
+
+
+def test_no_usage_or_no_model_name_is_unknown_never_zero():
+    assert usage_cost(None, date(2025, 9, 1), PRICES).amount is None
+    assert usage_cost(None, date(2025, 9, 1), PRICES).reason == NO_USAGE
+    unnamed = usage_cost({UNKNOWN_MODEL: {"input": 10}}, date(2025, 9, 1), PRICES)
+    assert unnamed.amount is None and "does not name the model" in unnamed.reason
+    assert usage_tokens(None) is None
+
+
+def test_tokens_are_summed_over_models():
+    usage = {"a": {"calls": 1, "input": 5, "output": 2}, "b": {"calls": 2, "input": 1, "cache_read": 4, "output": 3}}
+    assert usage_tokens(usage) == {"calls": 3, "input": 6, "cache_read": 4, "cache_write": 0, "output": 5,
+                                   "reasoning": 0}
