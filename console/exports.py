@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from console import economics
 from console.jobs import finished_stability_job
 from experts.models import ExpertCriterionGrade, ExpertGrade
 from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun
@@ -248,6 +249,40 @@ TABLES: tuple[Table, ...] = (
         _c("user_chars", "integer", "Characters the worker wrote (effort)."),
         _c("agent_chars", "integer", "Characters of agent messages."),
         _c("effort_ratio", "number", "agent_chars / user_chars."),
+    )),
+    Table("episode_costs.csv", "Time and cost of each submitted episode. Model cost is the usage the agents' own "
+          "session files recorded, priced from model_prices.csv on the submission date; empty (unknown) when no "
+          "file recorded usage or a model has no price, never a guess.", (
+        EID,
+        _c("agent", "string", "Agent name."),
+        _c("task_id", "string", "Task UUID."),
+        _c("worker_seconds", "number", "Episode start to submission, from the platform's own timestamps."),
+        _c("log_active_seconds", "number", "Active time the session file shows (gaps over 5 minutes are idle); "
+                                           "a second, independent measure beside worker_seconds."),
+        _c("pay", "number", "The worker's pay for the task (task payment lines; bonuses excluded)."),
+        _c("currency", "string", "Currency of pay."),
+        _c("expert_review_seconds", "number", "Time experts spent on their submitted grades of the episode."),
+        _c("expert_grades", "integer", "Submitted expert grades of the episode."),
+        _c("model_cost_usd", "number", "Model cost in US dollars; empty when unknown."),
+        _c("model_cost_note", "string", "Why the model cost is unknown (empty when it is known)."),
+        _c("models", "string", "Models named in the session files, space-separated."),
+        _c("model_calls", "integer", "Model responses counted in the session files."),
+        _c("input_tokens", "integer", "Uncached input tokens."),
+        _c("cache_read_tokens", "integer", "Input tokens read from the provider's prompt cache."),
+        _c("cache_write_tokens", "integer", "Input tokens written to the prompt cache."),
+        _c("output_tokens", "integer", "Output tokens, reasoning included."),
+        _c("reasoning_tokens", "integer", "The reasoning part of output_tokens."),
+        _c("price_ids", "string", "Rows of model_prices.csv used, space-separated."),
+    )),
+    Table("model_prices.csv", "The price table the model costs were computed with (US dollars per million tokens).", (
+        _c("price_id", "integer", "Row id, as referenced by episode_costs.csv."),
+        _c("model", "string", "Model name, or the start of the names it prices (the longest match applies)."),
+        _c("effective_from", "date", "First day the price applies."),
+        _c("input_per_million", "number", "Uncached input tokens."),
+        _c("cache_read_per_million", "number", "Input tokens read from the cache."),
+        _c("cache_write_per_million", "number", "Input tokens written to the cache."),
+        _c("output_per_million", "number", "Output tokens (reasoning included)."),
+        _c("source", "string", "Where the price was read."),
     )),
     Table("survey_answers_long.csv", "One row per submitted survey answer.", (
         PID,
@@ -568,6 +603,30 @@ def _transcript_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, 
         }
 
 
+def _cost_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    for row in economics.episode_economics(study):
+        tokens = row.tokens or {}
+        known = row.cost.amount is not None
+        yield {
+            "episode_id": hasher("episode", row.episode_id), "agent": row.agent, "task_id": row.task_uuid,
+            "worker_seconds": row.worker_seconds, "log_active_seconds": row.log_active_seconds, "pay": row.pay,
+            "currency": row.currency, "expert_review_seconds": row.expert_seconds, "expert_grades": row.expert_grades,
+            "model_cost_usd": row.cost.amount if known else None, "model_cost_note": "" if known else row.cost.reason,
+            "models": " ".join(row.cost.per_model), "model_calls": tokens.get("calls"),
+            "input_tokens": tokens.get("input"), "cache_read_tokens": tokens.get("cache_read"),
+            "cache_write_tokens": tokens.get("cache_write"), "output_tokens": tokens.get("output"),
+            "reasoning_tokens": tokens.get("reasoning"), "price_ids": " ".join(map(str, row.cost.prices_used)),
+        }
+
+
+def _price_rows() -> Iterator[dict[str, Any]]:
+    for price in economics.price_table():
+        yield {"price_id": price.id, "model": price.model, "effective_from": price.effective_from,
+               "input_per_million": price.input, "cache_read_per_million": price.cache_read,
+               "cache_write_per_million": price.cache_write, "output_per_million": price.output,
+               "source": price.source}
+
+
 def _write_transcripts(writer: _Writer, study: Study, hasher: Pseudonymizer) -> None:
     """Write the normalised turns, one episode per line (identifying: the worker's own words)."""
     count = 0
@@ -886,6 +945,8 @@ def build_export(
         writer.table(TABLE_BY_FILE["expert_criterion_grades.csv"], _expert_criterion_rows(study, hasher))
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
         writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["episode_costs.csv"], _cost_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["model_prices.csv"], _price_rows())
         if include_pii:
             _write_transcripts(writer, study, hasher)
         writer.table(TABLE_BY_FILE["survey_answers_long.csv"], _answer_long_rows(study, hasher, include_pii))

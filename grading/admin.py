@@ -219,6 +219,16 @@ class FluencyCodingAdmin(ReadOnlyAdmin):
         return _short(obj.error)
 
 
+@admin.register(m.ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """The dated price table that turns recorded usage into model cost (Time & cost page, exports)."""
+
+    list_display = ("model", "effective_from", "input_per_million", "cache_read_per_million",
+                    "cache_write_per_million", "output_per_million", "source", "updated_at")
+    search_fields = ("model",)
+    date_hierarchy = "effective_from"
+
+
 @admin.register(m.EpisodeTranscript)
 class EpisodeTranscriptAdmin(ReadOnlyAdmin):
     """Staff see how each log file was read: format, problems, and the per-episode process metrics."""

@@ -26,6 +26,7 @@ class Price:
     cache_write: Decimal
     output: Decimal
     id: int | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True)

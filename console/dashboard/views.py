@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from console import economics
 from console.dashboard import cached, counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
@@ -37,6 +38,7 @@ TABS = (
     ("gate", "Expert gate"),
     ("surveys", "Surveys"),
     ("collaboration", "Collaboration"),
+    ("costs", "Time & cost"),
     ("exports", "Exports & payouts"),
 )
 
@@ -158,6 +160,15 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
         state=state, result=shown, view=pages.collaboration_page(shown),
         transcripts_view=transcript_page(shown, transcript_overview(study)),
     )
+
+
+def costs(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug)
+    rows = economics.episode_economics(study)
+    return _render(request, "dashboard/costs.html", study, "costs", f"{study.name}: time and cost",
+                   view=economics.economics_summary(rows), n_episodes=len(rows),
+                   n_cost_unknown=sum(1 for r in rows if r.cost.amount is None),
+                   unknown_reasons=economics.unknown_reasons(rows), prices=economics.price_table())
 
 
 def exports(request: HttpRequest, slug: str) -> HttpResponse:
