@@ -417,3 +417,42 @@ class ErrorSerializer(serializers.Serializer):
     """The body of every API error (documentation only)."""
 
     error = _ErrorDetailField(read_only=True)
+
+
+# ----------------------------------------------------------------------------------------- time and cost
+class _Interval(serializers.Serializer):
+    n = serializers.IntegerField()
+    mean = serializers.FloatField(allow_null=True)
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+
+
+class _CostGroup(serializers.Serializer):
+    group = serializers.CharField()
+    episodes = serializers.IntegerField()
+    score, worker_minutes, log_active_minutes = _Interval(), _Interval(), _Interval()
+    pay, expert_minutes, model_cost = _Interval(), _Interval(), _Interval()
+    cost_unknown = serializers.IntegerField()
+
+
+class _EpisodeCost(serializers.Serializer):
+    episode = serializers.IntegerField(source="episode_id")
+    agent = serializers.CharField()
+    task = serializers.CharField(source="task_uuid")
+    worker_seconds = serializers.FloatField(allow_null=True)
+    log_active_seconds = serializers.FloatField(allow_null=True)
+    pay = serializers.DecimalField(max_digits=10, decimal_places=2, allow_null=True)
+    currency = serializers.CharField(allow_blank=True)
+    expert_review_seconds = serializers.FloatField(source="expert_seconds", allow_null=True)
+    expert_grades = serializers.IntegerField()
+    model_cost_usd = serializers.DecimalField(source="cost.amount", max_digits=14, decimal_places=6, allow_null=True)
+    model_cost_note = serializers.CharField(source="cost.reason", allow_blank=True)
+    tokens = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
+    prices_used = serializers.ListField(source="cost.prices_used", child=serializers.IntegerField())
+
+
+class StudyCostsSerializer(serializers.Serializer):
+    agents = _CostGroup(many=True)
+    sectors = _CostGroup(many=True)
+    episodes = _EpisodeCost(many=True)
+    prices = serializers.ListField(child=serializers.DictField())

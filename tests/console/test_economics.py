@@ -129,3 +129,22 @@ def test_the_export_carries_each_episode_s_time_and_cost_and_the_price_table_use
                        "source": "provider price page"}]
     dictionary = archive.read("data_dictionary.csv").decode()
     assert "episode_costs.csv,model_cost_usd" in dictionary and "model_prices.csv,effective_from" in dictionary
+
+
+@pytest.mark.django_db
+def test_the_api_gives_staff_each_episode_s_time_and_cost_and_refuses_others(priced):
+    from rest_framework.test import APIClient
+
+    populated, first, second = priced
+    client = APIClient()
+    client.force_authenticate(UserFactory(username="staff-api", roles=["staff"]))
+    answer = client.get(f"/api/studies/{populated.study.slug}/costs/")
+    assert answer.status_code == 200
+    body = answer.json()
+    one = next(e for e in body["episodes"] if e["episode"] == first.pk)
+    assert one["model_cost_usd"] == "0.003810" and one["pay"] == "12.50" and one["tokens"]["output"] == 190
+    assert next(e for e in body["episodes"] if e["episode"] == second.pk)["model_cost_usd"] is None
+    assert body["prices"][0]["model"] == "claude-sonnet-4-5" and body["agents"]
+    worker = APIClient()
+    worker.force_authenticate(UserFactory(username="worker-api", roles=["worker"]))
+    assert worker.get(f"/api/studies/{populated.study.slug}/costs/").status_code == 403

@@ -13,6 +13,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console import economics
 from console.api.errors import Conflict
 from console.api.filters import StudyFilter
 from console.api.serializers import (
@@ -21,6 +22,7 @@ from console.api.serializers import (
     ExportRequestSerializer,
     LeaderboardSerializer,
     StabilitySerializer,
+    StudyCostsSerializer,
     StudySerializer,
 )
 from console.api.views.base import StaffApiMixin
@@ -94,6 +96,19 @@ class StudyViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
             raise NotFound("No stability analysis has finished for this study yet; start one from the dashboard.",
                            code="no_stability_analysis")
         return Response(StabilitySerializer(job).data)
+
+    @extend_schema(responses={200: StudyCostsSerializer},
+                   summary="Time and cost of each submitted episode, per agent and per sector, and the price table")
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def costs(self, request: Request, slug: str) -> Response:
+        study = self._study()
+        rows = economics.episode_economics(study)
+        prices = [{"id": p.id, "model": p.model, "effective_from": p.effective_from.isoformat(),
+                   "input_per_million": str(p.input), "cache_read_per_million": str(p.cache_read),
+                   "cache_write_per_million": str(p.cache_write), "output_per_million": str(p.output),
+                   "source": p.source} for p in economics.price_table()]
+        return Response(StudyCostsSerializer({**economics.economics_summary(rows), "episodes": rows,
+                                              "prices": prices}).data)
 
     @extend_schema(parameters=[SurveyStatisticsQuery], responses={200: OpenApiTypes.OBJECT, 404: _NOT_YET},
                    summary="Paired pre/post survey statistics and their relation to skill")
