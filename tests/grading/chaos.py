@@ -96,6 +96,10 @@ class ProviderScript:
             return DelayedReply(self.judge_delay, then=lambda b: self._paid(provider, b))
         return self._paid(provider, body)
 
+    def probe(self, provider: str) -> bool:
+        """True while `provider` is down: its model list (the outage probe) fails too."""
+        return provider in self.failing
+
     def _paid(self, provider: str, body: dict[str, Any]) -> str:
         with self._lock:
             self.judge_replies[provider] += 1
