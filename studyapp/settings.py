@@ -26,6 +26,7 @@ from rating import conf as rating_conf
 from rating import task_names as rating_task_names
 from studies import conf as studies_conf
 from studies import task_names as studies_task_names
+from studyapp import broker_transport
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -310,9 +311,12 @@ if BROKER_URL_SETTING or REDIS_URL:
                                        "socket_timeout": 5, "max_retries": 1}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
-    elif CELERY_BROKER_URL.startswith("redis://"):
-        # kombu's Redis transport with a restore path that survives a broker restart (see the module).
-        CELERY_BROKER_TRANSPORT = "studyapp.redis_transport:Transport"
+    elif broker_transport.surviving_transport(CELERY_BROKER_URL):
+        # redis:// and rediss:// (TLS): kombu's Redis transport with a restore path that survives a broker
+        # restart (studyapp.redis_transport), and for rediss:// its TLS options (studyapp.broker_transport).
+        CELERY_BROKER_TRANSPORT = broker_transport.surviving_transport(CELERY_BROKER_URL)
+        if broker_transport.broker_tls(CELERY_BROKER_URL):
+            CELERY_BROKER_USE_SSL = broker_transport.broker_tls(CELERY_BROKER_URL)
     CELERY_BROKER_CONNECTION_TIMEOUT = 2
     CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
                                         "interval_max": 0.5}
