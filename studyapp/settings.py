@@ -177,14 +177,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache / Redis ----------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+# Every request-path call to Redis (cache, throttles, broker publish) waits at most this long for a reply, so a
+# hung Redis (accepting, answering nothing) cannot hold a page: see docs/grading-reliability.md. The Celery
+# worker's own long-lived broker connection keeps longer timeouts (studyapp/celery.py).
+REDIS_REQUEST_TIMEOUT_SECONDS = float(os.environ.get("REDIS_REQUEST_TIMEOUT_SECONDS", "0.25"))
 if REDIS_URL:
+    from studyapp.redis_breaker import FailFastConnection
+
     # Nothing the pages need lives only in the cache (sessions and sign-in failures are in the database), so
-    # an unreachable Redis degrades to cache misses with a logged error instead of failing every request.
+    # an unreachable Redis degrades to cache misses with a logged error instead of failing every request. After
+    # one unanswered call the connection fails fast for a few seconds (studyapp/redis_breaker.py), so a page
+    # pays one timeout, not one per cache call.
     CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 2},
+            "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": REDIS_REQUEST_TIMEOUT_SECONDS,
+                        "SOCKET_TIMEOUT": REDIS_REQUEST_TIMEOUT_SECONDS,
+                        "CONNECTION_POOL_KWARGS": {"connection_class": FailFastConnection}},
         }
     }
     DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
@@ -305,10 +315,12 @@ if BROKER_URL_SETTING or REDIS_URL:
     CELERY_RESULT_BACKEND = REDIS_URL or None
     # Redis redelivers an unacknowledged message only after the visibility timeout: it must outlast the hard
     # time limit and the longest retry countdown (grading.tasks caps it at 30 min), or work runs twice.
-    # Short socket timeouts keep a request from hanging on a dead broker (the publish is logged and dropped;
-    # the reconciliation sweep sends it later).
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2,
-                                       "socket_timeout": 5, "max_retries": 1}
+    # Short socket timeouts keep a request from hanging on a dead or hung broker (the publish is logged and
+    # dropped; the reconciliation sweep sends it later): one publish and its one retry stay well under a second.
+    # The worker process raises them again for its own consumer connection (studyapp/celery.py).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600,
+                                       "socket_connect_timeout": REDIS_REQUEST_TIMEOUT_SECONDS,
+                                       "socket_timeout": REDIS_REQUEST_TIMEOUT_SECONDS, "max_retries": 1}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
     elif broker_transport.surviving_transport(CELERY_BROKER_URL):
@@ -322,8 +334,8 @@ if BROKER_URL_SETTING or REDIS_URL:
                                         "interval_max": 0.5}
     # No request reads a task result (senders pass ignore_result); the few callers that do (tests, benches)
     # must not hang either: the Redis result backend connects with a short timeout and retries once.
-    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1
-    CELERY_REDIS_SOCKET_TIMEOUT = 5
+    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = REDIS_REQUEST_TIMEOUT_SECONDS
+    CELERY_REDIS_SOCKET_TIMEOUT = REDIS_REQUEST_TIMEOUT_SECONDS
     CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"max_retries": 1, "interval_start": 0,
                                                                 "interval_step": 0.5, "interval_max": 0.5}}
 else:
