@@ -56,6 +56,15 @@ class OwnRedis:
             time.sleep(0.05)
         return self
 
+    def freeze(self) -> None:
+        """SIGSTOP the server: it still accepts connections (the kernel completes them) but answers nothing."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
