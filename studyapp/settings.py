@@ -569,10 +569,14 @@ LOGGING = {
 
 # --- Operations -------------------------------------------------------------------------------------------
 # Error reporting: only when SENTRY_DSN is set (sentry-sdk with its Django and Celery integrations). No
-# personal data is sent (participants' PII stays here); SENTRY_TRACES_SAMPLE_RATE turns on tracing.
+# personal data is sent: no body, header, cookie, local variable, user, IP or host name, and e-mail and network
+# addresses are rewritten in what remains (studyapp.error_reporting); SENTRY_TRACES_SAMPLE_RATE turns on tracing.
 SENTRY_DSN = os.environ.get("SENTRY_DSN", "").strip()
 if SENTRY_DSN:
     import sentry_sdk
 
+    from studyapp import error_reporting
+
     sentry_sdk.init(dsn=SENTRY_DSN, environment=os.environ.get("SENTRY_ENVIRONMENT", DJANGO_ENV),
-                    send_default_pii=False, traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")))
+                    traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")),
+                    **error_reporting.init_options())
