@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
 MAX_DEPTH = 128
-# A JSON string (skipped whole, so brackets inside it do not count) or one bracket.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 class TooDeep(ValueError):
@@ -23,19 +24,18 @@ class TooDeep(ValueError):
 
 
 def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
-    """Whether brackets in `text` (outside strings) nest deeper than `limit`; stops at the first level past it."""
+    """Whether brackets in `text` (outside strings) nest deeper than `limit`, found without recursion."""
     if text.count("[") + text.count("{") <= limit:
-        return False  # fewer brackets than levels allowed: no scan needed (every short line)
-    depth = 0
-    for token in _TOKEN.finditer(text):
-        char = token.group()
-        if char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth -= 1
-    return False
+        return False  # fewer brackets than levels allowed: no scan needed (most lines)
+    # Outside strings only: drop escaped backslashes, then escaped quotes; every other quote opens or closes
+    # a string, so the even pieces between quotes are what lies outside them (all at C speed).
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    outside = "".join(unescaped.split('"')[::2])
+    if outside.count("[") + outside.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKET.sub("", outside)
+    # The running depth after each bracket, computed by C iterators (no Python loop per character).
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
 
 
 def loads(text: str | bytes) -> Any:
