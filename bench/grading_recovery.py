@@ -2,7 +2,10 @@
 
 Faults: pool child killed, worker main process killed (its supervisor restarts it), broker restarted with a
 message unacknowledged (nothing restarts the worker but its supervisor), broker down mid-grade and at submit,
-one message delivered three times, a provider failing for good (held, then a staff retry). For each: seconds
+one message delivered three times, one provider down for good then back (held, then graded by itself: no staff
+retry), both providers down for four minutes then back (waiting, never failed, graded by itself), Redis frozen
+with SIGSTOP (submit, next page and staff overview timed while frozen; graded after SIGCONT). Recovery of the
+provider and Redis faults is timed from the moment the fault ends (provider answering, SIGCONT). For each: seconds
 from the fault until every episode is graded, observed and coded (target ≤ 180 s), paid calls per episode
 (one per judge and one coding, plus replies a killed worker lost), and the submit latency during the broker
 outage (target ≤ 1 s).
@@ -29,6 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"RECOVERY (?P<fault>[^:]+): (?P<seconds>\d+\.\d+) s .*?paid calls per episode: (?P<paid>[\d.]+)")
 SUBMIT = re.compile(r"submit during the outage answered in (?P<seconds>\d+\.\d+) s")
+FROZEN = re.compile(r"while frozen: submit (?P<submit>\d+\.\d+) s, next page (?P<next>\d+\.\d+) s, "
+                    r"staff overview (?P<overview>\d+\.\d+) s")
+LOAD = re.compile(r"load (?P<load>\d+\.\d+)$")
 TARGET_SECONDS, SUBMIT_TARGET = 180.0, 1.0
 
 
@@ -47,16 +53,19 @@ def main() -> int:
         match = LINE.search(line)
         if match:
             print(line[match.start():])
-            submit = SUBMIT.search(line)
-            rows.append((match["fault"], float(match["seconds"]), match["paid"],
-                         float(submit["seconds"]) if submit else None))
-    print(f"\nproduction defaults; target ≤ {TARGET_SECONDS:.0f} s to graded, observed and coded, "
-          f"submit ≤ {SUBMIT_TARGET:.0f} s")
-    print(f"  {'fault':50s} {'seconds':>8s} {'paid/episode':>13s} {'submit s':>9s}  verdict")
-    for fault, seconds, paid, submit in rows:
-        ok = seconds <= TARGET_SECONDS and (submit is None or submit <= SUBMIT_TARGET)
-        print(f"  {fault:50s} {seconds:8.1f} {paid:>13s} {'' if submit is None else f'{submit:.2f}':>9s}  "
-              f"{'within target' if ok else 'OVER TARGET'}")
+            submit, frozen, load = SUBMIT.search(line), FROZEN.search(line), LOAD.search(line)
+            pages = ([float(submit["seconds"])] if submit else
+                     [float(frozen[k]) for k in ("submit", "next", "overview")] if frozen else [])
+            rows.append((match["fault"], float(match["seconds"]), match["paid"], pages,
+                         load["load"] if load else "?"))
+    print(f"\nproduction defaults; bound ≤ {TARGET_SECONDS:.0f} s to graded, observed and coded (after the fault ends: "
+          f"provider back, Redis thawed), each page ≤ {SUBMIT_TARGET:.0f} s during the outage")
+    print(f"  {'fault':58s} {'seconds':>8s} {'bound':>6s} {'paid/episode':>13s} {'pages s':>16s} {'load':>5s}  verdict")
+    for fault, seconds, paid, pages, load in rows:
+        ok = seconds <= TARGET_SECONDS and all(p <= SUBMIT_TARGET for p in pages)
+        shown = "/".join(f"{p:.2f}" for p in pages)
+        print(f"  {fault:58s} {seconds:8.1f} {TARGET_SECONDS:6.0f} {paid:>13s} {shown:>16s} {load:>5s}  "
+              f"{'within bound' if ok else 'OVER BOUND'}")
     print(f"\nmachine load at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{time.monotonic() - began:.0f} s in all")
     if run.returncode != 0:

@@ -61,6 +61,12 @@ DEFAULTS: dict[str, Any] = {
     # live lease are sent to grading again; waiting ones (no key, budget) are looked at less often.
     "REQUEUE_AFTER_SECONDS": 60.0,
     "WAITING_RECHECK_SECONDS": 900.0,
+    # A judge whose provider kept failing through every task attempt waits for it (not failed): each sweep probes
+    # each such provider once (a free model-list request) and sends the waiting submissions again once it
+    # answers. A run is given up after PROVIDER_OUTAGE_ROUNDS such rounds of TASK_RETRIES + 1 attempts (the cost
+    # bound when the probe answers while completions still fail).
+    "PROVIDER_PROBE_TIMEOUT_SECONDS": 10.0,
+    "PROVIDER_OUTAGE_ROUNDS": 6,
     # Follow-ups a grade owes (observation, log coding) are done by the sweep once this old and still open.
     "FOLLOW_UP_GRACE_SECONDS": 30.0,
     "FOLLOW_UP_MAX_ATTEMPTS": 5,

@@ -69,12 +69,44 @@ def episodes_pending_grading(*, quiet_for: float = 0.0, waiting_quiet_for: float
     due = (Q(status=Episode.Status.SUBMITTED, grading_note="", updated_at__lte=recent)
            | Q(status=Episode.Status.SUBMITTED, updated_at__lte=waiting_recent) & ~Q(grading_note="")
            | Q(status=Episode.Status.GRADING, updated_at__lte=recent))
+    # A judge waiting for its provider is sent again by the provider probe (episodes_waiting_for_providers) as
+    # soon as the provider answers, not at the waiting cadence, which would pay a retry round while it is down.
+    outage = Exists(JudgeRun.objects.filter(episode=OuterRef("pk"), status=JudgeRun.Status.WAITING,
+                                            error__startswith=PROVIDER_DOWN))
     return (Episode.objects.filter(due).filter(~_live_lease("episode"))
+            .filter(~(Q(status=Episode.Status.SUBMITTED) & outage))
             .exclude(participant__status=Participant.Status.WITHDRAWN)
             .order_by("submitted_at", "pk"))
 
 
 HELD_MARK = "Held out of the rating"
+# A WAITING run's error starts with this when its provider kept failing (5xx, 429, timeouts) through every task
+# attempt: the run waits for the provider to answer again instead of failing (docs/grading-reliability.md).
+PROVIDER_DOWN = "Waiting for the provider to answer again"
+# The note of a submission no judge could score because every provider kept failing (it waits, not failed).
+PROVIDER_WAIT_MARK = "Waiting for the judge providers"
+
+
+def episodes_waiting_for_providers(*, quiet_for: float, limit: int) -> dict[int, set[tuple[str, str]]]:
+    """Submitted episodes with a judge waiting for its provider (held or waiting), with those judges.
+
+    Only episodes untouched for `quiet_for` seconds with no judge call in flight or task retry scheduled: a
+    grading message sent for them is probably on its way.
+    """
+    quiet = timezone.now() - timedelta(seconds=quiet_for)
+    runs = (JudgeRun.objects.filter(status=JudgeRun.Status.WAITING, error__startswith=PROVIDER_DOWN,
+                                    episode__status=Episode.Status.SUBMITTED, episode__updated_at__lte=quiet)
+            .exclude(episode__participant__status=Participant.Status.WITHDRAWN)
+            .filter(~Exists(JudgeRun.objects.filter(episode=OuterRef("episode"),
+                                                    status__in=[JudgeRun.Status.RUNNING, JudgeRun.Status.QUEUED],
+                                                    lease_expires_at__gte=timezone.now())))
+            .order_by("episode_id").values_list("episode_id", "provider", "model"))
+    waiting: dict[int, set[tuple[str, str]]] = {}
+    for episode_id, provider, model in runs.iterator():
+        if episode_id not in waiting and len(waiting) >= limit:
+            break
+        waiting.setdefault(episode_id, set()).add((provider, model))
+    return waiting
 
 
 def episodes_held(study: Study) -> QuerySet[Episode]:

@@ -4,8 +4,9 @@ Retries: the LLM client already retries 429/5xx/timeouts with backoff inside one
 up the service raises RetryLater and the task retries later with exponential backoff and full jitter, up to
 GRADING["TASK_RETRIES"] times. The last attempt is told it is the last, so it records a terminal failure
 with the reason instead of asking again. Any other exception marks the submission failed with the reason
-(staff retry it from the admin). `acks_late` + `reject_on_worker_lost`: a worker killed mid-task leaves the
-message to be redelivered, and the services' idempotency makes the rerun safe.
+(staff retry it from the admin). Late acknowledgement + `reject_on_worker_lost` (global settings, see
+`studies.instrumented_task`): a worker killed mid-task leaves the message to be redelivered, and the services'
+idempotency makes the rerun safe.
 """
 
 from __future__ import annotations
@@ -16,25 +17,28 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import OperationalError
 
 from grading import task_names
 from grading.conf import grading_settings
 from grading.exceptions import CodingInFlight, GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
 from grading.services import fluency, follow_ups, pipeline, rubric_generation, solo_runs, transcripts
 from grading.services.judging import judge_runs_hold_for_retry
+from studies.instrumented_task import DATABASE_RETRY, TimeLimits, instrumented_task
 from studies.models import Episode, SoloRun, TaskInstance
 
 logger = logging.getLogger(__name__)
 
-_COMMON: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True, "max_retries": None}
+# Late acknowledgement and reject_on_worker_lost are global (settings); these tasks pass their own retry bound.
+_COMMON: dict[str, Any] = {"bind": True, "max_retries": None}
 # Longest wait before a retry; with Redis it must stay below the broker's visibility timeout (settings).
 MAX_COUNTDOWN = 1800.0
 # One grading attempt's wall-time budget: past it the attempt frees its judge runs and retries later.
 ATTEMPT = float(grading_settings()["ATTEMPT_SECONDS"])
-_GRADING_LIMITS: dict[str, Any] = {"soft_time_limit": ATTEMPT, "time_limit": ATTEMPT + 60}
+_GRADING_LIMITS = TimeLimits(soft=ATTEMPT, hard=ATTEMPT + 60)
+
+
+_SWEEP_LIMITS = TimeLimits(soft=240, hard=300)
 
 
 def _countdown(retries: int, hint: float | None = None) -> float:
@@ -75,7 +79,7 @@ def _run_grading(task: Any, run: Callable[[bool], pipeline.GradingOutcome],
         raise
 
 
-@shared_task(name=task_names.GRADE_EPISODE, **_GRADING_LIMITS, **_COMMON)
+@instrumented_task(name=task_names.GRADE_EPISODE, limits=_GRADING_LIMITS, **_COMMON)
 def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
     """Grade one submitted episode: extract, ensure the rubric, run the judges, combine, enqueue rating."""
     if not Episode.objects.filter(pk=episode_id).exists():
@@ -86,7 +90,7 @@ def grade_episode(self: Any, episode_id: int) -> dict[str, Any]:
         f"episode {episode_id}", {"episode_id": episode_id})
 
 
-@shared_task(name=task_names.GRADE_SOLO_RUN, **_GRADING_LIMITS, **_COMMON)
+@instrumented_task(name=task_names.GRADE_SOLO_RUN, limits=_GRADING_LIMITS, **_COMMON)
 def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
     """Grade one solo-agent baseline through the same pipeline."""
     if not SoloRun.objects.filter(pk=solo_run_id).exists():
@@ -97,7 +101,7 @@ def grade_solo_run(self: Any, solo_run_id: int) -> dict[str, Any]:
         f"solo run {solo_run_id}", {"solo_run_id": solo_run_id})
 
 
-@shared_task(name=task_names.GENERATE_RUBRIC, **_GRADING_LIMITS, **_COMMON)
+@instrumented_task(name=task_names.GENERATE_RUBRIC, limits=_GRADING_LIMITS, **_COMMON)
 def generate_rubric(self: Any, task_id: int) -> dict[str, Any]:
     """Generate a new rubric version for a task (staff action or command)."""
     task = TaskInstance.objects.filter(pk=task_id).first()
@@ -117,7 +121,7 @@ def generate_rubric(self: Any, task_id: int) -> dict[str, Any]:
     return {"status": "generated", "rubric": rubric.pk, "version": rubric.version}
 
 
-@shared_task(name=task_names.CODE_LOG, soft_time_limit=10 * 60, time_limit=15 * 60, **_COMMON)
+@instrumented_task(name=task_names.CODE_LOG, limits=TimeLimits(soft=10 * 60, hard=15 * 60), **_COMMON)
 def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     """Code one episode's collaboration log for the AI-fluency behaviours."""
     if not Episode.objects.filter(pk=episode_id).exists():
@@ -134,7 +138,7 @@ def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     return {"status": coding.status, "coding": coding.pk, "behaviours": coding.behaviour_count}
 
 
-@shared_task(name=task_names.PARSE_LOG, soft_time_limit=5 * 60, time_limit=6 * 60, **_COMMON)
+@instrumented_task(name=task_names.PARSE_LOG, limits=TimeLimits(soft=5 * 60, hard=6 * 60), **_COMMON)
 def parse_log(self: Any, episode_id: int) -> dict[str, Any]:
     """Parse one episode's collaboration-log files into its transcript (deterministic: no LLM, no retries).
 
@@ -146,8 +150,7 @@ def parse_log(self: Any, episode_id: int) -> dict[str, Any]:
     return {"status": row.status, "transcript": row.pk, "prompts": row.user_prompts}
 
 
-@shared_task(name=task_names.RECORD_OBSERVATION, acks_late=True, autoretry_for=(OperationalError,),
-             retry_backoff=2, retry_backoff_max=120, retry_jitter=True, max_retries=8)
+@instrumented_task(name=task_names.RECORD_OBSERVATION, retry=DATABASE_RETRY)
 def record_observation(episode_id: int) -> dict[str, Any]:
     """Record a graded episode's rating observation and close the follow-up the grade wrote for it."""
     if not Episode.objects.filter(pk=episode_id).exists():
@@ -156,7 +159,7 @@ def record_observation(episode_id: int) -> dict[str, Any]:
     return {"status": "recorded"}
 
 
-@shared_task(name=task_names.RECONCILE, acks_late=True, soft_time_limit=240, time_limit=300)
+@instrumented_task(name=task_names.RECONCILE, limits=_SWEEP_LIMITS)
 def reconcile() -> dict[str, int]:
     """Beat sweep (every minute): finish whatever a lost message, dead worker or broker outage left undone."""
     from grading.services.reconcile import grading_reconcile
@@ -167,7 +170,7 @@ def reconcile() -> dict[str, int]:
     return asdict(report)
 
 
-@shared_task(name=task_names.GRADE_PENDING, acks_late=True, soft_time_limit=240, time_limit=300)
+@instrumented_task(name=task_names.GRADE_PENDING, limits=_SWEEP_LIMITS)
 def grade_pending() -> dict[str, int]:
     """The former name of the sweep, kept so messages queued before an upgrade still run."""
     return reconcile()

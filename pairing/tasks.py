@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from celery import shared_task
-
 from pairing import services, task_names
+from studies.instrumented_task import instrumented_task
 
 
-@shared_task(name=task_names.REFRESH_DESIGN_POSTERIOR, acks_late=True)
+@instrumented_task(name=task_names.REFRESH_DESIGN_POSTERIOR)
 def refresh_design_posterior(study_id: int) -> int | None:
     """Cache the calibrated agent posterior adaptive pairing reads; return the observation count."""
     value = services.design_posterior_refresh(study_id=study_id)

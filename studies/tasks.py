@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from celery import shared_task
 from django.db import connection
 
 from studies import task_names
+from studies.instrumented_task import instrumented_task
 
 
-@shared_task(name=task_names.SYSTEM_CHECK)
+@instrumented_task(name=task_names.SYSTEM_CHECK)
 def system_check() -> dict[str, object]:
     """Report what the worker sees, so operators and tests can prove a full broker + database round trip."""
     from studies.models import Study
@@ -17,7 +17,7 @@ def system_check() -> dict[str, object]:
             "studies": Study.objects.count()}
 
 
-@shared_task(name=task_names.EXPIRE_ABANDONED_EPISODES)
+@instrumented_task(name=task_names.EXPIRE_ABANDONED_EPISODES)
 def expire_abandoned_episodes() -> int:
     """Release tasks abandoned by their workers (periodic; idempotent)."""
     from studies.services.episodes import episodes_expire_abandoned

@@ -5,7 +5,9 @@
 credentials). What it exposes:
 
 - ``collabskill_http_request_duration_seconds{method,route,status}``: a histogram per URL pattern (the route,
-  not the path, so object ids do not multiply the series). Under gunicorn, set ``PROMETHEUS_MULTIPROC_DIR`` to
+  not the path, so object ids do not multiply the series). Every label comes from a closed set, so no request
+  can add series: the method is one of ``KNOWN_METHODS`` or ``other``, the route a pattern of the URLconf or
+  ``unmatched``, the status its class (``2xx`` … ``5xx``). Under gunicorn, set ``PROMETHEUS_MULTIPROC_DIR`` to
   an empty folder so the workers' histograms are added up (gunicorn.conf.py marks dead workers).
 - ``collabskill_broker_queue_messages{queue}`` and ``collabskill_broker_up``: messages waiting per Celery queue.
 - ``collabskill_episodes{status}``, ``collabskill_judge_runs{status}``,
@@ -34,6 +36,15 @@ REQUEST_LATENCY = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
 _QUEUE_CHECK_SECONDS = 2.0
+# The methods a route of this site answers; any other name (a client may send anything) is counted as "other".
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def request_labels(method: str | None, match, status_code: int) -> tuple[str, str, str]:
+    """(method, route, status class) of a request: each from a closed set, never from what the client sent."""
+    route = match.route if match is not None and match.route else "unmatched"
+    status = f"{status_code // 100}xx" if 100 <= status_code <= 599 else "other"
+    return (method if method in KNOWN_METHODS else "other"), route, status
 
 
 class MetricsMiddleware:
@@ -45,10 +56,8 @@ class MetricsMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         started = time.perf_counter()
         response = self.get_response(request)
-        match = getattr(request, "resolver_match", None)
-        route = match.route if match is not None and match.route else "unmatched"
-        REQUEST_LATENCY.labels(request.method, route, str(response.status_code)).observe(
-            time.perf_counter() - started)
+        labels = request_labels(request.method, getattr(request, "resolver_match", None), response.status_code)
+        REQUEST_LATENCY.labels(*labels).observe(time.perf_counter() - started)
         return response
 
 

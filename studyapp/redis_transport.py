@@ -9,7 +9,8 @@ is logged instead of raised. A message that could not be restored is not lost to
 stays in the transport's unacknowledged set (returned after the visibility timeout if the broker kept it), and
 the database's leases and the reconciliation sweep finish its work either way (docs/grading-reliability.md).
 
-Selected by ``CELERY_BROKER_TRANSPORT`` in settings for ``redis://`` broker URLs.
+Selected by ``CELERY_BROKER_TRANSPORT`` in settings for ``redis://`` and ``rediss://`` (TLS) broker URLs
+(studyapp.broker_transport).
 """
 
 from __future__ import annotations

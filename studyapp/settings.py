@@ -26,6 +26,7 @@ from rating import conf as rating_conf
 from rating import task_names as rating_task_names
 from studies import conf as studies_conf
 from studies import task_names as studies_task_names
+from studyapp import broker_transport
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -176,14 +177,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache / Redis ----------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+# Every request-path call to Redis (cache, throttles, broker publish) waits at most this long for a reply, so a
+# hung Redis (accepting, answering nothing) cannot hold a page: see docs/grading-reliability.md. The Celery
+# worker's own long-lived broker connection keeps longer timeouts (studyapp/celery.py).
+REDIS_REQUEST_TIMEOUT_SECONDS = float(os.environ.get("REDIS_REQUEST_TIMEOUT_SECONDS", "0.25"))
 if REDIS_URL:
+    from studyapp.redis_breaker import FailFastConnection
+
     # Nothing the pages need lives only in the cache (sessions and sign-in failures are in the database), so
-    # an unreachable Redis degrades to cache misses with a logged error instead of failing every request.
+    # an unreachable Redis degrades to cache misses with a logged error instead of failing every request. After
+    # one unanswered call the connection fails fast for a few seconds (studyapp/redis_breaker.py), so a page
+    # pays one timeout, not one per cache call.
     CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 2},
+            "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": REDIS_REQUEST_TIMEOUT_SECONDS,
+                        "SOCKET_TIMEOUT": REDIS_REQUEST_TIMEOUT_SECONDS,
+                        "CONNECTION_POOL_KWARGS": {"connection_class": FailFastConnection}},
         }
     }
     DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
@@ -304,22 +315,27 @@ if BROKER_URL_SETTING or REDIS_URL:
     CELERY_RESULT_BACKEND = REDIS_URL or None
     # Redis redelivers an unacknowledged message only after the visibility timeout: it must outlast the hard
     # time limit and the longest retry countdown (grading.tasks caps it at 30 min), or work runs twice.
-    # Short socket timeouts keep a request from hanging on a dead broker (the publish is logged and dropped;
-    # the reconciliation sweep sends it later).
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2,
-                                       "socket_timeout": 5, "max_retries": 1}
+    # Short socket timeouts keep a request from hanging on a dead or hung broker (the publish is logged and
+    # dropped; the reconciliation sweep sends it later): one publish and its one retry stay well under a second.
+    # The worker process raises them again for its own consumer connection (studyapp/celery.py).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600,
+                                       "socket_connect_timeout": REDIS_REQUEST_TIMEOUT_SECONDS,
+                                       "socket_timeout": REDIS_REQUEST_TIMEOUT_SECONDS, "max_retries": 1}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
-    elif CELERY_BROKER_URL.startswith("redis://"):
-        # kombu's Redis transport with a restore path that survives a broker restart (see the module).
-        CELERY_BROKER_TRANSPORT = "studyapp.redis_transport:Transport"
+    elif broker_transport.surviving_transport(CELERY_BROKER_URL):
+        # redis:// and rediss:// (TLS): kombu's Redis transport with a restore path that survives a broker
+        # restart (studyapp.redis_transport), and for rediss:// its TLS options (studyapp.broker_transport).
+        CELERY_BROKER_TRANSPORT = broker_transport.surviving_transport(CELERY_BROKER_URL)
+        if broker_transport.broker_tls(CELERY_BROKER_URL):
+            CELERY_BROKER_USE_SSL = broker_transport.broker_tls(CELERY_BROKER_URL)
     CELERY_BROKER_CONNECTION_TIMEOUT = 2
     CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
                                         "interval_max": 0.5}
     # No request reads a task result (senders pass ignore_result); the few callers that do (tests, benches)
     # must not hang either: the Redis result backend connects with a short timeout and retries once.
-    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1
-    CELERY_REDIS_SOCKET_TIMEOUT = 5
+    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = REDIS_REQUEST_TIMEOUT_SECONDS
+    CELERY_REDIS_SOCKET_TIMEOUT = REDIS_REQUEST_TIMEOUT_SECONDS
     CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"max_retries": 1, "interval_start": 0,
                                                                 "interval_step": 0.5, "interval_max": 0.5}}
 else:
@@ -425,6 +441,8 @@ GRADING: dict[str, Any] = {
         os.environ.get("GRADING_REQUEUE_AFTER_SECONDS", _GRADING_DEFAULTS["REQUEUE_AFTER_SECONDS"])),
     "FOLLOW_UP_GRACE_SECONDS": float(
         os.environ.get("GRADING_FOLLOW_UP_GRACE_SECONDS", _GRADING_DEFAULTS["FOLLOW_UP_GRACE_SECONDS"])),
+    "PROVIDER_OUTAGE_ROUNDS": int(
+        os.environ.get("GRADING_PROVIDER_OUTAGE_ROUNDS", _GRADING_DEFAULTS["PROVIDER_OUTAGE_ROUNDS"])),
 }
 RATING: dict[str, Any] = {
     "REFRESH_DEBOUNCE_SECONDS": float(
@@ -551,10 +569,14 @@ LOGGING = {
 
 # --- Operations -------------------------------------------------------------------------------------------
 # Error reporting: only when SENTRY_DSN is set (sentry-sdk with its Django and Celery integrations). No
-# personal data is sent (participants' PII stays here); SENTRY_TRACES_SAMPLE_RATE turns on tracing.
+# personal data is sent: no body, header, cookie, local variable, user, IP or host name, and e-mail and network
+# addresses are rewritten in what remains (studyapp.error_reporting); SENTRY_TRACES_SAMPLE_RATE turns on tracing.
 SENTRY_DSN = os.environ.get("SENTRY_DSN", "").strip()
 if SENTRY_DSN:
     import sentry_sdk
 
+    from studyapp import error_reporting
+
     sentry_sdk.init(dsn=SENTRY_DSN, environment=os.environ.get("SENTRY_ENVIRONMENT", DJANGO_ENV),
-                    send_default_pii=False, traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")))
+                    traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")),
+                    **error_reporting.init_options())

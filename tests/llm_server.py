@@ -149,6 +149,8 @@ class FakeLLMServer:
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         self.max_in_flight = 0
+        # Providers whose model list (GET /v1/models, the outage probe) answers 503, as during an outage.
+        self.models_down: set[str] = set()
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -199,6 +201,7 @@ class FakeLLMServer:
             self.max_in_flight = 0
             self.latency = 0.0
             self.default_responder = echo_responder
+            self.models_down = set()
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -255,6 +258,27 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (timeout test); nothing to answer
             finally:
                 self._done()
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            """The model list (both SDKs' `models.list()`): free, so the outage probe uses it."""
+            self._counted = False
+            path = self.path.split("?", 1)[0]
+            provider: Provider = "anthropic" if self.headers.get("anthropic-version") else "openai"
+            server._record(RecordedRequest(provider, path, {k.lower(): v for k, v in self.headers.items()}, None))
+            if path != "/v1/models":
+                self._error(provider, ErrorReply(404, f"no route for {path}"))
+                return
+            probe = getattr(server.default_responder, "probe", None)  # a scripted outage (tests.grading.chaos)
+            if provider in server.models_down or (probe is not None and probe(provider)):
+                self._error(provider, ErrorReply(503, f"fake {provider} outage"))
+                return
+            item = ({"id": "gpt-4.1", "object": "model", "created": 0, "owned_by": "fake"} if provider == "openai"
+                    else {"id": "claude-sonnet-4-6", "type": "model", "display_name": "fake",
+                          "created_at": "2026-01-01T00:00:00Z"})
+            payload: dict[str, Any] = ({"object": "list", "data": [item]} if provider == "openai" else
+                                       {"data": [item], "has_more": False, "first_id": item["id"],
+                                        "last_id": item["id"]})
+            self._send(provider, 200, payload)
 
         def _done(self) -> None:
             # Leave before the reply is written: once the client has it, it may start its next request.

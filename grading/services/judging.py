@@ -27,12 +27,19 @@ from grading.models import Criterion, CriterionScore, JudgeRun, LLMUsage, Rubric
 from grading.prompts import JudgeCriterion, RenderedPrompt, RubricContext, render_judge_prompt
 from grading.providers import JudgeSpec, price_of, provider_config
 from grading.schemas import CriterionSpec, JudgeOut, judge_problems, judge_totals
+from grading.selectors import PROVIDER_DOWN
 from grading.services.budget import call_cost_estimate, llm_usage_record, usd
 from studies.models import Study, TaskInstance
 
 logger = logging.getLogger(__name__)
 
 DONE = (JudgeRun.Status.SUCCEEDED,)
+
+
+def outage_attempt_limit() -> int:
+    """Attempts a run may make across provider outages before it fails for good (the cost bound)."""
+    conf = grading_settings()
+    return (int(conf["TASK_RETRIES"]) + 1) * int(conf["PROVIDER_OUTAGE_ROUNDS"])
 
 
 def rubric_context(rubric: Rubric) -> RubricContext:
@@ -175,8 +182,10 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
     """Write the outcome of one call in a single transaction and return the run.
 
     Success: criterion scores, recomputed category totals and total, SUCCEEDED. A retryable provider error
-    on a non-final attempt puts the run back to QUEUED (the task retries later); anything else is FAILED
-    with the reason. Every paid reply is added to the study's LLM spend either way.
+    on a non-final attempt puts the run back to QUEUED (the task retries later); on the final attempt it
+    WAITS for the provider (`PROVIDER_DOWN`; the sweep's probe sends it again once the provider answers) until
+    `outage_attempt_limit()` attempts are spent; anything else is FAILED with the reason. Every paid reply is
+    added to the study's LLM spend either way.
     """
     job = outcome.job
     with transaction.atomic():
@@ -212,6 +221,7 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
             error = outcome.error
             assert error is not None
             retry = error.retryable and not final_attempt
+            outage = error.retryable and final_attempt and run.attempts < outage_attempt_limit()
             run.status = JudgeRun.Status.QUEUED if retry else JudgeRun.Status.FAILED
             if isinstance(error, llm.LLMNotConfigured):
                 run.status = JudgeRun.Status.WAITING
@@ -219,6 +229,11 @@ def judge_run_record(*, outcome: JudgeOutcome, study: Study | None, final_attemp
             run.total = None
             run.category_totals = {}
             run.error = (f"{error.reason} (will retry)" if retry else error.reason)[:4000]
+            if outage:  # the provider is down, not the request wrong: wait for it (grading.services.outages)
+                run.status = JudgeRun.Status.WAITING
+                run.error = f"{PROVIDER_DOWN}: {error.reason}"[:4000]
+            elif error.retryable and final_attempt:
+                run.error = f"Gave up after {run.attempts} attempts while the provider kept failing: {run.error}"[:4000]
             if isinstance(error, llm.LLMInvalidOutput) and error.errors:
                 run.error = (run.error + "\nLast problems: " + "; ".join(error.errors[:10]))[:4000]
         run.save()

@@ -5,8 +5,9 @@ version) and created with get_or_create; a succeeded run is never redone; combin
 stored runs inside one locked transaction and changes nothing when nothing changed. Re-grading (new rubric
 version, judge list or prompt) only adds runs and flips which ones are current.
 
-Episode status: submitted → grading → graded | failed; waiting (no key, budget, consent) keeps
-`submitted` with a note. A graded episode being re-graded keeps its score until the new runs are combined.
+Episode status: submitted → grading → graded | failed; waiting (no key, budget, consent, judge providers
+failing through every attempt) keeps `submitted` with a note. A graded episode being re-graded keeps its score
+until the new runs are combined.
 The same path grades solo-agent baselines (`Subject.for_solo_run`).
 """
 
@@ -37,7 +38,13 @@ from grading.extract import Extraction
 from grading.models import GradingFollowUp, JudgeRun, Rubric
 from grading.prompts import JUDGE_PROMPT_VERSION
 from grading.providers import JudgeSpec, not_configured_note, provider_configured, study_judges
-from grading.selectors import HELD_MARK, current_fluency_coding, rubric_for_grading
+from grading.selectors import (
+    HELD_MARK,
+    PROVIDER_DOWN,
+    PROVIDER_WAIT_MARK,
+    current_fluency_coding,
+    rubric_for_grading,
+)
 from grading.services.budget import budget_ensure_available, budget_reserve
 from grading.services.calibration import episode_calibration_draw
 from grading.services.extraction import episode_extract, solo_run_extract, task_hidden_text
@@ -213,6 +220,18 @@ def _hold(subject: Subject, obj: Any, succeeded: list[JudgeRun], failed: list[Ju
     return GradingOutcome("held", note=outcome.note, judge_runs=[r.pk for r in succeeded])
 
 
+def _wait_for_providers(subject: Subject, outage: list[JudgeRun], failed: list[JudgeRun]) -> GradingOutcome:
+    """No judge scored because their providers kept failing: wait for a provider, never fail for an outage.
+
+    The sweep probes each waiting provider once per sweep and sends grading again once one answers
+    (grading.services.outages); staff see the submission waiting with this note, not failed.
+    """
+    providers = ", ".join(dict.fromkeys(r.provider for r in outage))
+    note = (f"{PROVIDER_WAIT_MARK} ({providers}): {_reasons([*outage, *failed])}. Grading resumes by itself once "
+            "a provider answers again (checked every sweep); nothing needs to be done.")
+    return _wait(subject, note)
+
+
 def _gate_hold(subject: Subject, obj: Episode, gate: GatedScore, runs: list[JudgeRun]) -> GradingOutcome:
     """Some rubric category has no judge that passes the enforced expert gate: no automated score.
 
@@ -270,13 +289,17 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
         runs = list(JudgeRun.objects.filter(pk__in=run_ids).order_by("provider", "model"))
         if any(r.status in (JudgeRun.Status.QUEUED, JudgeRun.Status.RUNNING) for r in runs):
             return GradingOutcome("pending", judge_runs=run_ids)
-        waiting = [r for r in runs if r.status == JudgeRun.Status.WAITING]
+        outage = [r for r in runs if r.status == JudgeRun.Status.WAITING and r.error.startswith(PROVIDER_DOWN)]
+        waiting = [r for r in runs if r.status == JudgeRun.Status.WAITING and r not in outage]
         if waiting:
             return _wait(subject, " ".join(dict.fromkeys(r.error for r in waiting if r.error)) or "Judges wait.")
         succeeded = [r for r in runs if r.status == JudgeRun.Status.SUCCEEDED]
         failed = [r for r in runs if r.status == JudgeRun.Status.FAILED]
+        if not succeeded and outage:
+            return _wait_for_providers(subject, outage, failed)
         if not succeeded:
             return _fail(subject, "Every judge failed. " + _reasons(failed))
+        failed = [*failed, *outage]  # a judge waiting for its provider is missing from the panel for now
         if failed and subject.study.partial_panel == subject.study.PartialPanel.HOLD:
             return _hold(subject, obj, succeeded, failed)
         gate = gated_score(study=subject.study, runs=succeeded) if isinstance(obj, Episode) else None

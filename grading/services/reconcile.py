@@ -10,6 +10,8 @@ worker or a broker outage left behind:
 - open follow-up rows a grade wrote in its own transaction (the message path closes them when it does the
   work): the rating observation is recorded here directly (the same idempotent service the message calls),
   the log coding is re-sent with backoff from its last send, never while a coding of it holds its lease;
+- submissions whose judges wait for a failing provider are sent again once a probe finds it answering
+  (`grading.services.outages`: one free probe per waiting provider per sweep);
 - a withdrawn participant's still-active observations are retracted (a lost retraction message);
 - an episode whose stored transcript does not match its log files is parsed again (a lost parse message).
 
@@ -35,6 +37,7 @@ from grading.selectors import (
     episodes_pending_grading,
     solo_runs_pending_grading,
 )
+from grading.services.outages import provider_outages_recheck
 from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, PARSE_LOG
 from rating import selectors as rating_selectors
 from rating.services.ledger import observation_record, observations_retract_participant
@@ -56,6 +59,8 @@ class ReconcileReport:
     follow_ups_closed: int = 0
     retractions: int = 0
     parses_sent: int = 0
+    provider_probes: int = 0
+    outage_grading_sent: int = 0
     send_errors: int = 0
 
 
@@ -152,12 +157,19 @@ def _resend_parses(report: ReconcileReport) -> None:
         report.parses_sent += 1
 
 
+def _recheck_outages(report: ReconcileReport) -> None:
+    """Send grading again for submissions whose judges wait for a provider that answers again (outages.py)."""
+    report.provider_probes, report.outage_grading_sent = provider_outages_recheck(
+        send=lambda pk: _send(GRADE_EPISODE, [pk], report), limit=BATCH)
+
+
 def grading_reconcile() -> ReconcileReport:
     """Run one reconciliation sweep and report what it did."""
     report = ReconcileReport()
     _finish_follow_ups(report)
     _retract_withdrawn(report)
     _resend_grading(report)
+    _recheck_outages(report)
     _resend_parses(report)
     if any(v for k, v in vars(report).items()):
         logger.info("reconcile: %s", report)

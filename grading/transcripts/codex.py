@@ -15,13 +15,13 @@ prompt the worker typed.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from grading.transcripts import bounded_json
 from grading.transcripts.lines import compact, json_lines
 from grading.transcripts.model import FileTranscript, Format, Role, TranscriptBuilder
 from grading.transcripts.usage import codex_total
@@ -135,7 +135,7 @@ def mirrored_items(lines: Iterable[bytes]) -> Mirrors:
         if b'"message"' not in raw:
             continue  # cheap filter: only message items can be mirrored by dialogue events
         try:
-            record = json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))
+            record = bounded_json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))
         except ValueError:
             continue
         payload = record.get("payload") if isinstance(record, dict) else None

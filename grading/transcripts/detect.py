@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import io
-import json
 import logging
 import shutil
 import tempfile
 from typing import IO, Any
 
-from grading.transcripts import claude_code, codex, gemini, terminal
+from grading.transcripts import bounded_json, claude_code, codex, gemini, terminal
 from grading.transcripts.model import FileStatus, FileTranscript, Format, unreadable
 from studies.byte_format import human_bytes
 from studies.sniffing import image_media_type
@@ -37,7 +36,7 @@ def _jsonl_format(head: bytes) -> Format | None:
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw.decode("utf-8", "replace"))
+            record = bounded_json.loads(raw.decode("utf-8", "replace"))
         except ValueError:
             continue
         if not isinstance(record, dict) or gemini.looks_like(record) or isinstance(record.get("items"), list):
@@ -63,7 +62,7 @@ def _document(name: str, stream: IO[bytes], size: int) -> FileTranscript | None:
     raw = stream.read(MAX_DOCUMENT_BYTES + 1)
     text = raw.decode("utf-8", "replace")
     try:
-        document: Any = json.loads(text)
+        document: Any = bounded_json.loads(text)
     except ValueError:
         return None
     if gemini.looks_like(document):
@@ -83,7 +82,7 @@ def _document_format(head: bytes, complete: bool) -> Format:
     """Return the agent a single JSON document came from, from the whole file or, if longer, its head."""
     if complete:
         try:
-            document: Any = json.loads(head.decode("utf-8", "replace"))
+            document: Any = bounded_json.loads(head.decode("utf-8", "replace"))
         except ValueError:
             return Format.UNKNOWN
         if gemini.looks_like(document):
@@ -125,11 +124,19 @@ def sniff_log_format(head: bytes, *, complete: bool) -> Format:
 
 
 def detect_log_format(stream: IO[bytes], size: int) -> Format:
-    """Return which agent wrote a stored log file, reading its head (or its first record, if longer)."""
+    """Return which agent wrote a stored log file, reading its head (or its first record, if longer).
+
+    Worker pages call this on every upload they list, so no content may make it raise: what cannot be
+    recognised (too deep, or a detection bug) is UNKNOWN, and a storage error stays an OSError for the caller.
+    """
     head = stream.read(HEAD_BYTES)
     if size > len(head) and b"\n" not in head.strip() and head.lstrip()[:1] == b"{":
         head += stream.readline(MAX_DOCUMENT_BYTES) + b"\n"
-    return sniff_log_format(head, complete=size <= len(head))
+    try:
+        return sniff_log_format(head, complete=size <= len(head))
+    except Exception:  # noqa: BLE001 - a page must not fail on a file it only labels
+        logger.exception("the format of a collaboration log could not be detected")
+        return Format.UNKNOWN
 
 
 def parse_log(name: str, stream: IO[bytes], *, size: int | None = None) -> FileTranscript:

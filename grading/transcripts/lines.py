@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
+from grading.transcripts import bounded_json
 from grading.transcripts.model import TranscriptBuilder
 
 
@@ -22,7 +23,7 @@ def json_lines(stream: IO[bytes], builder: TranscriptBuilder) -> Iterator[dict[s
         if text.startswith("\ufeff"):  # a byte-order mark some editors add
             text = text[1:]
         try:
-            record = json.loads(text)
+            record = bounded_json.loads(text)
         except ValueError:
             builder.bad_line()
             continue

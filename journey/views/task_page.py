@@ -18,7 +18,7 @@ from studies.conf import upload_limits
 from studies.exceptions import InvalidShareUrl, NoAgentAvailable, NoTaskAvailable, StudyError
 from studies.log_sources import agent_log_source
 from studies.markdown import render_markdown
-from studies.models import Agent, Episode, EpisodeFile, Participant
+from studies.models import Agent, Episode, EpisodeFile, Participant, Payment
 from studies.selectors import (
     FINISHED,
     Step,
@@ -241,8 +241,12 @@ def skip_outside_expertise(request: HttpRequest, episode_id: int) -> HttpRespons
     except StudyError as exc:
         form.add_error(None, exc.message)
         return _render_task(request, episode, status=400, outside_form=form, section="outside-expertise")
-    paid = " It is paid at the task rate, as this study's rules say." if episode.study.pay_outside_expertise_skips \
-        else ""
+    paid = ""
+    if episode.study.pay_outside_expertise_skips:
+        paid = (" It is paid at the task rate, as this study's rules say."
+                if Payment.objects.filter(episode=episode, kind=Payment.Kind.ADJUSTMENT).exists() else
+                f" It is not paid: this study pays at most {episode.study.max_paid_outside_expertise_skips} such "
+                "skips per worker.")
     messages.success(request, f"Task {episode.position} was skipped as outside your expertise; the study team can "
                               f"see your reason.{paid}")
     return redirect(journey_state(episode.participant).url)

@@ -77,6 +77,12 @@ class Study(models.Model):
         help_text="Pay the task rate when a worker skips a task as outside their expertise (a task from a related "
                   "sector, or one they cannot judge). Off: such a skip is recorded but not paid.",
     )
+    max_paid_outside_expertise_skips = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="When outside-expertise skips are paid: at most this many are paid per worker; later ones are "
+                  "recorded but not paid. Without a cap a worker could be paid for skipping every task "
+                  "(with 'only after all tasks are submitted' each skip is replaced by another task).",
+    )
     contact_name = models.CharField(max_length=200, blank=True, help_text="Research-team contact shown to workers.")
     contact_email = models.EmailField(blank=True, help_text="Shown on every worker page and on setup failures.")
 

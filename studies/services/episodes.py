@@ -21,7 +21,11 @@ from studies.exceptions import EpisodeLocked, InvalidShareUrl, SubmitRejected, U
 from studies.models import Agent, Episode, EpisodeFile, Participant, Study
 from studies.services.audit import audit_record
 from studies.services.participants import FINISHED_EPISODE_STATUSES, participant_tasks_done
-from studies.services.payments import payment_record_outside_expertise, payment_record_task
+from studies.services.payments import (
+    outside_expertise_skip_is_paid,
+    payment_record_outside_expertise,
+    payment_record_task,
+)
 from studies.services.uploads import EDITABLE_STATUSES, ensure_editable, episode_file_add, validate_upload
 from studies.task_names import GRADE_EPISODE
 from studies.task_sending import send_task_on_commit
@@ -102,9 +106,10 @@ def episode_skip_setup_failed(*, episode: Episode, description: str, screenshots
 def episode_skip_outside_expertise(*, episode: Episode, reason: str, actor: Any) -> Episode:
     """Skip a task the worker cannot judge honestly (outside their expertise), recorded apart from setup failures.
 
-    Whether the skip is paid is the study's ``pay_outside_expertise_skips`` setting; when it is, the task rate
+    Whether the skip is paid is the study's ``pay_outside_expertise_skips`` setting, capped per worker by
+    ``max_paid_outside_expertise_skips`` (a replaced skip must not become paid work); when it is, the task rate
     is added as an adjustment line tied to the episode (not a "completed task" line, so counts of submitted
-    work stay true).
+    work stay true). The audit says whether this skip was paid.
     """
     reason = (reason or "").strip()
     if len(reason) < 10:
@@ -112,11 +117,11 @@ def episode_skip_outside_expertise(*, episode: Episode, reason: str, actor: Any)
     with transaction.atomic():
         locked = _locked(episode, with_participant=True)
         ensure_editable(locked)
+        paid = outside_expertise_skip_is_paid(episode=locked)  # before this skip: under the worker's cap
         locked.status = Episode.Status.SKIPPED
         locked.skip_reason = Episode.SkipReason.OUTSIDE_EXPERTISE
         locked.skip_description = reason[:2000]
         locked.save(update_fields=["status", "skip_reason", "skip_description", "updated_at"])
-        paid = locked.study.pay_outside_expertise_skips
         if paid:
             payment_record_outside_expertise(episode=locked)
         audit_record(actor=actor, action="episode.skip_outside_expertise", obj=locked, study=locked.study,

@@ -56,6 +56,15 @@ class OwnRedis:
             time.sleep(0.05)
         return self
 
+    def freeze(self) -> None:
+        """SIGSTOP the server: it still accepts connections (the kernel completes them) but answers nothing."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
@@ -95,6 +104,10 @@ class ProviderScript:
         if self.judge_delay:
             return DelayedReply(self.judge_delay, then=lambda b: self._paid(provider, b))
         return self._paid(provider, body)
+
+    def probe(self, provider: str) -> bool:
+        """True while `provider` is down: its model list (the outage probe) fails too."""
+        return provider in self.failing
 
     def _paid(self, provider: str, body: dict[str, Any]) -> str:
         with self._lock:

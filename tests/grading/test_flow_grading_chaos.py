@@ -44,6 +44,9 @@ JUDGES = [{"provider": "openai", "model": "gpt-4.1"}, {"provider": "anthropic", 
 RECOVERY_BOUND = 180.0 if PRODUCTION_TIMING else 45.0
 # A provider failing for good is given up after every task attempt (with the client's own retries) failed.
 GIVE_UP_BOUND = 900.0 if PRODUCTION_TIMING else RECOVERY_BOUND
+# How long both providers stay down, and Redis stays frozen (the issue's four-minute outage under the bench).
+OUTAGE_SECONDS = 240.0 if PRODUCTION_TIMING else 12.0
+FROZEN_SECONDS = 30.0 if PRODUCTION_TIMING else 3.0
 
 
 @pytest.fixture
@@ -336,18 +339,19 @@ def test_one_grading_message_delivered_three_times_grades_once(chaos):
 
 
 
-def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charges_only_paid_replies(chaos):
+def _held() -> bool:
+    return Episode.objects.filter(grading_note__startswith="Held out of the rating").exists()
+
+
+def test_a_provider_failing_for_good_holds_the_episode_then_grades_it_by_itself_once_it_answers(chaos):
     chaos.script.failing = {"anthropic"}
     study = _study()
+    worker = chaos.supervised_worker()
+    wait_for(lambda: " ready." in worker.output(), timeout=180, message="the worker to be ready")
     episode = chaos.episode(study)
-    chaos.worker()
     submitted_at = time.monotonic()
-
-    def held() -> bool:
-        return Episode.objects.filter(pk=episode.pk, grading_note__startswith="Held out of the rating").exists()
-
     try:
-        wait_for(held, timeout=GIVE_UP_BOUND, message="the episode to be held for its missing judge")
+        wait_for(_held, timeout=GIVE_UP_BOUND, message="the episode to be held for its missing judge")
     except BaseException:
         print(chaos.logs())
         raise
@@ -356,27 +360,85 @@ def test_a_provider_failing_for_good_holds_the_episode_with_the_reason_and_charg
     assert episode.status == Episode.Status.SUBMITTED and episode.needs_expert_review
     assert episode.auto_score is None and not Observation.objects.filter(episode_id=episode.pk).exists()
     assert "injected persistent failure" in episode.grading_note
-    failed = JudgeRun.objects.get(episode=episode, provider="anthropic")
-    assert failed.status == JudgeRun.Status.FAILED and "500" in failed.error
+    waiting = JudgeRun.objects.get(episode=episode, provider="anthropic")
+    assert waiting.status == JudgeRun.Status.WAITING and "500" in waiting.error
     assert JudgeRun.objects.get(episode=episode, provider="openai").status == JudgeRun.Status.SUCCEEDED
     # One openai reply was paid; the 500s cost nothing. Exactly that is recorded.
     assert LLMUsage.objects.filter(study=study, purpose="judge").count() == chaos.script.paid() == 1
-    # One retry loop only: the task's own attempts, each with the client's own retries. The sweep left the
-    # episode alone while a task retry was scheduled (it is "grading" with a queued run and no call in flight).
+    # One retry loop only: the task's own attempts, each with the client's own retries; while the provider
+    # stays down the sweep only probes it (no judge call).
     conf = grading_settings_of_the_worker()
-    assert failed.attempts == conf["TASK_RETRIES"] + 1
+    assert waiting.attempts == conf["TASK_RETRIES"] + 1
     failed_calls = chaos.script.judge_requests["anthropic"]
-    assert failed_calls == failed.attempts * (conf["MAX_RETRIES"] + 1)
+    assert failed_calls == waiting.attempts * (conf["MAX_RETRIES"] + 1)
 
-    # The provider recovers; staff retry the run and the full panel's score enters the rating once.
+    # The provider answers again; nobody retries anything: the sweep's probe finds it and grading resumes.
+    back = time.monotonic()
     chaos.script.failing = set()
-    from grading.services.pipeline import judge_run_retry
+    recovery = _wait_settled(chaos, [episode.pk], back)
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    assert not AuditEvent.objects.filter(action="grading.retry").exists(), "no person retried it"
+    _report("one provider down for good, then back (no staff retry)", recovery, [episode.pk], chaos.script,
+            f"; held {held_after:.0f} s after submit, after {waiting.attempts} task attempts and "
+            f"{failed_calls} failed calls")
+
+
+def test_both_providers_down_for_minutes_leave_the_episode_waiting_and_it_is_graded_by_itself_when_back(chaos):
+    chaos.script.failing = {"openai", "anthropic"}
+    study = _study()
+    worker = chaos.supervised_worker()
+    wait_for(lambda: " ready." in worker.output(), timeout=180, message="the worker to be ready")
+    episode = chaos.episode(study)
+    down_for = OUTAGE_SECONDS
+    time.sleep(down_for)
+    episode.refresh_from_db()
+    assert episode.status != Episode.Status.FAILED, episode.grading_note
+    state = episode.status
+    back = time.monotonic()
+    chaos.script.failing = set()
+    recovery = _wait_settled(chaos, [episode.pk], back)
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    assert not AuditEvent.objects.filter(action__in=["grading.retry", "grading.failed"]).exists()
+    _report(f"both providers down {down_for:.0f} s, then back (no person)", recovery, [episode.pk], chaos.script,
+            f"; during the outage the episode was {state}, never failed")
+
+
+def test_a_frozen_redis_keeps_submit_pages_fast_and_grading_resumes_after_it_thaws(chaos, client, settings):
+    """SIGSTOP: Redis accepts connections and answers nothing (broker and cache both on it)."""
     from tests.factories import UserFactory
 
-    began = time.monotonic()
-    assert judge_run_retry(run=failed, actor=UserFactory(is_staff=True))
-    recovery = _wait_settled(chaos, [episode.pk], began)
+    chaos.script.judge_delay = 0.5
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": chaos.broker.url}}
+    study = _study()
+    episode = chaos.episode(study, submit=False)
+    Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.IN_PROGRESS, submitted_at=None)
+    worker = chaos.supervised_worker()
+    wait_for(lambda: " ready." in worker.output(), timeout=180, message="the worker to be ready")
+    client.force_login(episode.participant.user)
+    chaos.broker.freeze()
+    frozen_at = time.monotonic()
+    try:
+        began = time.monotonic()
+        response = client.post(reverse("worker:episode-submit", args=[episode.pk]))
+        submit_seconds = time.monotonic() - began
+        assert response.status_code == 302
+        began = time.monotonic()
+        page = client.get(response.url)
+        next_seconds = time.monotonic() - began
+        assert page.status_code == 200
+        client.force_login(UserFactory(roles=["staff"]))
+        began = time.monotonic()
+        overview = client.get(reverse("dashboard:overview", args=[study.slug]))
+        overview_seconds = time.monotonic() - began
+        assert overview.status_code == 200
+        assert Episode.objects.get(pk=episode.pk).status == Episode.Status.SUBMITTED
+        time.sleep(max(0.0, FROZEN_SECONDS - (time.monotonic() - frozen_at)))
+    finally:
+        chaos.broker.thaw()
+    thawed = time.monotonic()
+    recovery = _wait_settled(chaos, [episode.pk], thawed)
     _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
-    _report("provider failing for good, then staff retry", recovery, [episode.pk], chaos.script,
-            f"; held with its reason {held_after:.0f} s after submit, after {failed.attempts} task attempts and "
-            f"{failed_calls} failed calls")
+    assert worker.starts() == 1, worker.output()[-3000:]
+    _report("Redis frozen (SIGSTOP), then SIGCONT", recovery, [episode.pk], chaos.script,
+            f"; while frozen: submit {submit_seconds:.2f} s, next page {next_seconds:.2f} s, staff overview "
+            f"{overview_seconds:.2f} s")

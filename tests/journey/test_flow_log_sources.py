@@ -70,3 +70,23 @@ def test_a_session_file_uploads_as_a_log_and_its_metrics_never_reach_the_worker(
     html = client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
     assert "abc.jsonl" in html
     assert "initiative" not in html.lower() and "user_prompts" not in html and "partial" not in html
+
+
+NESTED_LOG = b'{"a":' * 6000  # 30 KB: the decoder would recurse once per level
+
+
+@pytest.mark.parametrize("content", [NESTED_LOG, NESTED_LOG + b"1" + b"}" * 6000, b"[" * 30000])
+def test_a_deeply_nested_json_log_leaves_every_worker_page_up(client, world, content):
+    """Upload, task page and review page answer 200 before the background parse has run, and after it."""
+    episode = _start(client, world, log_format=LogFormat.CLAUDE_CODE)
+    client.post(reverse("worker:episode-setup", args=[episode.pk]), {"prior_experience": "few", "ready": "1"})
+    uploaded = client.post(reverse("worker:episode-upload", args=[episode.pk]),
+                           {"kind": "log", "file": upload("session.json", content)}, HTTP_ACCEPT="application/json")
+    assert uploaded.status_code == 200, uploaded.content[:300]
+    assert episode.files.filter(kind="log", name="session.json").exists()
+    task, review = reverse("worker:task", args=["pilot", 1]), reverse("worker:episode-submit", args=[episode.pk])
+    assert client.get(task).status_code == 200
+    assert client.get(review).status_code == 200
+    row = episode_transcript_build(episode_id=episode.pk)  # the background parse: reported, not raised
+    assert [f["status"] for f in row.files] == ["unreadable"]
+    assert client.get(task).status_code == 200 and client.get(review).status_code == 200

@@ -242,3 +242,28 @@ def test_a_plain_task_page_leaves_its_address_alone(client):
     _login(client, world)
     _start(client)
     assert 'id="page-address"' not in client.get(reverse("worker:task", args=["pilot", 1])).content.decode()
+
+
+def test_paid_outside_expertise_skips_are_capped_per_worker_when_each_skip_is_replaced(client):
+    """With `all_submitted` every skip is replaced by another task: without a cap, skipping is paid work."""
+    world = make_world(tasks=8, post_survey_gate=m.Study.PostSurveyGate.ALL_SUBMITTED,
+                       pay_outside_expertise_skips=True, compensation_per_task=Decimal("12.50"))
+    assert world.study.max_paid_outside_expertise_skips == 2, "a sensible default cap"
+    participant = _login(client, world)
+    skipped = []
+    for position in range(1, 5):  # each skip opens one more position, as the gate replaces it
+        episode = _start(client, position=position)
+        assert episode.status != m.Episode.Status.SKIPPED
+        response = client.post(reverse("worker:episode-outside-expertise", args=[episode.pk]),
+                               {"reason": "Outside my field: civil engineering hydraulics.", "confirm": "1"},
+                               follow=True)
+        assert response.status_code == 200
+        skipped.append(episode.pk)
+    page = response.content.decode()
+    assert "It is not paid: this study pays at most 2 such skips per worker." in page
+    lines = list(m.Payment.objects.filter(participant=participant).order_by("pk"))
+    assert [(p.kind, p.amount, p.episode_id) for p in lines] == [
+        ("adjustment", Decimal("12.50"), skipped[0]), ("adjustment", Decimal("12.50"), skipped[1])]
+    audits = m.AuditEvent.objects.filter(action="episode.skip_outside_expertise").order_by("pk")
+    assert [a.after["paid"] for a in audits] == [True, True, False, False]
+    assert m.Episode.objects.filter(pk__in=skipped, status=m.Episode.Status.SKIPPED).count() == 4

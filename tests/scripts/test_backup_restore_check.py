@@ -76,3 +76,20 @@ def test_a_restore_refuses_a_backup_whose_checksum_does_not_match(transactional_
         dump.write(b"tampered")
     refused = _script("restore.sh", env, str(tmp_path / "backup"))
     assert refused.returncode != 0 and "FAILED" in refused.stdout + refused.stderr
+
+
+def test_a_backup_is_readable_by_its_owner_only_whatever_the_umask(transactional_db, tmp_path):
+    media = tmp_path / "media"
+    (media / "logs").mkdir(parents=True)
+    (media / "logs" / "upload.jsonl").write_text("{}\n")
+    dest = tmp_path / "backup"
+    dest.mkdir(mode=0o755)  # the operator made the folder beforehand, world-readable
+    (dest / "database.dump").write_bytes(b"an older dump")
+    (dest / "database.dump").chmod(0o644)  # left by an earlier run, world-readable
+    env = worker_environment({"MEDIA_DIR": str(media)})
+    result = subprocess.run(["bash", "-c", 'umask 022 && exec bash "$0" "$1"', str(ROOT / "scripts" / "backup.sh"),
+                             str(dest)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert dest.stat().st_mode & 0o777 == 0o700
+    modes = {path.name: path.stat().st_mode & 0o777 for path in dest.iterdir()}
+    assert modes == {"database.dump": 0o600, "private-files.tar.gz": 0o600, "SHA256SUMS": 0o600}

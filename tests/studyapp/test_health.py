@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 from celery import current_app
 from django.test import Client
 
+from studyapp import health
+
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_checks(monkeypatch):
+    """Every test runs the checks itself (no answer kept from another test) and stops their threads after."""
+    monkeypatch.setenv("READYZ_CACHE_SECONDS", "0")
+    health.stop_checks()
+    yield
+    health.stop_checks()  # closes the check threads' database and broker connections
 
 
 def test_liveness_answers_without_touching_the_database_and_for_any_host(django_db_blocker, settings):
@@ -84,3 +96,107 @@ def test_a_check_that_hangs_is_reported_at_the_deadline_instead_of_holding_the_a
         silent.close()
     assert body["failed"] == ["cache"]
     assert body["checks"]["cache"] == {"ok": False, "error": "no answer within 0.5 s"}
+
+
+@pytest.fixture
+def connects(monkeypatch):
+    """Count every new database connection and every new Redis connection (cache and broker), from any thread."""
+    import redis.connection
+    from django.db.backends.signals import connection_created
+
+    counts = {"database": 0, "redis": 0}
+    lock = threading.Lock()
+
+    def database(**kwargs):
+        with lock:
+            counts["database"] += 1
+
+    original = redis.connection.AbstractConnection.connect
+
+    def redis_connect(self, *args, **kwargs):
+        if self._sock is None:
+            with lock:
+                counts["redis"] += 1
+        return original(self, *args, **kwargs)
+
+    connection_created.connect(database, weak=False)
+    monkeypatch.setattr(redis.connection.AbstractConnection, "connect", redis_connect)
+    yield counts
+    connection_created.disconnect(database)
+
+
+def test_readiness_opens_no_new_connection_per_call(connects, settings, monkeypatch):
+    from studyapp import redis_breaker
+
+    # Timeouts far above any scheduling delay: a call timed out on a loaded machine would reconnect on purpose.
+    settings.CACHES = {"default": {**settings.CACHES["default"], "OPTIONS": {
+        "IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 30, "SOCKET_TIMEOUT": 30}}}
+    options = current_app.conf.broker_transport_options
+    current_app.conf.broker_transport_options = {**options, "socket_timeout": 30, "socket_connect_timeout": 30}
+    monkeypatch.setenv("READYZ_TIMEOUT_SECONDS", "60")
+    redis_breaker.reset()
+    try:
+        assert Client().get("/readyz").status_code == 200  # the first probe connects
+        after_first = dict(connects)
+        assert after_first["database"] >= 1
+        for _ in range(5):
+            assert Client().get("/readyz").status_code == 200
+        assert connects == after_first  # the next five reuse what the first opened
+    finally:
+        current_app.conf.broker_transport_options = options
+
+
+def test_the_answer_is_kept_briefly_and_shared_by_every_caller(monkeypatch):
+    monkeypatch.setenv("READYZ_CACHE_SECONDS", "60")
+    runs = dict.fromkeys(health.CHECKS, 0)
+
+    def counted(name):
+        def run():
+            runs[name] += 1  # each check answers at once: what is counted is how often it ran
+        return run
+
+    for name in list(health.CHECKS):
+        monkeypatch.setitem(health.CHECKS, name, counted(name))
+    answers = []
+    callers = [threading.Thread(target=lambda: answers.append(Client().get("/readyz").status_code))
+               for _ in range(8)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert answers == [200] * 8 and all(Client().get("/readyz").status_code == 200 for _ in range(10))
+    assert runs == dict.fromkeys(health.CHECKS, 1)
+
+
+def _readyz_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("readyz")]
+
+
+def test_a_hung_check_is_not_started_again_and_leaves_no_thread_per_probe(monkeypatch):
+    monkeypatch.setenv("READYZ_TIMEOUT_SECONDS", "0.3")
+    released, entered = threading.Event(), []
+
+    def hangs() -> None:
+        entered.append(1)
+        released.wait(60)
+
+    monkeypatch.setitem(health.CHECKS, "cache", hangs)
+    try:
+        for _ in range(5):
+            response = Client().get("/readyz")
+            assert response.status_code == 503 and response.json()["failed"] == ["cache"]
+            assert len(_readyz_threads()) <= len(health.CHECKS)
+        assert len(entered) == 1  # the hung check was not run again on top of itself
+    finally:
+        released.set()
+    monkeypatch.setitem(health.CHECKS, "cache", lambda: None)
+    for _ in range(50):  # the check's thread returns to the pool once the hang ends
+        if Client().get("/readyz").status_code == 200:
+            break
+        threading.Event().wait(0.1)
+    assert Client().get("/readyz").status_code == 200
+    assert len(_readyz_threads()) == len(health.CHECKS)
+    health.stop_checks()
+    for thread in _readyz_threads():
+        thread.join(timeout=5)
+    assert _readyz_threads() == []  # stopping ends every thread the checks used

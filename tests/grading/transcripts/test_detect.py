@@ -99,3 +99,33 @@ def test_the_upload_check_names_the_same_format_the_parser_finds_for_every_sampl
         data = path.read_bytes()
         parsed = detect.parse_log(path.name, io.BytesIO(data)).format
         assert detect.detect_log_format(io.BytesIO(data), len(data)) is parsed, path.name
+
+
+@pytest.mark.parametrize("data", [b'{"a":' * 6000, b'{"a":' * 6000 + b"1" + b"}" * 6000, b"[" * 30000,
+                                  b'{"type":"user","message":' * 3000 + b"\n"])
+def test_deep_nesting_is_unknown_to_detection_and_unreadable_to_the_parser_never_an_error(data):
+    assert detect.sniff_log_format(data, complete=True) is Format.UNKNOWN
+    assert detect.detect_log_format(io.BytesIO(data), len(data)) is Format.UNKNOWN
+    assert parse_log("deep.json", io.BytesIO(data)).status is FileStatus.UNREADABLE
+
+
+def test_a_deep_line_in_a_session_file_is_one_bad_line_not_a_lost_file():
+    good = (SAMPLES / "claude_code_session.jsonl").read_bytes()
+    first, rest = good.split(b"\n", 1)
+    result = parse_log("s.jsonl", io.BytesIO(first + b"\n" + b"[" * 5000 + b"\n" + rest))
+    reference = parse_log("s.jsonl", io.BytesIO(good))
+    assert result.format is Format.CLAUDE_CODE and result.status is reference.status
+    assert result.bad_lines == reference.bad_lines + 1
+    assert len(result.turns) == len(reference.turns)
+
+
+def test_bounded_json_reads_brackets_inside_strings_and_shallow_values_as_json():
+    from grading.transcripts import bounded_json
+
+    assert bounded_json.loads('{"text": "' + "[{" * 500 + '"}') == {"text": "[{" * 500}
+    value, depth = bounded_json.loads("[" * 100 + "]" * 100), 1
+    while value:
+        value, depth = value[0], depth + 1
+    assert depth == 100  # well under the cap: decoded as is
+    with pytest.raises(ValueError):
+        bounded_json.loads("[" * (bounded_json.MAX_DEPTH + 1) + "]" * (bounded_json.MAX_DEPTH + 1))
