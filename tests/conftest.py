@@ -69,6 +69,16 @@ requires_redis = pytest.mark.skipif(
 
 
 @pytest.fixture(autouse=True)
+def _broker_not_skipped() -> Iterator[None]:
+    """A send that failed in one test must not make the next test's sends skip the broker."""
+    from studies.task_sending import broker_skip_reset
+
+    broker_skip_reset()
+    yield
+    broker_skip_reset()
+
+
+@pytest.fixture(autouse=True)
 def _private_media(request, tmp_path) -> None:
     """Keep every test's uploaded files in its own temporary folder (when Django is loaded at all)."""
     if not request.config.pluginmanager.hasplugin("django"):
