@@ -16,7 +16,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
-from celery import current_app
 from django.core.cache import cache
 from django.db import OperationalError, connection, transaction
 from django.db.models import Max
@@ -34,6 +33,7 @@ from rating.services.retention import participant_rows_remove
 from rating.task_names import REFRESH_POSTERIOR
 from studies.models import Study
 from studies.services.audit import audit_record
+from studies.task_sending import send_task_now
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
         # Redis expires keys in whole seconds and treats a zero timeout as "do not store".
         if not cache.add(key, 1, timeout=max(1, math.ceil(debounce))):
             return False
-        current_app.send_task(REFRESH_POSTERIOR, args=[study_id], countdown=debounce, ignore_result=True)
+        send_task_now(REFRESH_POSTERIOR, [study_id], countdown=debounce)
     except Exception:
         logger.warning("could not schedule the refresh of study %s; the sweep will do it", study_id, exc_info=True)
         with contextlib.suppress(Exception):  # the cache may be down too; the key then expires on its own
