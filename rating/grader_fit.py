@@ -48,11 +48,12 @@ from rating.reml import (
     variance_summary,
 )
 
-__all__ = ["REFERENCES", "REFERENCE_WEIGHTINGS", "fit_graded"]
+__all__ = ["REFERENCES", "REFERENCE_WEIGHTING", "REFERENCE_WEIGHTINGS", "fit_graded", "reference_statement"]
 
 REFERENCES: tuple[str, ...] = ("panel", "experts")
 # How the reference graders' leniencies are averaged: by their number of grades (the default) or equally.
 REFERENCE_WEIGHTINGS: tuple[str, ...] = ("grades", "equal")
+REFERENCE_WEIGHTING = "grades"
 
 # Beyond this many core columns (fixed effects + tasks) dense (K x K) work per grade gives way to gathers.
 _DENSE_CORE = 256
@@ -1478,7 +1479,7 @@ def fit_graded(
     spec: ModelSpec | None = None,
     reference: str = "panel",
     reference_graders: Any = None,
-    reference_weighting: str = "grades",
+    reference_weighting: str = REFERENCE_WEIGHTING,
     weights: Any = None,
 ) -> FitResult:
     """Fit the judge-aware model to individual grades and return the agents' neutral levels.
