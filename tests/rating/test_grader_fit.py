@@ -620,6 +620,10 @@ def test_a_barely_used_judge_barely_moves_the_reference_weighted_by_use() -> Non
         np.testing.assert_allclose((a.agent_mu[i] - a.agent_mu[j]), (b.agent_mu[i] - b.agent_mu[j]), atol=1e-7)
         gap = [c[i, i] + c[j, j] - 2 * c[i, j] for c in (a.agent_cov, b.agent_cov)]
         np.testing.assert_allclose(gap[0], gap[1], rtol=1e-6)
+    # Only the level moves, by one constant; the likelihood is the same (reported for equal-weight contrasts).
+    shift = by_use.agent_mu - equal.agent_mu
+    np.testing.assert_allclose(shift, shift[0], atol=1e-7)
+    assert by_use.log_likelihood == pytest.approx(equal.log_likelihood, rel=1e-10)
     with pytest.raises(ValueError, match="reference_weighting must be one of grades, equal"):
         fit(data, reference_weighting="uniform")
 
