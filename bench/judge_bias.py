@@ -64,7 +64,7 @@ FAMILY = {"Claude Code": "anthropic", "Claude Cowork": "anthropic", "Codex": "op
           "Manus": "other"}  # fmt: skip
 AGENTS = list(FAMILY)
 JUDGES = (("gemini-judge", "google", -1.5), ("claude-judge", "anthropic", 1.5))
-KEPT_OFF_JUDGES = JUDGES + (("gpt-judge", "openai", 0.0),)
+KEPT_OFF_JUDGES = (("gpt-judge", "openai", 0.0),) + JUDGES  # listed first: the order that hid terms
 SCALES = {"paper": (93, 386), "10x": (930, 3860)}
 STUDIES = {"paper": 1000, "10x": 500}
 Z = 1.959963984540054
