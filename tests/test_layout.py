@@ -8,7 +8,7 @@ import ast
 from tests.conftest import ROOT
 
 TESTS = ROOT / "tests"
-WHOLE_PROJECT = {"test_import_graph.py", "test_layers.py", "test_layout.py"}
+WHOLE_PROJECT = {"test_import_graph.py", "test_layers.py", "test_layout.py", "test_readme.py"}
 NOT_APPS = {"e2e", "factories", "scripts", "__pycache__"}
 
 
