@@ -629,6 +629,14 @@ def _bootstrap(
             flushed = done
         if progress is not None:
             progress(done, rounds)
+    return _bootstrap_result(design, full_rank, rounds, seed, rank_hist, taus)
+
+
+def _bootstrap_result(
+    design: Any, full_rank: np.ndarray, rounds: int, seed: int, rank_hist: np.ndarray, taus: np.ndarray
+) -> BootstrapResult:
+    """Summarise the rounds' rank histogram and Kendall taus to the full-data ranking."""
+    n_a = design.n_agents
     distribution = rank_hist.reshape(n_a, n_a) / rounds
     if n_a >= 2:
         tau_q = tuple(float(v) for v in np.quantile(taus, [0.025, 0.5, 0.975]))
