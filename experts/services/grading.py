@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, NoGradingRubric
-from experts.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
+from experts.metrics import FAIL, VERDICTS, combine_expert_scores, evaluated_share
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
 from experts.services.gate import episode_gate_follow_up
 from grading.selectors import rubric_for_grading
@@ -218,7 +218,8 @@ def grade_submit(
         if problems:
             raise GradeIncomplete("Your answers are saved, but the grade cannot be submitted yet:",
                                   problems=problems)
-        score = rubric_score(locked.criterion_grades.values_list("verdict", flat=True))
+        # The stored score leaves skipped criteria out (see evaluated_share); UpBench's R is computed on read.
+        score = evaluated_share(locked.criterion_grades.values_list("verdict", flat=True))
         locked.score = None if score is None else round(100.0 * score, 6)
         locked.status = ExpertGrade.Status.SUBMITTED
         locked.submitted_at = timezone.now()
