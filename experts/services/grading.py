@@ -216,8 +216,12 @@ def grade_submit(
                 )
                 problems["confirm_accept"] = "1"
         if problems:
-            raise GradeIncomplete("Your answers are saved, but the grade cannot be submitted yet:",
-                                  problems=problems)
+            # Each problem is shown once, beside its answer; the banner says how many there are and where.
+            count = sum(key != "confirm_accept" for key in problems)
+            raise GradeIncomplete(
+                "Your answers are saved, but the grade cannot be submitted yet: "
+                f"{count} answer{'' if count == 1 else 's'} below need{'s' if count == 1 else ''} attention "
+                "(marked in red).", problems=problems)
         # The stored score leaves skipped criteria out (see evaluated_share); UpBench's R is computed on read.
         score = evaluated_share(locked.criterion_grades.values_list("verdict", flat=True))
         locked.score = None if score is None else round(100.0 * score, 6)
