@@ -4,8 +4,8 @@ Usage::
 
     python bench/judge_bias.py             # every section (1 000 / 500 studies per scale), a few minutes
     python bench/judge_bias.py --quick     # a tenth of the studies (seconds; coverage then only +-3-4 %)
-    python bench/judge_bias.py --only calibration   # one section: calibration, no_bias, unidentifiable,
-                                                     # experts, timing
+    python bench/judge_bias.py --only calibration   # one section: calibration, kept_off, no_bias,
+                                                     # unidentifiable, experts, timing
 
 Design (the paper's): 5 agents -- Claude Code and Claude Cowork (anthropic), Codex (openai), Gemini CLI
 (google), Manus (other) -- at level 70 with agent sd 3; 93 participants (sd 8) and 386 episodes, every
@@ -25,6 +25,13 @@ Sections:
   (from ``agent_cov``), the share of pairs shown at P(A > B) > 0.95 that are wrong, each agent's level bias,
   and the coverage of the self-preference intervals (Claude 4, Gemini 0); PASS/MISS against coverage >= 93 %,
   wrong claims <= 2.5 %, |level bias| < 0.5 for the judge-aware model;
+* ``kept_off``: the calibration design at paper scale plus a third judge (GPT, openai) that grades every
+  episode except those of its own family's agent (Codex) -- a conflict-of-interest exclusion, whose term the
+  grades cannot identify. The Claude and Gemini terms stay identifiable and must be kept: PASS/MISS against
+  coverage >= 93 %, |level bias| < 0.5 and wrong P>0.95 claims no higher than an **oracle** given the true
+  corrections (the calibrated model on each episode's corrected mean judge grade, true precision weights),
+  whose rate is printed beside the model's (with two truly tied agents even the oracle makes ~2.5 % wrong
+  claims at paper scale);
 * ``no_bias``: the same without self-preference -- what the judge-aware model costs in precision (mean
   standard deviation of the gaps against the panel mean; goal <= 10 % more);
 * ``unidentifiable``: only the Claude agents and Codex, graded by a Claude judge and a GPT judge, no experts --
@@ -57,6 +64,7 @@ FAMILY = {"Claude Code": "anthropic", "Claude Cowork": "anthropic", "Codex": "op
           "Manus": "other"}  # fmt: skip
 AGENTS = list(FAMILY)
 JUDGES = (("gemini-judge", "google", -1.5), ("claude-judge", "anthropic", 1.5))
+KEPT_OFF_JUDGES = (("gpt-judge", "openai", 0.0),) + JUDGES  # listed first: the order that hid terms
 SCALES = {"paper": (93, 386), "10x": (930, 3860)}
 STUDIES = {"paper": 1000, "10x": 500}
 Z = 1.959963984540054
@@ -73,8 +81,13 @@ def simulate(
     preference: dict[str, float] | None = None,
     n_experts: int = 0,
     expert_share: float = 0.1,
+    kept_off: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Return one study, one row per grade, with the true agent effects and expert leniencies."""
+    """Return one study, one row per grade, with the true agent effects and expert leniencies.
+
+    A judge named in ``kept_off`` grades no episode of an agent of its own family (a conflict-of-interest
+    exclusion).
+    """
     preference = {"claude-judge": 4.0} if preference is None else preference
     n_a = len(agents)
     a = rng.normal(0.0, 3.0, n_a)
@@ -93,9 +106,14 @@ def simulate(
         if fam == "":
             eps = np.sort(rng.choice(n_episodes, int(round(expert_share * n_episodes)), replace=False))
         own = (family[ep_agent[eps]] == fam) if fam else np.zeros(eps.size, dtype=bool)
+        if gid in kept_off:
+            eps, own = eps[~own], own[~own]
         y = 70.0 + a[ep_agent[eps]] + h[ep_human[eps]] + quality[eps] + lenient + pref * own
         parts.append((eps, np.full(eps.size, gid), np.full(eps.size, fam), y + rng.normal(0.0, 6.0, eps.size)))
     episode = np.concatenate([p[0] for p in parts])
+    judge_grades = np.array([p[0].size for p, g in zip(parts, graders, strict=True) if g[1]], dtype=float)
+    lenient_of = {gid: lenient for gid, _, lenient, _ in graders}
+    pref_of = {gid: pref for gid, _, _, pref in graders}
     return {
         "episode": episode,
         "grader": np.concatenate([p[1] for p in parts]),
@@ -106,6 +124,11 @@ def simulate(
         "judge": np.isin(np.concatenate([p[1] for p in parts]), [j[0] for j in judges]),
         "truth_a": dict(zip(agents, 70.0 + a, strict=True)),
         "panel_leniency": float(np.mean([j[2] for j in judges])),
+        # The judge-aware reference weights each judge by its number of grades.
+        "panel_leniency_by_use": float(np.average([j[2] for j in judges], weights=judge_grades)),
+        "leniency": lenient_of,
+        "preference": pref_of,
+        "family": family,
         "expert_leniency": float(expert_lenient.mean()) if n_experts else float("nan"),
         "ep_agent": np.array(agents)[ep_agent],
         "ep_human": ep_human,
@@ -132,6 +155,28 @@ def judge_aware_fit(study: dict[str, Any], reference: str = "panel") -> Any:
     )  # fmt: skip
 
 
+def oracle_fit(study: dict[str, Any]) -> Any:
+    """The model given the true corrections: each judge grade minus its judge's true leniency (relative to the
+    reference, weighted by use as the judge-aware model's is) and true self-preference, averaged per episode
+    and fitted by the calibrated model with each mean's true precision (episode sd 12, noise sd 6)."""
+    from rating.fit import ModelSpec, fit_model
+
+    judge = study["judge"]
+    grader = study["grader"][judge]
+    episode = study["episode"][judge]
+    n_ep = study["ep_agent"].shape[0]
+    own = study["family"][np.searchsorted(np.array(AGENTS), study["agent"][judge])] == np.array(
+        [study["grader_family"][g] for g in grader.tolist()]
+    )  # fmt: skip
+    correction = np.array([study["leniency"][g] for g in grader.tolist()]) - study["panel_leniency_by_use"]
+    correction += own * np.array([study["preference"][g] for g in grader.tolist()])
+    count = np.bincount(episode, minlength=n_ep)
+    means = np.bincount(episode, weights=study["y"][judge] - correction, minlength=n_ep) / count
+    precision = 1.0 / (12.0**2 + 6.0**2 / count)
+    return fit_model(study["ep_agent"], study["ep_human"], means, spec=ModelSpec(kind="calibrated"),
+                     weights=precision / precision.mean())  # fmt: skip
+
+
 class Tally:
     """Per-study accumulation of one model's calibration figures."""
 
@@ -142,6 +187,7 @@ class Tally:
         self.wrong = 0
         self.bias: dict[str, list[float]] = {a: [] for a in AGENTS}
         self.pref_cover: dict[str, list[bool]] = {}
+        self.unidentified: dict[str, int] = {}
         self.seconds = 0.0
 
     def add(self, fit: Any, truth: dict[str, float], seconds: float) -> None:
@@ -163,6 +209,8 @@ class Tally:
 
     def add_preference(self, fit: Any, planted: dict[str, float]) -> None:
         for row in fit.diagnostics["graders"]["self_preference"]:
+            if not row["identifiable"]:
+                self.unidentified[row["grader"]] = self.unidentified.get(row["grader"], 0) + 1
             if row["identifiable"]:
                 covered = row["ci_low"] <= planted.get(row["grader"], 0.0) <= row["ci_high"]
                 self.pref_cover.setdefault(row["grader"], []).append(bool(covered))
@@ -177,14 +225,17 @@ def _mark(ok: bool) -> str:
 
 
 def run_studies(scale: str, studies: int, seed: int, *, preference: dict[str, float] | None, n_experts: int = 0,
-                reference: str = "panel") -> dict[str, Tally]:  # fmt: skip
+                reference: str = "panel", judges: tuple[tuple[str, str, float], ...] = JUDGES,
+                kept_off: tuple[str, ...] = (), oracle: bool = False) -> dict[str, Tally]:  # fmt: skip
     rng = np.random.default_rng(seed)
     n_h, n_ep = SCALES[scale]
     tallies = {"panel mean": Tally(), "judge-aware": Tally()}
+    if oracle:
+        tallies["oracle"] = Tally()
     planted = {"claude-judge": 4.0} if preference is None else preference
     for _ in range(studies):
-        study = simulate(rng, n_h, n_ep, preference=planted, n_experts=n_experts)
-        shift = study["expert_leniency"] if reference == "experts" else study["panel_leniency"]
+        study = simulate(rng, n_h, n_ep, preference=planted, n_experts=n_experts, judges=judges, kept_off=kept_off)
+        shift = study["expert_leniency"] if reference == "experts" else study["panel_leniency_by_use"]
         truth = {a: v + shift for a, v in study["truth_a"].items()}
         t0 = time.perf_counter()
         panel = panel_mean_fit(study)
@@ -195,6 +246,9 @@ def run_studies(scale: str, studies: int, seed: int, *, preference: dict[str, fl
             tallies["panel mean"].add(panel, truth, t1 - t0)
         tallies["judge-aware"].add(aware, truth, t2 - t1)
         tallies["judge-aware"].add_preference(aware, planted)
+        if oracle:
+            t3 = time.perf_counter()
+            tallies["oracle"].add(oracle_fit(study), truth, time.perf_counter() - t3)
     if reference != "panel":
         del tallies["panel mean"]
     return tallies
@@ -228,6 +282,27 @@ def section_calibration(studies: dict[str, int]) -> None:
     for scale in SCALES:
         print(f" {scale} ({SCALES[scale][0]} participants, {SCALES[scale][1]} episodes), {studies[scale]} studies")
         print_tallies(run_studies(scale, studies[scale], 2026, preference=None), goals=True)
+
+
+def section_kept_off(studies: dict[str, int]) -> None:
+    print("\nkept_off: a third judge (GPT, openai, leniency 0) kept off its own family's agent (Codex); Claude judge")
+    print(" +4 on anthropic agents. Truth: a_A + the judges' leniencies weighted by their number of grades")
+    scale = "paper"
+    tallies = run_studies(scale, studies[scale], 4040, preference=None, judges=KEPT_OFF_JUDGES, kept_off=("gpt-judge",),
+                          oracle=True)  # fmt: skip
+    print(f" {scale} ({SCALES[scale][0]} participants, {SCALES[scale][1]} episodes), {studies[scale]} studies")
+    print_tallies(tallies, goals=True)
+    aware, oracle = tallies["judge-aware"], tallies["oracle"]
+    wrong, wrong_oracle = aware.wrong / max(aware.claims, 1), oracle.wrong / max(oracle.claims, 1)
+    # Two standard errors of the difference of two binomial rates: the model is judged against the oracle.
+    err = 2.0 * np.sqrt(wrong * (1 - wrong) / max(aware.claims, 1) + wrong_oracle * (1 - wrong_oracle) / max(
+        oracle.claims, 1))  # fmt: skip
+    print(f"  wrong among P>0.95: judge-aware {wrong:.3f} beside the oracle's {wrong_oracle:.3f} "
+          f"[{_mark(wrong <= wrong_oracle + err)} no higher than the oracle's, +- {err:.3f}]")  # fmt: skip
+    dropped = aware.unidentified.get("claude-judge", 0) + aware.unidentified.get("gemini-judge", 0)
+    print(f"  identifiable terms reported not identifiable: {dropped} of {2 * len(aware.cover)} "
+          f"[{_mark(dropped == 0)} none]; GPT judge's term reported not identifiable in "
+          f"{aware.unidentified.get('gpt-judge', 0)} of {len(aware.cover)} studies (it grades no openai agent)")
 
 
 def section_no_bias(studies: dict[str, int]) -> None:
@@ -299,15 +374,18 @@ def section_timing() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a tenth of the studies")
-    parser.add_argument("--only", choices=["calibration", "no_bias", "unidentifiable", "experts", "timing"])
+    parser.add_argument("--only", choices=["calibration", "kept_off", "no_bias", "unidentifiable", "experts", "timing"])
     args = parser.parse_args()
     studies = {k: max(v // 10, 10) if args.quick else v for k, v in STUDIES.items()}
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")  # fmt: skip
-    sections = [args.only] if args.only else ["calibration", "no_bias", "unidentifiable", "experts", "timing"]
+    sections = [args.only] if args.only else ["calibration", "kept_off", "no_bias", "unidentifiable", "experts",
+                                              "timing"]
     t0 = time.perf_counter()
     if "calibration" in sections:
         section_calibration(studies)
+    if "kept_off" in sections:
+        section_kept_off(studies)
     if "no_bias" in sections:
         section_no_bias(studies)
     if "unidentifiable" in sections:

@@ -6,7 +6,7 @@ and ``"skip"``; labels are ``"critical"``, ``"important"``, ``"optional"`` and `
 
 A pitfall criterion describes a mistake to avoid, and its verdict answers "did the deliverable stay clear
 of it?": ``pass`` means the pitfall was avoided, ``fail`` means it was hit. Every verdict therefore reads
-"good = pass", which is what lets the rubric score be a plain passed / evaluated share.
+"good = pass", which is what lets both scores below be plain shares of passed criteria.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ REQUIRED_LABELS = (CRITICAL, IMPORTANT, "")
 
 __all__ = [
     "AttemptOutcome", "Coverage", "GoldAgreement", "ReattemptSummary", "combine_expert_scores", "cohen_kappa",
-    "completion", "gold_agreement", "gold_drift", "pass_at_k", "pass_at_k_suite", "pearson_r", "reattempt_summary",
+    "completion", "evaluated_share", "gold_agreement", "gold_drift", "pass_at_k", "pass_at_k_suite", "pearson_r",
+    "reattempt_summary",
     "rubric_coverage", "rubric_score",
 ]
 
@@ -37,10 +38,25 @@ def _check_verdict(verdict: str) -> str:
 
 
 def rubric_score(verdicts: Iterable[str]) -> float | None:
-    """Return the rubric score R = passed / evaluated in [0, 1] (UpBench Table 2, R_{j,k}).
+    """Return UpBench's rubric score R = criteria passed / criteria total in [0, 1] (Table 2, R_{j,k}).
 
-    Skipped criteria (cannot be evaluated) are left out of both counts, as in the evaluation instructions
-    (App. A.4). Return ``None`` when nothing was evaluated: a score of 0 would claim every check failed.
+    A skipped criterion stays in the total: it was not shown to pass. Return ``None`` for a rubric with no
+    criteria. The staff metrics page reports this R; the grade's stored score is `evaluated_share`.
+    """
+    total = passed = 0
+    for verdict in verdicts:
+        total += 1
+        passed += _check_verdict(verdict) == PASS
+    return passed / total if total else None
+
+
+def evaluated_share(verdicts: Iterable[str]) -> float | None:
+    """Return passed / evaluated in [0, 1]: the share of the criteria the grader could judge that passed.
+
+    Skipped criteria (cannot be evaluated, App. A.4) are left out of both counts. This is the score an
+    expert grade stores and the rating models read, so a grader who cannot judge a criterion neither helps
+    nor hurts the agent; it equals UpBench's R only when nothing was skipped. ``None`` when nothing was
+    evaluated: a score of 0 would claim every check failed.
     """
     passed = evaluated = 0
     for verdict in verdicts:

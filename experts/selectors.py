@@ -405,8 +405,9 @@ def _attempt_report(study: Study | None) -> dict[str, Any]:
     firsts: dict[Any, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for (episode_id, attempt), grade in consensus.items():
         agent = grade.episode.agent
-        outcome = metrics.AttemptOutcome(passed=_completed(grade),
-                                         rubric_score=None if grade.score is None else grade.score / 100.0)
+        # UpBench's R (skips count as not passed), from the verdicts; the stored score leaves skips out.
+        verdicts = [row.verdict for row in grade.criterion_grades.all() if row.verdict in metrics.VERDICTS]
+        outcome = metrics.AttemptOutcome(passed=_completed(grade), rubric_score=metrics.rubric_score(verdicts))
         jobs[agent][episode_id][attempt] = outcome
         if attempt == 1:
             firsts[agent][grade.episode.task_id].append(outcome.passed)

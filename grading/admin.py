@@ -254,8 +254,14 @@ class EpisodeTranscriptAdmin(ReadOnlyAdmin):
     @admin.display(description="files")
     def file_reports(self, obj: m.EpisodeTranscript) -> str:
         return format_html_join(
-            "", "<p><strong>{}</strong> — {} ({}): {} prompts, {} tool calls. {}</p>",
-            ((f["name"], f["format"], f["status"], f["user_prompts"], f["tool_calls"], f["note"]) for f in obj.files))
+            "", "<p><strong>{}</strong> — {} ({}): {}, {}. {}</p>",
+            ((f["name"], f["format"], f["status"], _counted(f["user_prompts"], "prompt"),
+              _counted(f["tool_calls"], "tool call"), f["note"]) for f in obj.files))
+
+
+def _counted(n: object, noun: str) -> str:
+    """Return "1 prompt", "14 prompts" (a count the parser could not make is shown as it is)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # ------------------------------------------------------------------------------------ grading queue

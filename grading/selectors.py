@@ -219,9 +219,14 @@ def log_format_warning(*, expected: str | None, found: Format, agent_name: str) 
         return ""
     wanted = LogFormat(expected).label if expected in LogFormat.values else expected
     if found in _CLI_FORMATS:
-        return (f"This looks like a {LogFormat(str(found)).label}, but this task's agent is {agent_name}, which "
-                f"writes a {wanted}. If you worked with {agent_name}, please upload its session file instead "
-                "(see “Which file to upload”); you can still submit as it is.")
+        looks_like = f"This looks like a {LogFormat(str(found)).label}, but this task's agent is {agent_name}"
+        if expected in _CLI_FORMATS:
+            return (f"{looks_like}, which writes a {wanted}. If you worked with {agent_name}, please upload its "
+                    "session file instead (see “Which file to upload”); you can still submit as it is.")
+        # An agent that writes no session file: say what stands in for one (screenshots or terminal text).
+        instead = "screenshots of your work" if expected == LogFormat.SCREENSHOT else "a copy of the terminal text"
+        return (f"{looks_like}, which saves no session file. If you worked with {agent_name}, please upload "
+                f"{instead} instead (see “Which file to upload”); you can still submit as it is.")
     if expected not in _CLI_FORMATS:
         return ""
     if found is Format.TERMINAL:

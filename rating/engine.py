@@ -395,6 +395,52 @@ def _solve_columns(lu: scipy.sparse.linalg.SuperLU, rhs_columns: np.ndarray) -> 
     return lu.solve(np.asfortranarray(rhs_columns))
 
 
+def _checked_precision(
+    Lambda: Any, eta: Any, exact_diag_limit: int, probes: int, block_size: int  # noqa: N803
+) -> tuple[scipy.sparse.csc_matrix, np.ndarray]:
+    """Return :func:`posterior_general`'s precision (CSC) and information vector, refusing bad inputs."""
+    matrix = scipy.sparse.csc_matrix(Lambda, dtype=np.float64)
+    n = matrix.shape[0]
+    if matrix.shape != (n, n):
+        raise ValueError(f"Lambda must be square, got shape {matrix.shape}")
+    eta_arr = finite_array(eta, "eta", n)
+    if not np.all(np.isfinite(matrix.data)):
+        raise ValueError("Lambda must be finite")
+    asym = abs(matrix - matrix.T)
+    scale = abs(matrix).max() if matrix.nnz else 0.0
+    if asym.nnz and asym.max() > 1e-10 * max(scale, 1.0):
+        raise ValueError("Lambda must be symmetric")
+    if int(exact_diag_limit) < 0:
+        raise ValueError(f"exact_diag_limit must be >= 0, got {exact_diag_limit!r}")
+    if int(probes) < 1:
+        raise ValueError(f"probes must be >= 1, got {probes!r}")
+    if int(block_size) < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size!r}")
+    return matrix, eta_arr
+
+
+def _marginal_variances(
+    lu: Any, n: int, exact_diag_limit: int, probes: int, seed: int, block_size: int
+) -> tuple[Literal["exact", "hutchinson"], int, np.ndarray]:
+    """Return (method, probes used, diag of the inverse): exact by unit-vector blocks, else Hutchinson's."""
+    if n <= int(exact_diag_limit):
+        variance = np.empty(n)
+        for start in range(0, n, block_size):
+            cols = np.arange(start, min(start + block_size, n))
+            unit = np.zeros((n, cols.size))
+            unit[cols, np.arange(cols.size)] = 1.0
+            variance[cols] = _solve_columns(lu, unit)[cols, np.arange(cols.size)]
+        return "exact", 0, variance
+    n_probes = int(probes)
+    rng = np.random.default_rng(seed)
+    accum = np.zeros(n)
+    for start in range(0, n_probes, block_size):
+        m = min(block_size, n_probes - start)
+        z = rng.integers(0, 2, size=(n, m)).astype(np.float64) * 2.0 - 1.0
+        accum += np.einsum("ij,ij->i", z, _solve_columns(lu, z))
+    return "hutchinson", n_probes, accum / n_probes
+
+
 def posterior_general(
     Lambda: Any,  # noqa: N803 - the paper's symbol
     eta: Any,
@@ -438,23 +484,8 @@ def posterior_general(
     block_size
         Right-hand sides solved per call.
     """
-    matrix = scipy.sparse.csc_matrix(Lambda, dtype=np.float64)
+    matrix, eta_arr = _checked_precision(Lambda, eta, exact_diag_limit, probes, block_size)
     n = matrix.shape[0]
-    if matrix.shape != (n, n):
-        raise ValueError(f"Lambda must be square, got shape {matrix.shape}")
-    eta_arr = finite_array(eta, "eta", n)
-    if not np.all(np.isfinite(matrix.data)):
-        raise ValueError("Lambda must be finite")
-    asym = abs(matrix - matrix.T)
-    scale = abs(matrix).max() if matrix.nnz else 0.0
-    if asym.nnz and asym.max() > 1e-10 * max(scale, 1.0):
-        raise ValueError("Lambda must be symmetric")
-    if int(exact_diag_limit) < 0:
-        raise ValueError(f"exact_diag_limit must be >= 0, got {exact_diag_limit!r}")
-    if int(probes) < 1:
-        raise ValueError(f"probes must be >= 1, got {probes!r}")
-    if int(block_size) < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size!r}")
     if n == 0:
         empty_block = None if cov_indices is None else np.zeros((0, 0))
         return GeneralPosterior(np.zeros(0), np.zeros(0), "exact", 0, empty_block)
@@ -469,25 +500,7 @@ def posterior_general(
         raise ValueError("the precision matrix Lambda is not positive definite")
     mu = lu.solve(eta_arr)
 
-    if n <= int(exact_diag_limit):
-        method: Literal["exact", "hutchinson"] = "exact"
-        n_probes = 0
-        variance = np.empty(n)
-        for start in range(0, n, block_size):
-            cols = np.arange(start, min(start + block_size, n))
-            unit = np.zeros((n, cols.size))
-            unit[cols, np.arange(cols.size)] = 1.0
-            variance[cols] = _solve_columns(lu, unit)[cols, np.arange(cols.size)]
-    else:
-        method = "hutchinson"
-        n_probes = int(probes)
-        rng = np.random.default_rng(seed)
-        accum = np.zeros(n)
-        for start in range(0, n_probes, block_size):
-            m = min(block_size, n_probes - start)
-            z = rng.integers(0, 2, size=(n, m)).astype(np.float64) * 2.0 - 1.0
-            accum += np.einsum("ij,ij->i", z, _solve_columns(lu, z))
-        variance = accum / n_probes
+    method, n_probes, variance = _marginal_variances(lu, n, exact_diag_limit, probes, seed, block_size)
 
     cov_block = None
     if cov_indices is not None:

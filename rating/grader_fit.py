@@ -48,9 +48,12 @@ from rating.reml import (
     variance_summary,
 )
 
-__all__ = ["REFERENCES", "fit_graded"]
+__all__ = ["REFERENCES", "REFERENCE_WEIGHTING", "REFERENCE_WEIGHTINGS", "fit_graded", "reference_statement"]
 
 REFERENCES: tuple[str, ...] = ("panel", "experts")
+# How the reference graders' leniencies are averaged: by their number of grades (the default) or equally.
+REFERENCE_WEIGHTINGS: tuple[str, ...] = ("grades", "equal")
+REFERENCE_WEIGHTING = "grades"
 
 # Beyond this many core columns (fixed effects + tasks) dense (K x K) work per grade gives way to gathers.
 _DENSE_CORE = 256
@@ -120,16 +123,20 @@ def _constant_within(
 
 
 def _families(values: Any, codes: np.ndarray, ids: np.ndarray, name: str, what: str) -> np.ndarray:
-    """Return one family per entity ("" for none) from a mapping id -> family or one family per grade."""
+    """Return one family per entity ("" for none) from a mapping id -> family or one family per grade.
+
+    Families are compared stripped and lower-cased (as the models store them), so ``" Claude "`` is
+    ``"claude"``: a spelling difference never silently drops a self-preference term.
+    """
     n = codes.shape[0]
     if isinstance(values, Mapping):
-        table = {str(key): "" if value is None else str(value).strip() for key, value in values.items()}
+        table = {str(key): "" if value is None else str(value).strip().lower() for key, value in values.items()}
         missing = [i for i in ids.tolist() if i not in table]
         if missing:
             raise ValueError(f"{name} names no family for {what} {missing[0]!r}")
         return np.array([table[i] for i in ids.tolist()], dtype=str) if ids.size else np.zeros(0, dtype=str)
     fam_codes, fam_ids = code_ids(values, name, n, optional=True)
-    fam_ids = np.char.strip(fam_ids.astype(str)) if fam_ids.size else fam_ids
+    fam_ids = np.char.lower(np.char.strip(fam_ids.astype(str))) if fam_ids.size else fam_ids
 
     def family(code: int) -> str:
         return "" if code < 0 else str(fam_ids[code])
@@ -244,19 +251,37 @@ def _candidates(g: _Grades) -> _Terms:
     return _Terms(np.asarray(chosen, dtype=np.int64), g.grader_family[chosen] if chosen else np.zeros(0, dtype=str))
 
 
-def _grader_map(n_graders: int, reference: np.ndarray) -> np.ndarray:
-    """Return T (graders x (graders - 1)): leniency b = T beta_b with sum over the reference of b equal to 0.
+def _reference_weights(g: _Grades, ref: np.ndarray, weighting: str) -> np.ndarray:
+    """Return each reference grader's weight in the reference (summing to 1).
+
+    ``"grades"`` weights a grader by its number of grades, so a judge that graded a handful of episodes moves
+    the reference -- and with it every agent's interval -- by its share of the grades, not by one in n;
+    ``"equal"`` weights every reference grader alike.
+    """
+    if weighting not in REFERENCE_WEIGHTINGS:
+        raise ValueError(f"reference_weighting must be one of {', '.join(REFERENCE_WEIGHTINGS)}; got {weighting!r}")
+    if weighting == "equal":
+        use = np.ones(ref.shape[0])
+    else:
+        use = np.bincount(g.grader, minlength=g.grader_ids.shape[0])[ref].astype(np.float64)
+    return use / use.sum()
+
+
+def _grader_map(n_graders: int, reference: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Return T (graders x (graders - 1)): leniency b = T beta_b with sum over the reference of w b equal to 0.
 
     Every grader but the last reference grader has its own column; the last reference grader's leniency is
-    minus the sum of the other reference graders'.
+    minus the weighted sum of the other reference graders' over its own weight (minus their sum when the
+    weights are equal, which keeps equal-weight fits exactly as they were).
     """
     last = int(reference[-1])
+    ratio = np.ones(reference.shape[0]) if weights is None else weights / weights[-1]
     cols = [i for i in range(n_graders) if i != last]
     out = np.zeros((n_graders, len(cols)))
     for j, i in enumerate(cols):
         out[i, j] = 1.0
-    for r in reference[:-1].tolist():
-        out[last, cols.index(int(r))] = -1.0
+    for r, w in zip(reference[:-1].tolist(), ratio[:-1].tolist(), strict=True):
+        out[last, cols.index(int(r))] = -1.0 * w
     return out
 
 
@@ -280,7 +305,13 @@ def _pair_design(
 
 
 def _null_space(gram: np.ndarray) -> np.ndarray:
-    """Return an orthonormal basis (columns) of the null space of a PSD matrix, scale-free in its columns."""
+    """Return an orthonormal basis (columns) of the null space of a PSD matrix, scale-free in its columns.
+
+    A coefficient whose Gram column is all zero is a null direction of its own: after scaling, its unit vector
+    is an exact eigenvector of eigenvalue zero, so it is already among the eigenvectors below. Adding it again
+    and orthonormalising the (then rank-deficient) set by QR would invent a direction; the basis is therefore
+    the span of both sets, read off their singular values.
+    """
     p = gram.shape[0]
     if p == 0:
         return np.zeros((0, 0))
@@ -294,11 +325,13 @@ def _null_space(gram: np.ndarray) -> np.ndarray:
     top = max(float(evals[-1]), 1.0)
     null = evecs[:, evals <= _NULL_TOL * top]
     # The null space of X D^-1/2 is D^1/2 null(X): the same zero pattern, so estimability reads off either.
-    extra = np.eye(p)[:, zero]
-    basis = np.hstack([null, extra]) if extra.size else null
-    if basis.shape[1]:
-        basis, _ = np.linalg.qr(basis)
-    return basis
+    basis = np.hstack([null, np.eye(p)[:, zero]])
+    if not basis.shape[1]:
+        return basis
+    left, singular, _ = np.linalg.svd(basis, full_matrices=False)
+    # The columns are unit vectors, each either in the span of the others or not: singular values are ~0 or
+    # at least ~1, nothing in between.
+    return left[:, singular > 1e-6]
 
 
 def _not_estimable(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -962,6 +995,473 @@ def _unidentified_message(names: list[str], mask: np.ndarray) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
+# The fit's steps, in order: design, identification, core, components, REML, per-grade, report, result
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _FixedDesign:
+    """The fixed-effect design on the observed (agent, grader) pairs, every self-preference candidate in it."""
+
+    pair_of: np.ndarray  # pair of each grade
+    pair_agent: np.ndarray
+    pair_grader: np.ndarray
+    pair_w: np.ndarray  # summed grade weight of each pair
+    own: np.ndarray  # the pair is a judge grading an agent of its own family
+    tmap: np.ndarray  # leniency contrasts, see _grader_map
+    terms: _Terms
+    design: np.ndarray  # pairs x (agents | leniency contrasts | candidate terms)
+
+    @property
+    def term_offset(self) -> int:
+        return self.design.shape[1] - self.terms.grader.shape[0]
+
+
+def _fixed_design(g: _Grades, ref: np.ndarray, ref_weights: np.ndarray) -> _FixedDesign:
+    n_g = g.grader_ids.shape[0]
+    pair = g.agent.astype(np.int64) * n_g + g.grader
+    pair_keys, pair_of = np.unique(pair, return_inverse=True)
+    pair_of = pair_of.reshape(-1)
+    pair_agent, pair_grader = pair_keys // n_g, pair_keys % n_g
+    pair_w = np.bincount(pair_of, weights=g.omega, minlength=pair_keys.shape[0])
+    own = (g.grader_family[pair_grader] != "") & (g.grader_family[pair_grader] == g.agent_family[pair_agent])
+    tmap = _grader_map(n_g, ref, ref_weights)
+    terms = _candidates(g)
+    design = _pair_design(pair_agent, pair_grader, g.agent_ids.shape[0], tmap, terms.grader, own)
+    return _FixedDesign(pair_of, pair_agent, pair_grader, pair_w, own, tmap, terms, design)
+
+
+@dataclass(frozen=True, eq=False)
+class _Identification:
+    """Which self-preference candidates the design identifies, and why the others are not."""
+
+    identified: np.ndarray  # per candidate
+    reasons: list[str | None]  # per candidate, None where identified
+    own_grades: np.ndarray  # per candidate: its grades of its own family's agents
+    kept: np.ndarray  # candidates kept in the model
+    keep_cols: np.ndarray  # columns of the fixed design kept
+
+
+def _identification(g: _Grades, fd: _FixedDesign, ref: np.ndarray) -> _Identification:
+    """Keep every self-preference term the grades identify; refuse a design that identifies no agent level.
+
+    A term is identified when its unit vector is orthogonal to the null space of :math:`X^\\top W X` over the
+    full design (every candidate in). A candidate that never grades its own family's agent has a zero column,
+    which is one null direction of its own and touches no other term.
+    """
+    gram = fd.design.T @ (fd.pair_w[:, None] * fd.design)
+    bad, basis = _not_estimable(gram)
+    offset = fd.term_offset
+    terms = fd.terms
+    pair_n = np.bincount(fd.pair_of, minlength=fd.pair_agent.shape[0])
+    own_grades = np.array(
+        [int(pair_n[(fd.pair_grader == gr) & fd.own].sum()) for gr in terms.grader.tolist()], dtype=np.int64
+    )
+    identified = ~bad[offset:]
+    reasons = [
+        None if identified[j] else _term_reason(j, g, terms, own_grades, basis, offset)
+        for j in range(terms.grader.shape[0])
+    ]
+    kept = np.flatnonzero(identified)
+    keep_cols = np.concatenate([np.arange(offset), offset + kept]).astype(np.int64)
+    bad, _ = _not_estimable(gram[np.ix_(keep_cols, keep_cols)])
+    if bad.any():
+        names = [f"agent {a!r}" for a in g.agent_ids.tolist()]
+        names += [f"grader {str(g.grader_ids[i])!r}" for i in range(g.grader_ids.shape[0]) if i != int(ref[-1])]
+        names += [f"self-preference of {str(g.grader_ids[terms.grader[j]])!r}" for j in kept.tolist()]
+        raise ValueError(_unidentified_message(names, bad))
+    return _Identification(identified, reasons, own_grades, kept, keep_cols)
+
+
+@dataclass(frozen=True, eq=False)
+class _Core:
+    """The grades' rows over the core columns (kept fixed effects, then tasks) and the episodes' sums."""
+
+    p: int
+    n_t: int
+    x_core: scipy.sparse.csr_matrix
+    b: scipy.sparse.csr_matrix
+    nu: np.ndarray
+    r: np.ndarray
+    gram: np.ndarray
+    rhs: np.ndarray
+
+
+def _core(g: _Grades, fd: _FixedDesign, ident: _Identification) -> _Core:
+    design = fd.design[:, ident.keep_cols]
+    p = design.shape[1]
+    n, n_ep, n_pairs = g.n, g.episode_ids.shape[0], fd.pair_agent.shape[0]
+    n_t = 0 if g.task_ids is None else g.task_ids.shape[0]
+    n_core = p + n_t
+    has_task = np.zeros(n, dtype=bool) if g.ep_task is None else g.ep_task[g.episode] >= 0
+    task_col = np.full(n, -1, dtype=np.int64)
+    if g.ep_task is not None:
+        task_col[has_task] = p + g.ep_task[g.episode][has_task]
+    pattern = scipy.sparse.csr_matrix(design)
+    incidence = scipy.sparse.csr_matrix((g.omega, (g.episode, fd.pair_of)), shape=(n_ep, n_pairs))
+    b_fixed = incidence @ pattern
+    nu = np.bincount(g.episode, weights=g.omega, minlength=n_ep)
+    r = np.bincount(g.episode, weights=g.omega * g.y, minlength=n_ep)
+    if n_t:
+        assert g.ep_task is not None
+        with_task = np.flatnonzero(g.ep_task >= 0)
+        b_task = scipy.sparse.csr_matrix((nu[with_task], (with_task, g.ep_task[with_task])), shape=(n_ep, n_t))
+        b = scipy.sparse.hstack([b_fixed, b_task], format="csr")
+    else:
+        b = scipy.sparse.csr_matrix(b_fixed)
+    # Per-grade core rows: the pair's fixed row plus its episode's task column.
+    pair_rows = scipy.sparse.csr_matrix((np.ones(n), (np.arange(n), fd.pair_of)), shape=(n, n_pairs))
+    x_core = pair_rows @ scipy.sparse.csr_matrix(
+        (pattern.data, pattern.indices, pattern.indptr), shape=(pattern.shape[0], n_core)
+    )
+    if n_t:
+        x_core = (x_core + scipy.sparse.csr_matrix(
+            (np.ones(int(has_task.sum())), (np.flatnonzero(has_task), task_col[has_task])), shape=(n, n_core)
+        )).tocsr()  # fmt: skip
+    wx = scipy.sparse.diags(g.omega) @ x_core
+    gram = (x_core.T @ wx).toarray()
+    gram = 0.5 * (gram + gram.T)
+    rhs = np.asarray(wx.T @ g.y).reshape(-1)
+    return _Core(p, n_t, x_core, b, nu, r, gram, rhs)
+
+
+def _components(g: _Grades, n_t: int) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Return the random components the design can tell apart, and why any other is left out."""
+    n_ep, n_h = g.episode_ids.shape[0], g.human_ids.shape[0]
+    grades_per_ep = np.bincount(g.episode, minlength=n_ep)
+    eps_per_human = np.bincount(g.ep_human, minlength=n_h)
+    episode_effect = bool(np.any(grades_per_ep >= 2)) and bool(np.any(eps_per_human >= 2))
+    component_notes: dict[str, str] = {}
+    if not np.any(grades_per_ep >= 2):
+        component_notes["episode"] = (
+            "every episode has one grade: its own quality cannot be told apart from the grade noise and is part "
+            "of beta"
+        )
+    elif not np.any(eps_per_human >= 2):
+        component_notes["episode"] = (
+            "every participant has one episode: the episode effect is the participant effect (sigma_human)"
+        )
+    components = (("episode",) if episode_effect else ()) + ("human",) + (("task",) if n_t else ())
+    return components, component_notes
+
+
+def _model(g: _Grades, core: _Core, components: tuple[str, ...]) -> _Model:
+    """Return the design the restricted likelihood is maximised over, with its elimination backend."""
+    n_ep, n_h = g.episode_ids.shape[0], g.human_ids.shape[0]
+    n_core = core.p + core.n_t
+    ep = _episodes(core.b, core.r, core.nu, g.ep_human, n_h)
+    episode_effect = "episode" in components
+    nu_vals, ep_class = np.unique(core.nu, return_inverse=True)
+    ep_class = ep_class.reshape(-1)
+    counts = np.bincount(g.ep_human * nu_vals.shape[0] + ep_class, minlength=n_h * nu_vals.shape[0])
+    counts = counts.reshape(n_h, nu_vals.shape[0])
+    sums: _EpisodeSums | _PooledSums = _EpisodeSums(ep, episode_effect)
+    if nu_vals.shape[0] <= 16:
+        groups, group = np.unique(counts, axis=0, return_inverse=True)
+        if _PooledSums.size(nu_vals.shape[0], groups.shape[0], n_core) <= _POOL_LIMIT:
+            sums = _PooledSums(ep, episode_effect, nu_vals, ep_class, group.reshape(-1), groups)
+    if g.n <= core.p:
+        raise ValueError(f"scores: the model needs more grades ({g.n}) than fixed effects ({core.p})")
+    n_levels = {"episode": n_ep, "human": n_h, "task": core.n_t}
+    return _Model(
+        n=g.n,
+        p=core.p,
+        n_core=n_core,
+        components=components,
+        n_levels={name: n_levels[name] for name in components},
+        task_cols=np.arange(core.p, n_core),
+        gram=core.gram,
+        rhs=core.rhs,
+        ywy=float(np.dot(g.omega * g.y, g.y)),
+        sum_log_omega=float(np.log(g.omega).sum()),
+        episodes=ep,
+        sums=sums,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Participants:
+    """Participants' effects at the REML point, and every grade's residual."""
+
+    u_h: np.ndarray
+    var_h: np.ndarray
+    residuals: np.ndarray
+    standardized: np.ndarray
+    diagnostics: dict[str, Any]
+    s_inv: np.ndarray
+
+
+def _participants(g: _Grades, core: _Core, model: _Model, reml: _Reml) -> _Participants:
+    """Return the participants' posterior and the residual diagnostics of the grades at the REML point."""
+    ev, ep = reml.evaluation, model.episodes
+    beta2 = math.exp(reml.tau)
+    gamma_q = ev.gamma.get("episode", 0.0)
+    gamma_h = ev.gamma["human"]
+    n_h = g.human_ids.shape[0]
+    nu, r, b = core.nu, core.r, core.b
+    kappa = 1.0 / (1.0 + gamma_q * nu)
+    f = gamma_q * kappa
+    c = _couplings(ep, kappa)
+    rho = np.bincount(ep.human, weights=kappa * r, minlength=n_h)
+    dt = np.bincount(ep.human, weights=kappa * nu, minlength=n_h) + 1.0 / gamma_h
+    u_h = (rho - c @ ev.core_mu) / dt
+    s_inv = chol_inverse(ev.chol)
+    var_h = beta2 * (1.0 / dt + row_forms(c, ev.chol, s_inv) / dt**2)
+    u_e = f * (r - b @ ev.core_mu - nu * u_h[ep.human])
+    fitted = core.x_core @ ev.core_mu + u_e[g.episode] + u_h[g.ep_human[g.episode]]
+    residuals = g.y - fitted
+    g_ep = (scipy.sparse.diags(f) @ b + scipy.sparse.diags(kappa / dt[ep.human]) @ c[ep.human]).tocsr()
+    e_of = g.episode
+    base = f[e_of] + kappa[e_of] ** 2 / dt[g.ep_human[e_of]]
+    leverage = _leverages(model, ev, core.x_core, e_of, g.omega, g_ep, base)
+    diagnostics, standardized = residual_diagnostics(residuals, math.sqrt(beta2), g.omega, leverage)
+    diagnostics["leverage_mean"] = float(leverage.mean())
+    diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x) of each grade"
+    return _Participants(u_h, var_h, residuals, standardized, diagnostics, s_inv)
+
+
+def _leniency_rows(
+    g: _Grades, fd: _FixedDesign, ref: np.ndarray, fixed_mu: np.ndarray, fixed_cov: np.ndarray
+) -> list[dict[str, Any]]:
+    """Return each grader's leniency relative to the reference, with its interval."""
+    n_a, n_g, offset = g.agent_ids.shape[0], g.grader_ids.shape[0], fd.term_offset
+    tmap = fd.tmap
+    n_b = tmap.shape[1]
+    lenient = tmap @ fixed_mu[n_a:offset] if n_b else np.zeros(n_g)
+    lenient_cov = tmap @ fixed_cov[n_a:offset, n_a:offset] @ tmap.T if n_b else np.zeros((n_g, n_g))
+    grades_of = np.bincount(g.grader, minlength=n_g)
+    episodes_of = np.bincount(np.unique(g.episode.astype(np.int64) * n_g + g.grader) % n_g, minlength=n_g)
+    in_ref = np.zeros(n_g, dtype=bool)
+    in_ref[ref] = True
+    rows = []
+    estimable = n_g > 1
+    for i in range(n_g):
+        se = math.sqrt(max(float(lenient_cov[i, i]), 0.0))
+        rows.append(
+            {
+                "grader": str(g.grader_ids[i]),
+                "family": str(g.grader_family[i]),
+                "expert": bool(g.grader_family[i] == ""),
+                "reference": bool(in_ref[i]),
+                "n_grades": int(grades_of[i]),
+                "n_episodes": int(episodes_of[i]),
+                "leniency": float(lenient[i]) if estimable else None,
+                "se": se if estimable else None,
+                "ci_low": float(lenient[i]) - _Z95 * se if estimable else None,
+                "ci_high": float(lenient[i]) + _Z95 * se if estimable else None,
+            }
+        )
+    return rows
+
+
+def _preference_rows(
+    g: _Grades, fd: _FixedDesign, ident: _Identification, fixed_mu: np.ndarray, fixed_sd: np.ndarray
+) -> list[dict[str, Any]]:
+    """Return each self-preference candidate with its Wald test, or the reason it is not identified."""
+    terms, offset = fd.terms, fd.term_offset
+    rows = []
+    for j in range(terms.grader.shape[0]):
+        row: dict[str, Any] = {
+            "grader": str(g.grader_ids[terms.grader[j]]),
+            "family": str(terms.family[j]),
+            "n_own_grades": int(ident.own_grades[j]),
+            "identifiable": bool(ident.identified[j]),
+            "reason": ident.reasons[j],
+            "estimate": None,
+            "se": None,
+            "ci_low": None,
+            "ci_high": None,
+            "z": None,
+            "p_value": None,
+        }
+        if ident.identified[j]:
+            col = offset + int(np.searchsorted(ident.kept, j))
+            est, se = float(fixed_mu[col]), float(fixed_sd[col])
+            z = est / se if se > 0 else math.nan
+            row.update(
+                estimate=est,
+                se=se,
+                ci_low=est - _Z95 * se,
+                ci_high=est + _Z95 * se,
+                z=z,
+                p_value=float(2.0 * norm.sf(abs(z))) if math.isfinite(z) else None,
+            )
+        rows.append(row)
+    return rows
+
+
+def _design_notes(g: _Grades, reference: str, preference_rows: list[dict[str, Any]]) -> list[str]:
+    """Plain statements about what the grades could not estimate, or measure only indirectly."""
+    notes = [
+        f"self-preference of {row['grader']!r} ({row['family']}) not identifiable: {row['reason']}"
+        for row in preference_rows
+        if not row["identifiable"]
+    ]
+    is_expert = g.grader_family == ""
+    for i in np.flatnonzero(is_expert).tolist():
+        agents_graded = np.unique(g.agent[g.grader == i])
+        if agents_graded.shape[0] == 1:
+            only = str(g.agent_ids[agents_graded[0]])
+            notes.append(
+                f"expert {str(g.grader_ids[i])!r} graded only agent {only!r}: its leniency is measured on that "
+                "agent's episodes alone"
+            )
+    if reference == "experts":
+        expert_eps = np.zeros(g.episode_ids.shape[0], dtype=bool)
+        expert_eps[g.episode[is_expert[g.grader]]] = True
+        for i in np.flatnonzero(~is_expert).tolist():
+            if not expert_eps[g.episode[g.grader == i]].any():
+                notes.append(
+                    f"judge {str(g.grader_ids[i])!r} shares no episode with an expert: its leniency relative to the "
+                    "experts rests on comparisons between episodes only"
+                )
+    return notes
+
+
+def reference_statement(
+    graders: list[str], weights: list[float], weighting: str, preference_rows: list[dict[str, Any]]
+) -> str:
+    """Say what the agent levels are, and which self-preference they do and do not remove.
+
+    Levels remove a judge's self-preference only where its term is identified; an unidentified term's bias
+    stays in the levels of its family's agents, and the sentence says so rather than "without self-preference".
+    """
+    if len(graders) == 1:
+        who = f"what {graders[0]} would give"
+    elif weighting == "equal":
+        who = f"what the average of {', '.join(graders)} (weighted equally) would give"
+    else:
+        shares = ", ".join(f"{gid} {100.0 * w:.0f} %" for gid, w in zip(graders, weights, strict=True))
+        who = f"what the average of {', '.join(graders)}, weighted by their number of grades ({shares}), would give"
+    removed = [f"{row['grader']} ({row['family']})" for row in preference_rows if row["identifiable"]]
+    kept = [f"{row['grader']} ({row['family']})" for row in preference_rows if not row["identifiable"]]
+    if not preference_rows:
+        bias = "no judge shares a model family with an agent, so there is no self-preference to remove"
+    elif not kept:
+        bias = f"with the self-preference of {', '.join(removed)} removed"
+    elif not removed:
+        bias = (
+            f"the self-preference of {', '.join(kept)} cannot be measured with these grades and is NOT removed: "
+            "any such bias is still in the levels of that family's agents"
+        )
+    else:
+        bias = (
+            f"with the self-preference of {', '.join(removed)} removed; that of {', '.join(kept)} cannot be "
+            "measured with these grades and is NOT removed (any such bias is still in its family's agents' levels)"
+        )
+    return f"agent levels are {who} for an average participant and episode, {bias}"
+
+
+def _result(
+    g: _Grades, spec: ModelSpec, core: _Core, model: _Model, reml: _Reml, mixture: Mixture, integrated: bool,
+    parts: _Participants, diagnostics: dict[str, Any], ref_weights: np.ndarray,
+) -> FitResult:  # fmt: skip
+    """Assemble the fit's result: agents' levels, participants, tasks and the leaderboard configuration.
+
+    The restricted likelihood depends on how the leniencies are parametrised by a constant: with unequal
+    reference weights, by the log of the last reference grader's weight. It is reported for equal weights
+    (the correction is zero when the weights are equal), so it does not depend on the order of the grades.
+    """
+    n_a = g.agent_ids.shape[0]
+    fixed_mu, fixed_cov = mixture.moments()
+    agent_mixture = Mixture(
+        mixture.weights, mixture.means[:, :n_a], mixture.cov0[:, :n_a, :n_a], mixture.beta2, mixture.beta2_weights
+    )
+    agent_mu, agent_cov = fixed_mu[:n_a], fixed_cov[:n_a, :n_a]
+    beta2 = math.exp(reml.tau)
+    beta = math.sqrt(beta2)
+    task_ids = task_mu = task_sigma = None
+    if core.n_t:
+        task_ids = g.task_ids
+        task_mu = reml.evaluation.core_mu[core.p :].copy()
+        task_sigma = np.sqrt(beta2 * np.diag(parts.s_inv)[core.p :])
+    sigma_h = math.sqrt(beta2 * reml.evaluation.gamma["human"])
+    level = float(agent_mu.mean())
+    config = RatingConfig(
+        mu0=0.0,
+        sigma0=1.0,
+        beta=beta,
+        k=spec.k,
+        agent_mu0=level,
+        agent_sigma0=FLAT_SIGMA,
+        human_mu0=0.0,
+        human_sigma0=max(sigma_h, 1e-12 * max(beta, 1.0)),
+    )
+    n_params = 1 + int(reml.free.sum())
+    loglik = reml.loglik
+    if not np.all(ref_weights == ref_weights[0]):
+        loglik -= math.log(float(ref_weights[-1]) * ref_weights.shape[0])
+    return FitResult(
+        spec=spec,
+        agent_ids=g.agent_ids,
+        agent_mu=agent_mu,
+        agent_cov=agent_cov,
+        agent_n=np.bincount(g.ep_agent, minlength=n_a).astype(np.int64),
+        human_ids=g.human_ids,
+        human_mu=parts.u_h,
+        human_sigma=np.sqrt(parts.var_h),
+        human_n=np.bincount(g.ep_human, minlength=g.human_ids.shape[0]).astype(np.int64),
+        task_ids=task_ids,
+        task_mu=task_mu,
+        task_sigma=task_sigma,
+        level=level,
+        hyper=_hyper(model, reml),
+        log_likelihood=loglik,
+        aic=-2.0 * loglik + 2.0 * n_params,
+        diagnostics=diagnostics,
+        residuals=parts.residuals,
+        standardized_residuals=parts.standardized,
+        config=config,
+        _mixture=agent_mixture if integrated else None,
+    )
+
+
+def _diagnostics(
+    g: _Grades,
+    fd: _FixedDesign,
+    ident: _Identification,
+    reference_choice: tuple[np.ndarray, np.ndarray, str, str],
+    mixture: Mixture,
+    components: tuple[str, ...],
+    component_notes: dict[str, str],
+    diagnostics: dict[str, Any],
+) -> dict[str, Any]:
+    """Add the grader report, the reference statement and the design's notes to the residual diagnostics.
+
+    ``reference_choice`` is (reference grader codes, their weights, reference kind, weighting).
+    """
+    ref, ref_weights, reference, reference_weighting = reference_choice
+    fixed_mu, fixed_cov = mixture.moments()
+    fixed_sd = np.sqrt(np.clip(np.diag(fixed_cov), 0.0, None))
+    preference_rows = _preference_rows(g, fd, ident, fixed_mu, fixed_sd)
+    notes: list[str] = []
+    if g.grader_ids.shape[0] == 1:
+        notes.append("one grader: leniency and self-preference cannot be estimated; the levels are that grader's")
+    notes += [component_notes["episode"]] if "episode" in component_notes else []
+    notes += _design_notes(g, reference, preference_rows)
+    ref_ids = [str(g.grader_ids[i]) for i in ref.tolist()]
+    diagnostics["reference"] = {
+        "kind": reference,
+        "graders": ref_ids,
+        "weighting": reference_weighting,
+        "weights": [float(w) for w in ref_weights.tolist()],
+        "statement": reference_statement(ref_ids, ref_weights.tolist(), reference_weighting, preference_rows),
+    }
+    diagnostics["graders"] = {
+        "leniency": _leniency_rows(g, fd, ref, fixed_mu, fixed_cov),
+        "self_preference": preference_rows,
+    }
+    diagnostics["components"] = {
+        name: "estimated" if name in components else component_notes.get(name, "not in the model")
+        for name in ("episode", "human", "task")
+    }
+    diagnostics["notes"] = notes
+    diagnostics["n_grades"] = int(g.n)
+    diagnostics["n_episodes"] = int(g.episode_ids.shape[0])
+    return diagnostics
+
+
+# --------------------------------------------------------------------------------------------------------
 # Public entry point
 # --------------------------------------------------------------------------------------------------------
 
@@ -979,6 +1479,7 @@ def fit_graded(
     spec: ModelSpec | None = None,
     reference: str = "panel",
     reference_graders: Any = None,
+    reference_weighting: str = REFERENCE_WEIGHTING,
     weights: Any = None,
 ) -> FitResult:
     """Fit the judge-aware model to individual grades and return the agents' neutral levels.
@@ -989,7 +1490,8 @@ def fit_graded(
         \\qquad \\textstyle\\sum_{g \\in \\mathcal R} b_g = 0
 
     (``docs/rating-models.md`` §6). ``agent_mu`` is :math:`a_A`, what the reference graders would give on
-    average without self-preference, with an average participant, episode and task; ``agent_cov`` is its
+    average with every identified self-preference term removed, with an average participant, episode and
+    task (``diagnostics["reference"]["statement"]`` says which terms that is); ``agent_cov`` is its
     exact GLS covariance, integrated over the variance components when ``spec.integrate_hyper``.
 
     Parameters
@@ -1011,6 +1513,11 @@ def fit_graded(
     reference
         ``"panel"``: levels are the mean of the LLM judges (``reference_graders``, default every grader
         with a family); ``"experts"``: the mean of the expert graders (default every grader without one).
+    reference_weighting
+        ``"grades"`` (the default): the reference graders' leniencies average zero weighted by their number of
+        grades, so a judge with a few grades barely moves the levels or widens their intervals; ``"equal"``:
+        unweighted. The two agree when every reference grader graded as many grades, and gaps between
+        agents never depend on it.
     weights
         Optional positive grade weights :math:`\\omega` (noise variance :math:`\\beta^2/\\omega`).
 
@@ -1031,304 +1538,21 @@ def fit_graded(
         raise ValueError(f"spec: fit_graded fits the judge_aware model, got kind {spec.kind!r} (use fit_model)")
     g = _grades(agent, human, scores, task, episode, grader, agent_family, grader_family, weights)
     ref = _reference(g, reference, reference_graders)
-    notes: list[str] = []
-    n, n_a, n_g = g.n, g.agent_ids.shape[0], g.grader_ids.shape[0]
-    n_ep, n_h = g.episode_ids.shape[0], g.human_ids.shape[0]
-    is_expert = g.grader_family == ""
-    if n_g == 1:
-        notes.append(
-            "one grader: leniency and self-preference cannot be estimated; the levels are that grader's"
-        )
-
-    # Fixed-effect design on the observed (agent, grader) pairs; estimability on X^T W X.
-    pair = g.agent.astype(np.int64) * n_g + g.grader
-    pair_keys, pair_of = np.unique(pair, return_inverse=True)
-    pair_of = pair_of.reshape(-1)
-    pair_agent, pair_grader = pair_keys // n_g, pair_keys % n_g
-    pair_w = np.bincount(pair_of, weights=g.omega, minlength=pair_keys.shape[0])
-    own = (g.grader_family[pair_grader] != "") & (g.grader_family[pair_grader] == g.agent_family[pair_agent])
-    tmap = _grader_map(n_g, ref)
-    terms = _candidates(g)
-    n_b = tmap.shape[1]
-    design = _pair_design(pair_agent, pair_grader, n_a, tmap, terms.grader, own)
-    gram_fixed = design.T @ (pair_w[:, None] * design)
-    bad, basis = _not_estimable(gram_fixed)
-    term_offset = n_a + n_b
-    pair_n = np.bincount(pair_of, minlength=pair_keys.shape[0])
-    own_grades = np.array(
-        [int(pair_n[(pair_grader == gr) & own].sum()) for gr in terms.grader.tolist()], dtype=np.int64
-    )
-    identified = ~bad[term_offset:]
-    reasons = [
-        None if identified[j] else _term_reason(j, g, terms, own_grades, basis, term_offset)
-        for j in range(terms.grader.shape[0])
-    ]
-    kept = np.flatnonzero(identified)
-    keep_cols = np.concatenate([np.arange(term_offset), term_offset + kept]).astype(np.int64)
-    design = design[:, keep_cols]
-    gram_fixed = gram_fixed[np.ix_(keep_cols, keep_cols)]
-    bad, _ = _not_estimable(gram_fixed)
-    if bad.any():
-        names = [f"agent {a!r}" for a in g.agent_ids.tolist()]
-        names += [f"grader {str(g.grader_ids[i])!r}" for i in range(n_g) if i != int(ref[-1])]
-        names += [f"self-preference of {str(g.grader_ids[terms.grader[j]])!r}" for j in kept.tolist()]
-        raise ValueError(_unidentified_message(names, bad))
-    p = design.shape[1]
-
-    # Episode-level sums and the core (fixed effects, then tasks).
-    n_t = 0 if g.task_ids is None else g.task_ids.shape[0]
-    n_core = p + n_t
-    has_task = np.zeros(n, dtype=bool) if g.ep_task is None else g.ep_task[g.episode] >= 0
-    task_col = np.full(n, -1, dtype=np.int64)
-    if g.ep_task is not None:
-        task_col[has_task] = p + g.ep_task[g.episode][has_task]
-    pattern = scipy.sparse.csr_matrix(design)
-    incidence = scipy.sparse.csr_matrix(
-        (g.omega, (g.episode, pair_of)), shape=(n_ep, pair_keys.shape[0])
-    )
-    b_fixed = incidence @ pattern
-    nu = np.bincount(g.episode, weights=g.omega, minlength=n_ep)
-    r = np.bincount(g.episode, weights=g.omega * g.y, minlength=n_ep)
-    if n_t:
-        assert g.ep_task is not None
-        with_task = np.flatnonzero(g.ep_task >= 0)
-        b_task = scipy.sparse.csr_matrix(
-            (nu[with_task], (with_task, g.ep_task[with_task])), shape=(n_ep, n_t)
-        )
-        b = scipy.sparse.hstack([b_fixed, b_task], format="csr")
-    else:
-        b = scipy.sparse.csr_matrix(b_fixed)
-    # Per-grade core rows: the pair's fixed row plus its episode's task column.
-    pair_rows = scipy.sparse.csr_matrix(
-        (np.ones(n), (np.arange(n), pair_of)), shape=(n, pair_keys.shape[0])
-    )
-    x_core = pair_rows @ scipy.sparse.csr_matrix(
-        (pattern.data, pattern.indices, pattern.indptr), shape=(pattern.shape[0], n_core)
-    )
-    if n_t:
-        x_core = (x_core + scipy.sparse.csr_matrix(
-            (np.ones(int(has_task.sum())), (np.flatnonzero(has_task), task_col[has_task])), shape=(n, n_core)
-        )).tocsr()  # fmt: skip
-    wx = scipy.sparse.diags(g.omega) @ x_core
-    gram = (x_core.T @ wx).toarray()
-    gram = 0.5 * (gram + gram.T)
-    rhs = np.asarray(wx.T @ g.y).reshape(-1)
-    ep = _episodes(b, r, nu, g.ep_human, n_h)
-
-    # Random components the design can tell apart.
-    grades_per_ep = np.bincount(g.episode, minlength=n_ep)
-    eps_per_human = np.bincount(g.ep_human, minlength=n_h)
-    episode_effect = bool(np.any(grades_per_ep >= 2)) and bool(np.any(eps_per_human >= 2))
-    component_notes: dict[str, str] = {}
-    if not np.any(grades_per_ep >= 2):
-        component_notes["episode"] = (
-            "every episode has one grade: its own quality cannot be told apart from the grade noise and is part "
-            "of beta"
-        )
-    elif not np.any(eps_per_human >= 2):
-        component_notes["episode"] = (
-            "every participant has one episode: the episode effect is the participant effect (sigma_human)"
-        )
-    if "episode" in component_notes:
-        notes.append(component_notes["episode"])
-    components = (("episode",) if episode_effect else ()) + ("human",) + (("task",) if n_t else ())
-    n_levels = {"episode": n_ep, "human": n_h, "task": n_t}
-
-    nu_vals, ep_class = np.unique(nu, return_inverse=True)
-    ep_class = ep_class.reshape(-1)
-    counts = np.bincount(g.ep_human * nu_vals.shape[0] + ep_class, minlength=n_h * nu_vals.shape[0])
-    counts = counts.reshape(n_h, nu_vals.shape[0])
-    sums: _EpisodeSums | _PooledSums = _EpisodeSums(ep, episode_effect)
-    if nu_vals.shape[0] <= 16:
-        groups, group = np.unique(counts, axis=0, return_inverse=True)
-        n_groups = groups.shape[0]
-        pooled_size = _PooledSums.size(nu_vals.shape[0], n_groups, n_core)
-        if pooled_size <= _POOL_LIMIT:
-            sums = _PooledSums(ep, episode_effect, nu_vals, ep_class, group.reshape(-1), groups)
-    if n <= p:
-        raise ValueError(f"scores: the model needs more grades ({n}) than fixed effects ({p})")
-    model = _Model(
-        n=n,
-        p=p,
-        n_core=n_core,
-        components=components,
-        n_levels={name: n_levels[name] for name in components},
-        task_cols=np.arange(p, n_core),
-        gram=gram,
-        rhs=rhs,
-        ywy=float(np.dot(g.omega * g.y, g.y)),
-        sum_log_omega=float(np.log(g.omega).sum()),
-        episodes=ep,
-        sums=sums,
-    )
+    ref_weights = _reference_weights(g, ref, reference_weighting)
+    fd = _fixed_design(g, ref, ref_weights)
+    ident = _identification(g, fd, ref)
+    core = _core(g, fd, ident)
+    components, component_notes = _components(g, core.n_t)
+    model = _model(g, core, components)
     reml = _reml(model)
-    ev = reml.evaluation
-    beta2 = math.exp(reml.tau)
-    beta = math.sqrt(beta2)
     mixture, integrated = _mixture(model, reml, spec.integrate_hyper)
-    fixed_mu, fixed_cov = mixture.moments()
-    agent_mixture = Mixture(
-        mixture.weights, mixture.means[:, :n_a], mixture.cov0[:, :n_a, :n_a], mixture.beta2, mixture.beta2_weights
-    )
-    agent_mu, agent_cov = fixed_mu[:n_a], fixed_cov[:n_a, :n_a]
+    parts = _participants(g, core, model, reml)
 
-    # Participants, episodes and grades at the REML point.
-    gamma_q = ev.gamma.get("episode", 0.0)
-    gamma_h = ev.gamma["human"]
-    kappa = 1.0 / (1.0 + gamma_q * nu)
-    f = gamma_q * kappa
-    c = _couplings(ep, kappa)
-    rho = np.bincount(ep.human, weights=kappa * r, minlength=n_h)
-    dt = np.bincount(ep.human, weights=kappa * nu, minlength=n_h) + 1.0 / gamma_h
-    core_mu = ev.core_mu
-    u_h = (rho - c @ core_mu) / dt
-    s_inv = chol_inverse(ev.chol)
-    var_h = beta2 * (1.0 / dt + row_forms(c, ev.chol, s_inv) / dt**2)
-    u_e = f * (r - b @ core_mu - nu * u_h[ep.human])
-    fitted = x_core @ core_mu + u_e[g.episode] + u_h[g.ep_human[g.episode]]
-    residuals = g.y - fitted
-    g_ep = (scipy.sparse.diags(f) @ b + scipy.sparse.diags(kappa / dt[ep.human]) @ c[ep.human]).tocsr()
-    e_of = g.episode
-    base = f[e_of] + kappa[e_of] ** 2 / dt[g.ep_human[e_of]]
-    leverage = _leverages(model, ev, x_core, e_of, g.omega, g_ep, base)
-    diagnostics, standardized = residual_diagnostics(residuals, beta, g.omega, leverage)
-    diagnostics["leverage_mean"] = float(leverage.mean())
-    diagnostics["standardization"] = "exact residual variance beta^2 (1/omega - x^T C^-1 x) of each grade"
-
-    # Grader report: leniency relative to the reference, self-preference terms.
-    fixed_sd = np.sqrt(np.clip(np.diag(fixed_cov), 0.0, None))
-    lenient = tmap @ fixed_mu[n_a:term_offset] if n_b else np.zeros(n_g)
-    lenient_cov = tmap @ fixed_cov[n_a:term_offset, n_a:term_offset] @ tmap.T if n_b else np.zeros((n_g, n_g))
-    grades_of = np.bincount(g.grader, minlength=n_g)
-    episodes_of = np.bincount(np.unique(g.episode.astype(np.int64) * n_g + g.grader) % n_g, minlength=n_g)
-    in_ref = np.zeros(n_g, dtype=bool)
-    in_ref[ref] = True
-    leniency_rows = []
-    for i in range(n_g):
-        se = math.sqrt(max(float(lenient_cov[i, i]), 0.0))
-        estimable = n_g > 1
-        leniency_rows.append(
-            {
-                "grader": str(g.grader_ids[i]),
-                "family": str(g.grader_family[i]),
-                "expert": bool(is_expert[i]),
-                "reference": bool(in_ref[i]),
-                "n_grades": int(grades_of[i]),
-                "n_episodes": int(episodes_of[i]),
-                "leniency": float(lenient[i]) if estimable else None,
-                "se": se if estimable else None,
-                "ci_low": float(lenient[i]) - _Z95 * se if estimable else None,
-                "ci_high": float(lenient[i]) + _Z95 * se if estimable else None,
-            }
-        )
-    preference_rows = []
-    for j in range(terms.grader.shape[0]):
-        row: dict[str, Any] = {
-            "grader": str(g.grader_ids[terms.grader[j]]),
-            "family": str(terms.family[j]),
-            "n_own_grades": int(own_grades[j]),
-            "identifiable": bool(identified[j]),
-            "reason": reasons[j],
-            "estimate": None,
-            "se": None,
-            "ci_low": None,
-            "ci_high": None,
-            "z": None,
-            "p_value": None,
-        }
-        if identified[j]:
-            col = term_offset + int(np.searchsorted(kept, j))
-            est, se = float(fixed_mu[col]), float(fixed_sd[col])
-            z = est / se if se > 0 else math.nan
-            row.update(
-                estimate=est,
-                se=se,
-                ci_low=est - _Z95 * se,
-                ci_high=est + _Z95 * se,
-                z=z,
-                p_value=float(2.0 * norm.sf(abs(z))) if math.isfinite(z) else None,
-            )
-        else:
-            notes.append(f"self-preference of {row['grader']!r} ({row['family']}) not identifiable: {reasons[j]}")
-        preference_rows.append(row)
-    for i in np.flatnonzero(is_expert).tolist():
-        agents_graded = np.unique(g.agent[g.grader == i])
-        if agents_graded.shape[0] == 1:
-            only = str(g.agent_ids[agents_graded[0]])
-            notes.append(
-                f"expert {str(g.grader_ids[i])!r} graded only agent {only!r}: its leniency is measured on that "
-                "agent's episodes alone"
-            )
-    if reference == "experts":
-        expert_eps = np.zeros(n_ep, dtype=bool)
-        expert_eps[g.episode[is_expert[g.grader]]] = True
-        for i in np.flatnonzero(~is_expert).tolist():
-            if not expert_eps[g.episode[g.grader == i]].any():
-                notes.append(
-                    f"judge {str(g.grader_ids[i])!r} shares no episode with an expert: its leniency relative to the "
-                    "experts rests on comparisons between episodes only"
-                )
-    ref_ids = [str(g.grader_ids[i]) for i in ref.tolist()]
-    diagnostics["reference"] = {
-        "kind": reference,
-        "graders": ref_ids,
-        "statement": (
-            f"agent levels are what the average of {', '.join(ref_ids)} would give, without self-preference, "
-            "for an average participant and episode"
-        ),
-    }
-    diagnostics["graders"] = {"leniency": leniency_rows, "self_preference": preference_rows}
-    diagnostics["components"] = {
-        name: "estimated" if name in components else component_notes.get(name, "not in the model")
-        for name in ("episode", "human", "task")
-    }
-    diagnostics["notes"] = notes
-    diagnostics["n_grades"] = int(n)
-    diagnostics["n_episodes"] = int(n_ep)
+    diagnostics = _diagnostics(
+        g, fd, ident, (ref, ref_weights, reference, reference_weighting), mixture, components, component_notes,
+        parts.diagnostics,
+    )  # fmt: skip
     diagnostics["reml_converged"] = bool(reml.converged)
     diagnostics["hyper_integrated"] = bool(integrated)
-    diagnostics["backend"] = "pooled" if isinstance(sums, _PooledSums) else "episodes"
-    diagnostics = json_safe(diagnostics)
-
-    hyper = _hyper(model, reml)
-    task_ids = task_mu = task_sigma = None
-    if n_t:
-        task_ids = g.task_ids
-        task_mu = core_mu[p:].copy()
-        task_sigma = np.sqrt(beta2 * np.diag(s_inv)[p:])
-    sigma_h = math.sqrt(beta2 * gamma_h)
-    level = float(agent_mu.mean())
-    config = RatingConfig(
-        mu0=0.0,
-        sigma0=1.0,
-        beta=beta,
-        k=spec.k,
-        agent_mu0=level,
-        agent_sigma0=FLAT_SIGMA,
-        human_mu0=0.0,
-        human_sigma0=max(sigma_h, 1e-12 * max(beta, 1.0)),
-    )
-    n_params = 1 + int(reml.free.sum())
-    return FitResult(
-        spec=spec,
-        agent_ids=g.agent_ids,
-        agent_mu=agent_mu,
-        agent_cov=agent_cov,
-        agent_n=np.bincount(g.ep_agent, minlength=n_a).astype(np.int64),
-        human_ids=g.human_ids,
-        human_mu=u_h,
-        human_sigma=np.sqrt(var_h),
-        human_n=eps_per_human.astype(np.int64),
-        task_ids=task_ids,
-        task_mu=task_mu,
-        task_sigma=task_sigma,
-        level=level,
-        hyper=hyper,
-        log_likelihood=reml.loglik,
-        aic=-2.0 * reml.loglik + 2.0 * n_params,
-        diagnostics=diagnostics,
-        residuals=residuals,
-        standardized_residuals=standardized,
-        config=config,
-        _mixture=agent_mixture if integrated else None,
-    )
+    diagnostics["backend"] = "pooled" if isinstance(model.sums, _PooledSums) else "episodes"
+    return _result(g, spec, core, model, reml, mixture, integrated, parts, json_safe(diagnostics), ref_weights)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from rating.arrays import first_appearance
 from rating.engine import RatingConfig
 from rating.fit import ModelSpec
+from rating.grader_fit import REFERENCE_WEIGHTING
 from rating.models import EntityRating, GradeObservation, Observation, PosteriorState, RatingSnapshot
 from studies.models import Agent, Participant, Study
 
@@ -400,10 +401,12 @@ def grade_ledger_fingerprint(study: Study | int) -> str | None:
 
 def study_model_settings(study: Study) -> dict[str, Any]:
     """Return the model settings a snapshot records and a refresh compares: the model spec, and for the
-    judge-aware model whose level it reports (the study's ``grade_reference``)."""
+    judge-aware model whose level it reports (the study's ``grade_reference``) and how that reference weights
+    its graders (by their number of grades: a snapshot fitted before that weighting is refitted)."""
     settings = study_model_spec(study).to_dict()
     if settings["kind"] == "judge_aware":
         settings["reference"] = str(study.grade_reference)
+        settings["reference_weighting"] = REFERENCE_WEIGHTING
     return settings
 
 

@@ -629,6 +629,14 @@ def _bootstrap(
             flushed = done
         if progress is not None:
             progress(done, rounds)
+    return _bootstrap_result(design, full_rank, rounds, seed, rank_hist, taus)
+
+
+def _bootstrap_result(
+    design: Any, full_rank: np.ndarray, rounds: int, seed: int, rank_hist: np.ndarray, taus: np.ndarray
+) -> BootstrapResult:
+    """Summarise the rounds' rank histogram and Kendall taus to the full-data ranking."""
+    n_a = design.n_agents
     distribution = rank_hist.reshape(n_a, n_a) / rounds
     if n_a >= 2:
         tau_q = tuple(float(v) for v in np.quantile(taus, [0.025, 0.5, 0.975]))
@@ -648,6 +656,47 @@ def _bootstrap(
         mean_kendall_tau=mean_tau,
         kendall_tau_quantiles=tau_q,  # type: ignore[arg-type]
     )
+
+
+def _full_rank(design: _Design, task_rounds: _TaskRounds | None) -> np.ndarray:
+    """Return the agents' ranks under the model the resampling runs (variance components held at the fit)."""
+    if task_rounds is not None:
+        full_mu, full_var = task_rounds.solve(np.ones((1, design.n_obs)))
+        return rank_agents(full_mu, np.sqrt(full_var), design.k, design.id_order)[0]
+    full = solve_bipartite(
+        design.agent_idx, design.human_idx, design.w, design.wy,
+        design.prior_precision_agents, design.prior_eta_agents,
+        design.prior_precision_humans, design.prior_eta_humans,
+        human_variance=False,
+    )  # fmt: skip
+    return rank_agents(full.mu_agents, np.sqrt(np.diag(full.cov_agents)), design.k, design.id_order)[0]
+
+
+def _leaderboard_rows(
+    fit: Any, spec: ModelSpec, design: _Design, boot: Any, loo_human: Any, loo_task: Any
+) -> list[dict[str, Any]]:
+    """Return the fitted leaderboard, best first, with each agent's resampled and leave-one-out ranks."""
+    sigma = fit.agent_sigma()
+    cons = fit.conservative()
+    fit_rank = rank_agents(fit.agent_mu, sigma, spec.k, design.id_order)[0]
+    rows = []
+    for i in np.argsort(fit_rank, kind="stable").tolist():
+        rows.append(
+            {
+                "rank": int(fit_rank[i]),
+                "agent_id": str(fit.agent_ids[i]),
+                "mu": float(fit.agent_mu[i]),
+                "sigma": float(sigma[i]),
+                "conservative": float(cons[i]),
+                "n": int(fit.agent_n[i]),
+                "bootstrap_mean_rank": float(boot.mean_rank[i]),
+                "bootstrap_p_rank1": float(boot.p_rank1[i]),
+                "bootstrap_rank_interval": [int(boot.rank_low[i]), int(boot.rank_high[i])],
+                "loo_human_mean_rank": float(loo_human.mean_rank[i]),
+                "loo_task_mean_rank": None if loo_task is None else float(loo_task.mean_rank[i]),
+            }
+        )
+    return rows
 
 
 def stability(
@@ -699,18 +748,7 @@ def stability(
         sigma_task = float(fit.hyper["sigma_task"]["estimate"])
         if sigma_task > 0 and not fit.hyper["sigma_task"]["at_zero"]:
             task_rounds = _TaskRounds(design, task_code, int(task_uniq.size), sigma_task)
-    # Ranks of the model the resampling runs (variance components held at the fit).
-    if task_rounds is not None:
-        full_mu, full_var = task_rounds.solve(np.ones((1, n)))
-        full_rank = rank_agents(full_mu, np.sqrt(full_var), design.k, design.id_order)[0]
-    else:
-        full = solve_bipartite(
-            design.agent_idx, design.human_idx, design.w, design.wy,
-            design.prior_precision_agents, design.prior_eta_agents,
-            design.prior_precision_humans, design.prior_eta_humans,
-            human_variance=False,
-        )  # fmt: skip
-        full_rank = rank_agents(full.mu_agents, np.sqrt(np.diag(full.cov_agents)), design.k, design.id_order)[0]
+    full_rank = _full_rank(design, task_rounds)
     # Every BLAS call of the resampling works on small or skinny matrices, where extra threads mostly wait on
     # each other (measured 3x slower with two threads on a busy two-core machine).
     with threadpool_limits(limits=1, user_api="blas"):
@@ -721,26 +759,7 @@ def stability(
         loo_task = None
         if task_code is not None and task_uniq is not None and task_uniq.size:
             loo_task = _loo_result(design, task_code, task_uniq, full_rank, task_rounds)
-    sigma = fit.agent_sigma()
-    cons = fit.conservative()
-    fit_rank = rank_agents(fit.agent_mu, sigma, spec.k, design.id_order)[0]
-    rows = []
-    for i in np.argsort(fit_rank, kind="stable").tolist():
-        rows.append(
-            {
-                "rank": int(fit_rank[i]),
-                "agent_id": str(fit.agent_ids[i]),
-                "mu": float(fit.agent_mu[i]),
-                "sigma": float(sigma[i]),
-                "conservative": float(cons[i]),
-                "n": int(fit.agent_n[i]),
-                "bootstrap_mean_rank": float(boot.mean_rank[i]),
-                "bootstrap_p_rank1": float(boot.p_rank1[i]),
-                "bootstrap_rank_interval": [int(boot.rank_low[i]), int(boot.rank_high[i])],
-                "loo_human_mean_rank": float(loo_human.mean_rank[i]),
-                "loo_task_mean_rank": None if loo_task is None else float(loo_task.mean_rank[i]),
-            }
-        )
+    rows = _leaderboard_rows(fit, spec, design, boot, loo_human, loo_task)
     report = {
         "model": spec.to_dict(),
         "hyper": fit.hyper,

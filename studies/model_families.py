@@ -26,6 +26,25 @@ PROVIDER_FAMILIES = {"openai": "openai", "anthropic": "anthropic", "google": "go
                      "mistral": "mistral", "xai": "xai", "deepseek": "deepseek"}
 
 
+# Families the project knows; any other is kept (a study may grade a new model line) but named in a warning,
+# since a misspelt family silently matches no judge and no agent.
+KNOWN_FAMILIES: frozenset[str] = frozenset({family for family, _ in FAMILY_WORDS} | {"other"})
+
+
+def normalise_family(family: str | None) -> str:
+    """Return a family as it is stored and compared: stripped and lower-cased ("" for none).
+
+    Judges' and agents' families are matched for the self-preference term; ``" Claude "`` and ``"claude"``
+    must be one family, so every write of a family goes through here.
+    """
+    return (family or "").strip().lower()
+
+
+def unknown_families(families: set[str] | list[str]) -> list[str]:
+    """Return the non-blank families (normalised) the project does not know, sorted."""
+    return sorted({normalise_family(f) for f in families} - KNOWN_FAMILIES - {""})
+
+
 def family_from_name(*names: str) -> str:
     """Return the family the first name that mentions one belongs to, or "" when none does."""
     for name in names:
@@ -39,5 +58,5 @@ def family_from_name(*names: str) -> str:
 def judge_family(*, provider: str, model: str, family: str = "") -> str:
     """Return a judge's family: as configured, else from its model name, else from its provider."""
     if family.strip():
-        return family.strip().lower()
+        return normalise_family(family)
     return family_from_name(model) or PROVIDER_FAMILIES.get(provider.strip().lower(), provider.strip().lower())

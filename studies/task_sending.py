@@ -1,4 +1,8 @@
-"""Send a Celery task by name once the transaction commits: the one way every app starts follow-up work.
+"""Send a Celery task by name: the one way every app starts follow-up work.
+
+Inside a transaction, `send_task_on_commit` (a worker never reads a row that is not committed, and a broker
+error never fails the request); outside one -- the sweeps, the debounced refresh, management commands --
+`send_task_now`, which lets the caller count or report a broker error.
 
 Tasks are sent by the name their app declares in its ``task_names`` module, through ``celery.current_app``
 (the project's app, made the default in ``studyapp/celery.py``), so a sender never imports the app that does
@@ -69,3 +73,13 @@ def send_task_on_commit(name: str, args: Sequence[Any], **options: Any) -> None:
                            exc_info=True)
 
     transaction.on_commit(send)
+
+
+def send_task_now(name: str, args: Sequence[Any], **options: Any) -> None:
+    """Send a task by name at once, storing no result; a broker error is raised for the caller to handle.
+
+    For senders with no transaction to wait for: a sweep that counts what it could not send, a command that
+    reports it, a refresh that must release its debounce key when the send fails.
+    """
+    options.setdefault("ignore_result", True)
+    current_app.send_task(name, args=list(args), **options)

@@ -63,7 +63,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-DEBUG = _env_bool("DJANGO_DEBUG", default=not PRODUCTION and not TESTING)
+# Off unless a developer asks for it: Django's technical 404 and 500 pages list every URL pattern, settings and
+# tracebacks to whoever opens an unknown address, and `make run` is what a coordinator tries first.
+DEBUG = _env_bool("DJANGO_DEBUG", default=False)
 
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS")
 if PRODUCTION and not ALLOWED_HOSTS:
@@ -284,13 +286,16 @@ else:
 STORAGES = {
     "default": _default_storage,
     "staticfiles": {
+        # Hashed names in production only: outside it the files are served as they are in the source folders
+        # (what debug mode used to give every development run, now that it is off unless asked for).
         "BACKEND": (
-            "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if TESTING
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION and not TESTING
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
     },
 }
+WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = not PRODUCTION
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 2**20  # bigger uploads stream to a temporary file, never into memory
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20
 FILE_UPLOAD_TEMP_DIR = None

@@ -142,11 +142,16 @@ _TERMS = (
          "The share of episodes whose first attempt completes the task: every critical and important rubric "
          "criterion passes and no pitfall is hit.", "UpBench p₁ = A / N."),
     Term("r1", "R̄₁ (mean first-attempt rubric score)",
-         "The average rubric score of the first attempts, as a share of the points (0 to 1).",
-         "UpBench R̄₁: mean normalised rubric score of first attempts."),
-    Term("pass_at_k", "pass@k",
-         "The chance that at least one of k first attempts at a task completes it, averaged over tasks.",
-         "Unbiased pass@k estimator (UpBench Eq. 2-5) over each task's graded first attempts."),
+         "The average rubric score of the first attempts: criteria passed over all the rubric's criteria "
+         "(0 to 1), a skipped criterion counting as not passed. The grade's own score, which the ratings use, "
+         "leaves skipped criteria out instead.",
+         "UpBench R̄₁ = mean of R_j,1 = #passed / #total (Table 2)."),
+    Term("pass_at_k", "pairs@k (pass@k across worker–agent pairs)",
+         "The chance that at least one of k different worker–agent pairs completes a task on their first "
+         "attempt, averaged over tasks that at least k pairs attempted. It is not UpBench's pass@k, which counts "
+         "k retries of one job by one agent: here the k attempts are different workers' sessions with the "
+         "agent. The retry view is the re-attempt columns (M, B, p_overall).",
+         "Unbiased pass@k estimator (UpBench Eq. 2-3) applied to each task's first attempts by different pairs."),
     Term("futures", "Simulated futures",
          "Possible continuations of the study drawn from the current estimates; the spread of their outcomes "
          "is the uncertainty of the estimate of episodes still needed."),

@@ -26,7 +26,6 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from console.dashboard import counts
@@ -83,9 +82,9 @@ def study_list() -> list[dict[str, Any]]:
     ]
 
 
-def study_get(slug: str) -> Study:
-    """Return the study or raise 404."""
-    return get_object_or_404(Study, slug=slug)
+def study_get(slug: str) -> Study | None:
+    """Return the study with this slug, or None (the view decides what a missing study answers)."""
+    return Study.objects.filter(slug=slug).first()
 
 
 # -------------------------------------------------------------------------------------------- overview
@@ -478,9 +477,9 @@ def analysis_state(
     )
 
 
-def job_get(study: Study, job_id: int, *, user: Any) -> BackgroundJob:
-    """Return one of the study's jobs the user may open, or raise 404."""
-    return get_object_or_404(file_jobs_visible(BackgroundJob.objects.all(), user), pk=job_id, study=study)
+def job_get(study: Study, job_id: int, *, user: Any) -> BackgroundJob | None:
+    """Return one of the study's jobs the user may open, or None (a job they may not open is not found)."""
+    return file_jobs_visible(BackgroundJob.objects.all(), user).filter(pk=job_id, study=study).first()
 
 
 def file_jobs(study: Study, *, user: Any, limit: int = 20) -> list[BackgroundJob]:

@@ -43,6 +43,20 @@ TABS = (
 )
 
 
+def _study(slug: str) -> Study:
+    study = selectors.study_get(slug)
+    if study is None:
+        raise Http404("No such study.")
+    return study
+
+
+def _job(study: Study, job_id: int, request: HttpRequest) -> BackgroundJob:
+    job = selectors.job_get(study, job_id, user=request.user)
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
 def _render(
     request: HttpRequest, template: str, study: Study | None, tab: str, title: str, **extra: Any
 ) -> HttpResponse:
@@ -86,7 +100,7 @@ def glossary(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def overview(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     data = cached.overview(study)
     study_counts = data["counts"]
     return _render(
@@ -109,7 +123,7 @@ def _demo_accounts(study: Study) -> dict[str, Any] | None:
 
 @require_GET
 def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     cluster = selectors.stability_cluster(request.GET.get("cluster"))
     data = cached.leaderboard(study, request.GET.get("page"), cluster=cluster)
     graders = _analysis_context(request, study, "graders", auto=True)
@@ -126,14 +140,14 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def gate(request: HttpRequest, slug: str) -> HttpResponse:
     """Which judges' rubric-category scores pass the expert gate, which fail and why, and the calibration sample."""
-    study = selectors.study_get(slug)
+    study = _study(slug)
     return _render(request, "dashboard/gate.html", study, "gate", f"{study.name}: expert gate",
                    data=expert_selectors.study_gate(study))
 
 
 @require_POST
 def gate_evaluate(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     study_gate_evaluate_request(study=study, actor=request.user)
     messages.success(request, "The gate is being evaluated from the calibration sample; reload in a moment.")
     return redirect("dashboard:gate", slug=study.slug)
@@ -141,7 +155,7 @@ def gate_evaluate(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def surveys(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     state = _analysis_context(request, study, "surveys", auto=True)
     shown = state.result or (state.stale.result if state.stale else None)
     return _render(
@@ -152,7 +166,7 @@ def surveys(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     state = _analysis_context(request, study, "collaboration", auto=True)
     shown = state.result or (state.stale.result if state.stale else None)
     return _render(
@@ -172,7 +186,7 @@ def costs(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def exports(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     may_pii = can_export_pii(request.user)
     if request.method == "POST":
         try:
@@ -204,7 +218,7 @@ def exports(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     if kind not in selectors.ANALYSIS_KINDS:
         raise Http404
     cluster = selectors.stability_cluster(request.POST.get("cluster"))
@@ -220,8 +234,8 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
 
 @require_GET
 def job_status(request: HttpRequest, slug: str, job_id: int) -> JsonResponse:
-    study = selectors.study_get(slug)
-    job = selectors.job_get(study, job_id, user=request.user)
+    study = _study(slug)
+    job = _job(study, job_id, request)
     download = None
     if job.status == BackgroundJob.Status.DONE and job.file:
         download = reverse("dashboard:job_download", kwargs={"slug": study.slug, "job_id": job.pk})
@@ -235,8 +249,8 @@ def job_status(request: HttpRequest, slug: str, job_id: int) -> JsonResponse:
 
 @require_GET
 def job_download(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    study = selectors.study_get(slug)
-    job = selectors.job_get(study, job_id, user=request.user)
+    study = _study(slug)
+    job = _job(study, job_id, request)
     if job.status != BackgroundJob.Status.DONE or not job.file:
         raise Http404
     services.job_download_record(job=job, actor=request.user)
@@ -266,7 +280,7 @@ def _run_action(action: str, data: dict[str, Any], actor: Any) -> str:
 
 @require_POST
 def staff_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     form_class = ACTION_FORMS.get(action)
     if form_class is None:
         raise Http404
@@ -287,7 +301,7 @@ def staff_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
 @require_POST
 def design_set(request: HttpRequest, slug: str) -> HttpResponse:
     """Switch the study's pairing design (audited)."""
-    study = selectors.study_get(slug)
+    study = _study(slug)
     try:
         floor = float(request.POST["floor"]) if request.POST.get("floor") else None
         repeat_limit = int(request.POST["repeat_limit"]) if request.POST.get("repeat_limit") else None
@@ -303,7 +317,7 @@ def design_set(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def power_run(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     try:
         power.power_request(study=study, actor=request.user)
     except DashboardError as exc:
@@ -313,7 +327,7 @@ def power_run(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def plan_run(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     try:
         power.plan_request(study=study, actor=request.user, params=request.POST.dict())
     except DashboardError as exc:

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from experts.exceptions import ExpertError, GradeIncomplete, GradeNotEditable, NoGradingRubric
-from experts.metrics import FAIL, VERDICTS, combine_expert_scores, rubric_score
+from experts.metrics import FAIL, VERDICTS, combine_expert_scores, evaluated_share
 from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade
 from experts.services.gate import episode_gate_follow_up
 from grading.selectors import rubric_for_grading
@@ -216,9 +216,14 @@ def grade_submit(
                 )
                 problems["confirm_accept"] = "1"
         if problems:
-            raise GradeIncomplete("Your answers are saved, but the grade cannot be submitted yet:",
-                                  problems=problems)
-        score = rubric_score(locked.criterion_grades.values_list("verdict", flat=True))
+            # Each problem is shown once, beside its answer; the banner says how many there are and where.
+            count = sum(key != "confirm_accept" for key in problems)
+            raise GradeIncomplete(
+                "Your answers are saved, but the grade cannot be submitted yet: "
+                f"{count} answer{'' if count == 1 else 's'} below need{'s' if count == 1 else ''} attention "
+                "(marked in red).", problems=problems)
+        # The stored score leaves skipped criteria out (see evaluated_share); UpBench's R is computed on read.
+        score = evaluated_share(locked.criterion_grades.values_list("verdict", flat=True))
         locked.score = None if score is None else round(100.0 * score, 6)
         locked.status = ExpertGrade.Status.SUBMITTED
         locked.submitted_at = timezone.now()

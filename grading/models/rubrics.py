@@ -85,6 +85,7 @@ class Criterion(models.Model):
 
     class Meta:
         ordering = ["rubric", "order"]
+        verbose_name_plural = "criteria"
         constraints = [models.UniqueConstraint(fields=["rubric", "key"], name="uniq_criterion_key")]
 
     def __str__(self) -> str:

@@ -25,7 +25,6 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from celery import current_app
 from django.db.models import F
 from django.utils import timezone
 
@@ -42,6 +41,7 @@ from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, PARSE_LO
 from rating import selectors as rating_selectors
 from rating.services.ledger import observation_record, observations_retract_participant
 from studies.models import Episode
+from studies.task_sending import send_task_now
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class ReconcileReport:
 
 def _send(name: str, args: list, report: ReconcileReport) -> bool:
     try:
-        current_app.send_task(name, args=args, ignore_result=True)  # nobody reads it; never wait on a backend
+        send_task_now(name, args)  # stores no result: nobody reads it, so never wait on a backend
     except Exception:
         report.send_errors += 1
         logger.warning("reconcile: could not send %s%s", name, tuple(args), exc_info=True)

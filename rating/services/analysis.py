@@ -23,7 +23,7 @@ from rating.fit import (
     heldout_coverage,
     json_safe,
 )
-from rating.grader_fit import fit_graded
+from rating.grader_fit import REFERENCE_WEIGHTING, fit_graded
 from rating.selectors import (
     GradeArrays,
     ObservationArrays,
@@ -35,6 +35,7 @@ from rating.selectors import (
     study_model_spec,
 )
 from rating.stability import stability
+from studies.model_families import KNOWN_FAMILIES, unknown_families
 from studies.models import Study
 
 
@@ -56,7 +57,7 @@ def study_fit(
         return fit_graded(
             arrays.agent_ids, arrays.participant_ids, arrays.y, episode=arrays.episode_ids, grader=arrays.graders,
             agent_family=arrays.agent_families, grader_family=arrays.grader_families, spec=spec,
-            reference=str(study.grade_reference),
+            reference=str(study.grade_reference), reference_weighting=REFERENCE_WEIGHTING,
         )
     return fit_model(
         arrays.agent_ids,
@@ -307,6 +308,22 @@ def _grader_verdict(report: dict[str, Any]) -> str:
     return sentence
 
 
+def _family_notes(ledger: GradeArrays) -> list[str]:
+    """Warn of model families the project does not know: a misspelt family matches no judge or agent, so a
+    self-preference term would silently not be considered."""
+    notes = []
+    names = agent_names(np.unique(ledger.agent_ids))
+    for family in unknown_families(set(ledger.agent_families.tolist()) | set(ledger.grader_families.tolist())):
+        agents = sorted({names.get(int(a), f"agent {a}") for a in ledger.agent_ids[ledger.agent_families == family]})
+        judges = sorted(set(ledger.graders[ledger.grader_families == family].tolist()))
+        who = "; ".join(part for part in (f"agents {', '.join(agents)}" if agents else "",
+                                          f"judges {', '.join(judges)}" if judges else "") if part)
+        known = ", ".join(sorted(KNOWN_FAMILIES))
+        notes.append(f"Model family {family!r} ({who}) is not one this platform knows ({known}): check its "
+                     "spelling. A judge's self-preference is only considered for agents of exactly its family.")
+    return notes
+
+
 def study_grader_report(study: Study) -> dict[str, Any] | None:
     """Return what the study's graders do to its scores: each grader's leniency, each judge's self-preference
     for its own family's agents (with intervals and a test, or why it cannot be measured), and the agent
@@ -320,7 +337,7 @@ def study_grader_report(study: Study) -> dict[str, Any] | None:
         return None
     spec = ModelSpec(kind="judge_aware", k=study.rating_k)
     reference = str(study.grade_reference)
-    notes: list[str] = []
+    notes = _family_notes(ledger)
     if reference == "experts" and not ledger.expert_graders():
         notes.append("The study takes the experts as the reference, but no expert grade is in the ledger yet: the "
                      "levels below are on the judge panel's average instead.")
@@ -329,7 +346,7 @@ def study_grader_report(study: Study) -> dict[str, Any] | None:
         corrected = fit_graded(
             ledger.agent_ids, ledger.participant_ids, ledger.y, episode=ledger.episode_ids, grader=ledger.graders,
             agent_family=ledger.agent_families, grader_family=ledger.grader_families, spec=spec,
-            reference=reference,
+            reference=reference, reference_weighting=REFERENCE_WEIGHTING,
         )
     except ValueError as exc:
         # Too few grades, or a design that identifies no agent level yet: say so instead of failing the job.

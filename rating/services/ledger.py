@@ -23,6 +23,7 @@ from django.utils import timezone
 from rating.exceptions import InvalidScore
 from rating.models import GradeObservation, LedgerChange, Observation
 from rating.services.refresh import posterior_schedule_refresh
+from studies.model_families import normalise_family
 from studies.models import Episode, Participant, Study
 from studies.services.audit import audit_record
 
@@ -284,8 +285,9 @@ def episode_grades_record(*, episode_id: int, kind: str, grades: Sequence[GradeI
         for grader, grade in wanted.items():
             values = {
                 "study_id": episode.study_id, "agent_id": episode.agent_id, "participant_id": episode.participant_id,
-                "task_id": episode.task_id, "grader_kind": kind, "grader_family": grade.family.strip().lower(),
-                "agent_family": episode.agent.family, "y": float(grade.y), "source_id": grade.source_id,
+                "task_id": episode.task_id, "grader_kind": kind, "grader_family": normalise_family(grade.family),
+                "agent_family": normalise_family(episode.agent.family), "y": float(grade.y),
+                "source_id": grade.source_id,
             }
             row = existing.get(grader)
             if row is None:

@@ -16,7 +16,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
-from celery import current_app
 from django.core.cache import cache
 from django.db import OperationalError, connection, transaction
 from django.db.models import Max
@@ -34,6 +33,7 @@ from rating.services.retention import participant_rows_remove
 from rating.task_names import REFRESH_POSTERIOR
 from studies.models import Study
 from studies.services.audit import audit_record
+from studies.task_sending import send_task_now
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def posterior_schedule_refresh(*, study_id: int) -> bool:
         # Redis expires keys in whole seconds and treats a zero timeout as "do not store".
         if not cache.add(key, 1, timeout=max(1, math.ceil(debounce))):
             return False
-        current_app.send_task(REFRESH_POSTERIOR, args=[study_id], countdown=debounce, ignore_result=True)
+        send_task_now(REFRESH_POSTERIOR, [study_id], countdown=debounce)
     except Exception:
         logger.warning("could not schedule the refresh of study %s; the sweep will do it", study_id, exc_info=True)
         with contextlib.suppress(Exception):  # the cache may be down too; the key then expires on its own
@@ -589,6 +589,69 @@ def _state_replace(row: PosteriorState, snapshot: RatingSnapshot, data: bytes | 
     LedgerChange.objects.filter(study_id=snapshot.study_id).delete()
 
 
+def _empty_snapshot(
+    study: Study, state_row: PosteriorState, settings: dict[str, Any], digest: str, read_at: Any, started: float
+) -> RatingSnapshot:
+    """Store the snapshot of an emptied ledger (no agent, no participant) and make it the state's."""
+    version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
+    snapshot = RatingSnapshot.objects.create(
+        study=study,
+        version=version,
+        n_observations=0,
+        config=settings,
+        fit={},
+        ledger_digest=digest,
+        connectivity=_connectivity_summary(
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
+        ),
+        timings={"total_ms": round((time.perf_counter() - started) * 1000, 3)},
+    )
+    RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at)
+    snapshot.computed_at = read_at
+    _state_replace(state_row, snapshot, None)
+    return snapshot
+
+
+def _agents_write(snapshot: RatingSnapshot, fit: FitResult, arrays: Any, pool: ThreadPoolExecutor) -> Future:
+    """Write the agents' rows of the refit; return the job working out the ledger's links beside it."""
+    agent_keys = fit.agent_ids.astype(np.int64)
+    names = selectors.agent_names(agent_keys)
+    agent_labels = [names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()]
+    links_job = pool.submit(_ledger_links, arrays, agent_keys, np.array(agent_labels, dtype=object))
+    entity_ratings_write(
+        snapshot_id=snapshot.pk,
+        kind=EntityRating.Kind.AGENT,
+        keys=agent_keys,
+        labels=agent_labels,
+        mu=fit.agent_mu,
+        sigma=fit.agent_sigma(),
+        conservative=fit.conservative(),
+        n=fit.agent_n,
+    )
+    return links_job
+
+
+def _refit_timings(
+    started: float, t0: float, t_read: float, t_ready: float, t_participants: float, t_solve: float, t_write: float,
+    t_state: float, links_seconds: float,
+) -> dict[str, float]:  # fmt: skip
+    """The refit's phases in milliseconds, as the snapshot records them."""
+    return {
+        "read_ms": round((t_read - t0) * 1000, 3),
+        # The participants' rows are written while the fit finishes: solve_ms is the fit's wall time with
+        # that write inside it, write_ms what is written after it (the links beside it, connectivity_ms
+        # their own time).
+        "solve_ms": round((t_solve - t_read) * 1000, 3),
+        # Within it: until the participants' posterior was handed over, and their rows' write from then.
+        "participants_ready_ms": round((t_ready - t_read) * 1000, 3),
+        "participants_write_ms": round((t_participants - t_ready) * 1000, 3),
+        "connectivity_ms": round(links_seconds * 1000, 3),
+        "write_ms": round((t_write - t_solve) * 1000, 3),
+        "state_ms": round((t_state - t_write) * 1000, 3),
+        "total_ms": round((t_state - started) * 1000, 3),
+    }
+
+
 def posterior_refresh(
     *, study_id: int, only_if_changed: bool = False, reason: str = "", wait: bool = True
 ) -> RatingSnapshot:
@@ -631,23 +694,7 @@ def posterior_refresh(
                         LedgerChange.objects.filter(study=study).delete()
                     return latest
             if arrays.n == 0:  # an emptied ledger is an empty snapshot, not an error
-                version = (RatingSnapshot.objects.filter(study=study).aggregate(v=Max("version"))["v"] or 0) + 1
-                snapshot = RatingSnapshot.objects.create(
-                    study=study,
-                    version=version,
-                    n_observations=0,
-                    config=settings,
-                    fit={},
-                    ledger_digest=digest,
-                    connectivity=_connectivity_summary(
-                        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
-                    ),
-                    timings={"total_ms": round((time.perf_counter() - started) * 1000, 3)},
-                )
-                RatingSnapshot.objects.filter(pk=snapshot.pk).update(computed_at=read_at)
-                snapshot.computed_at = read_at
-                _state_replace(state_row, snapshot, None)
-                return snapshot
+                return _empty_snapshot(study, state_row, settings, digest, read_at, started)
             assert fit_job is not None
             pseudonyms = selectors.study_pseudonym_table(study)
             participants = _participants_or_end(ready, fit_job)
@@ -666,21 +713,7 @@ def posterior_refresh(
             t_participants = time.perf_counter()
             fit = fit_job.result()
             t_solve = time.perf_counter()
-            agent_keys = fit.agent_ids.astype(np.int64)
-            names = selectors.agent_names(agent_keys)
-            agent_labels = [names.get(int(pk), f"agent {pk}") for pk in agent_keys.tolist()]
-            # The ledger's links are worked out beside the rest of the write.
-            links_job = pool.submit(_ledger_links, arrays, agent_keys, np.array(agent_labels, dtype=object))
-            entity_ratings_write(
-                snapshot_id=snapshot.pk,
-                kind=EntityRating.Kind.AGENT,
-                keys=agent_keys,
-                labels=agent_labels,
-                mu=fit.agent_mu,
-                sigma=fit.agent_sigma(),
-                conservative=fit.conservative(),
-                n=fit.agent_n,
-            )
+            links_job = _agents_write(snapshot, fit, arrays, pool)
             if participants is None:  # the paper model: its participants come with the fit
                 _participants_write(
                     snapshot,
@@ -696,20 +729,7 @@ def posterior_refresh(
         t_write = time.perf_counter()
         _state_replace(state_row, snapshot, _live_state(fit, arrays, agent_idx, human_idx, links))
         t_state = time.perf_counter()
-        timings = {
-            "read_ms": round((t_read - t0) * 1000, 3),
-            # The participants' rows are written while the fit finishes: solve_ms is the fit's wall time with
-            # that write inside it, write_ms what is written after it (the links beside it, connectivity_ms
-            # their own time).
-            "solve_ms": round((t_solve - t_read) * 1000, 3),
-            # Within it: until the participants' posterior was handed over, and their rows' write from then.
-            "participants_ready_ms": round((t_ready - t_read) * 1000, 3),
-            "participants_write_ms": round((t_participants - t_ready) * 1000, 3),
-            "connectivity_ms": round(links_seconds * 1000, 3),
-            "write_ms": round((t_write - t_solve) * 1000, 3),
-            "state_ms": round((t_state - t_write) * 1000, 3),
-            "total_ms": round((t_state - started) * 1000, 3),
-        }
+        timings = _refit_timings(started, t0, t_read, t_ready, t_participants, t_solve, t_write, t_state, links_seconds)
         RatingSnapshot.objects.filter(pk=snapshot.pk).update(
             computed_at=read_at, timings=timings, connectivity=links, fit=fit_summary
         )

@@ -250,6 +250,46 @@ def sessions_import_study(*, slug: str, name: str = "", create: bool = False) ->
     return study, True
 
 
+def _import_agents(study: Study, counted: list[ParsedSession], result: SessionsImportResult) -> dict[str, Agent]:
+    """Return the agents of the counted sessions by name, creating the new ones (inactive) and adding all to the
+    study."""
+    agents = {agent.name: agent for agent in Agent.objects.all()}
+    taken_slugs = set(Agent.objects.values_list("slug", flat=True))
+    for name in sorted({s.agent_name for s in counted} - agents.keys()):
+        agents[name] = Agent.objects.create(name=name, slug=_unique_agent_slug(name, taken_slugs), is_active=False,
+                                            family=family_from_name(name))
+        result.agents_created += 1
+    used_agents = [agents[name] for name in {s.agent_name for s in counted}]
+    if used_agents:
+        study.agents.add(*used_agents)
+    return agents
+
+
+def _import_participants(study: Study, counted: list[ParsedSession], result: SessionsImportResult) -> dict[str, int]:
+    """Return ``{user_id: participant pk}`` of the counted sessions, creating a participant per new user."""
+    participant_of = dict(
+        ParticipantIdentity.objects.filter(study=study, platform=IMPORT_PLATFORM).values_list(
+            "platform_worker_id", "participant_id"
+        )
+    )
+    new_users = sorted({s.user_id for s in counted} - participant_of.keys())
+    if new_users:
+        created = Participant.objects.bulk_create(
+            [Participant(study=study, status=Participant.Status.COMPLETE) for _ in new_users]
+        )
+        ParticipantIdentity.objects.bulk_create(
+            [
+                ParticipantIdentity(
+                    participant=participant, study=study, platform=IMPORT_PLATFORM, platform_worker_id=user_id
+                )
+                for participant, user_id in zip(created, new_users, strict=True)
+            ]
+        )
+        participant_of.update({user_id: p.pk for user_id, p in zip(new_users, created, strict=True)})
+        result.participants_created = len(new_users)
+    return participant_of
+
+
 def sessions_import(
     *, study_id: int, sessions: Any, actor: Any = None, model: ModelSpec | None = None
 ) -> SessionsImportResult:
@@ -286,36 +326,8 @@ def sessions_import(
                 result.left_out_ids.append(session.external_id)
         result.counted = len(counted)
 
-        agents = {agent.name: agent for agent in Agent.objects.all()}
-        taken_slugs = set(Agent.objects.values_list("slug", flat=True))
-        for name in sorted({s.agent_name for s in counted} - agents.keys()):
-            agents[name] = Agent.objects.create(name=name, slug=_unique_agent_slug(name, taken_slugs), is_active=False,
-                                                family=family_from_name(name))
-            result.agents_created += 1
-        used_agents = [agents[name] for name in {s.agent_name for s in counted}]
-        if used_agents:
-            study.agents.add(*used_agents)
-
-        participant_of = dict(
-            ParticipantIdentity.objects.filter(study=study, platform=IMPORT_PLATFORM).values_list(
-                "platform_worker_id", "participant_id"
-            )
-        )
-        new_users = sorted({s.user_id for s in counted} - participant_of.keys())
-        if new_users:
-            created = Participant.objects.bulk_create(
-                [Participant(study=study, status=Participant.Status.COMPLETE) for _ in new_users]
-            )
-            ParticipantIdentity.objects.bulk_create(
-                [
-                    ParticipantIdentity(
-                        participant=participant, study=study, platform=IMPORT_PLATFORM, platform_worker_id=user_id
-                    )
-                    for participant, user_id in zip(created, new_users, strict=True)
-                ]
-            )
-            participant_of.update({user_id: p.pk for user_id, p in zip(new_users, created, strict=True)})
-            result.participants_created = len(new_users)
+        agents = _import_agents(study, counted, result)
+        participant_of = _import_participants(study, counted, result)
 
         task_uuids = {s.task_uuid for s in counted if s.task_uuid is not None}
         task_of = dict(TaskInstance.objects.filter(uuid__in=task_uuids).values_list("uuid", "pk")) if task_uuids else {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from studies.log_sources import LogFormat
+from studies.model_families import normalise_family
 
 
 class Agent(models.Model):
@@ -42,8 +43,8 @@ class Agent(models.Model):
     family = models.CharField(
         max_length=32, blank=True,
         help_text="Model family the agent's work comes from (anthropic, openai, google, …); a judge of the same "
-                  "family may favour it. Left blank in the admin, it is filled in from the model version, product "
-                  "and name.",
+                  "family may favour it. Stored lower-case without surrounding spaces, as judges' families are. Left "
+                  "blank in the admin, it is filled in from the model version, product and name.",
     )
     is_active = models.BooleanField(default=True, db_index=True)
     studies = models.ManyToManyField("studyapp.Study", related_name="agents", blank=True)
@@ -53,3 +54,13 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.model_version})" if self.model_version else self.name
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        # Every write stores the family as judges' families are stored (stripped, lower-case), so the judge-aware
+        # rating matches them; a form, the demo, a fixture or the shell all pass here.
+        self.family = normalise_family(self.family)
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def clean(self) -> None:
+        super().clean()
+        self.family = normalise_family(self.family)

@@ -102,7 +102,9 @@ def test_expert_authors_a_rubric_staff_approve_it_and_the_expert_grades_blind(pa
     expect(page.locator(f"fieldset[data-criterion='{criteria[1].pk}'] .feedback-needed")).to_be_visible()
     page.check("input[name='overall'][value='revise']")
     page.click("button:has-text('Submit grade')")
-    expect(page.locator("#grade-problems")).to_contain_text("Feedback is required on a fail")
+    expect(page.locator("ul.messages")).to_contain_text("1 answer below needs attention")
+    expect(page.locator(f"fieldset[data-criterion='{criteria[1].pk}']")).to_contain_text(
+        "Feedback is required on a fail")
     expect(page.locator(f"input[name='verdict_{criteria[3].pk}'][value='pass']")).to_be_checked()  # kept
 
     page.fill(f"#id_feedback_{criteria[1].pk}", "The March and April rows are missing.")

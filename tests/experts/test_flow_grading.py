@@ -86,7 +86,9 @@ def test_a_fail_without_feedback_is_refused_and_every_answer_survives(client, ct
     response = client.post(ctx["url"], data)
     assert response.status_code == 400
     page = response.content.decode()
-    assert "C4: say what is wrong. Feedback is required on a fail." in page
+    assert page.count("C4: say what is wrong. Feedback is required on a fail.") == 1  # beside its answer only
+    assert "the grade cannot be submitted yet: 1 answer below needs attention (marked in red)." in page
+    assert "cannot be submitted yet:<" not in page and "cannot be submitted yet: <" not in page
     assert "March row missing." in page and "Cannot open the chart." in page
     grade = ExpertGrade.objects.get(assignment=ctx["assignment"])
     assert grade.status == "draft"

@@ -122,3 +122,19 @@ def test_reattempt_metrics_and_pass_at_k_per_agent(client):
     client.force_login(staff)
     page = client.get(reverse("expert:staff_metrics") + f"?study={study.pk}").content.decode()
     assert "Agent Y" in page and "Rescue rate" in page and "0.333" in page and "0.667" in page
+    assert "pairs@2" in page and "not UpBench’s pass@k over k retries" in page
+
+
+def test_first_attempt_rubric_score_counts_a_skip_as_not_passed_while_the_stored_score_leaves_it_out():
+    sector, study = SectorFactory(), StudyFactory()
+    task = TaskFactory(sector=sector)
+    make_rubric(task)  # C1 critical, C2-C3 important, C4 optional, C5 pitfall
+    bot = AgentFactory(name="Agent Z")
+    expert = make_expert(sectors=[sector])
+    episode = make_episode(task=task, study=study, agent=bot)
+    grade(ExpertAssignment.objects.create(episode=episode, expert=expert), [P, P, P, "skip", P])
+    episode.refresh_from_db()
+    assert episode.expert_score == 100.0  # 4 passed of 4 evaluated: stored data keep their meaning
+    [row] = expert_metrics_report(study)["attempts"]["rows"]
+    assert row["summary"].r1_mean == pytest.approx(4 / 5)  # UpBench R: 4 passed of 5 criteria
+    assert row["summary"].a == 1  # the skipped criterion is optional, so the attempt still completes

@@ -13,6 +13,7 @@ from experts.metrics import (
     cohen_kappa,
     combine_expert_scores,
     completion,
+    evaluated_share,
     gold_agreement,
     gold_drift,
     pass_at_k,
@@ -24,14 +25,22 @@ from experts.metrics import (
 )
 
 
-def test_rubric_score_is_passed_over_evaluated_with_skips_left_out():
-    # 3 pass, 1 fail, 2 skip -> 3 / 4
-    assert rubric_score(["pass", "fail", "skip", "pass", "skip", "pass"]) == 0.75
-
-
-def test_rubric_score_is_undefined_when_everything_was_skipped():
-    assert rubric_score(["skip", "skip"]) is None
+def test_rubric_score_is_upbenchs_passed_over_total_with_a_skip_counted_as_not_passed():
+    # UpBench Table 2: R_{j,k} = #criteria passed / #criteria total. 3 pass, 1 fail, 2 skip -> 3 / 6.
+    assert rubric_score(["pass", "fail", "skip", "pass", "skip", "pass"]) == 0.5
+    assert rubric_score(["pass"] * 4 + ["fail"]) == pytest.approx(0.8)  # no skip: 4 / 5
+    assert rubric_score(["skip", "skip"]) == 0.0
     assert rubric_score([]) is None
+
+
+def test_the_stored_grade_score_is_the_share_of_evaluated_criteria_that_passed():
+    # 3 pass, 1 fail, 2 skip -> 3 / 4: a criterion the grader could not judge neither helps nor hurts.
+    assert evaluated_share(["pass", "fail", "skip", "pass", "skip", "pass"]) == 0.75
+    assert evaluated_share(["pass"] * 4 + ["fail"]) == rubric_score(["pass"] * 4 + ["fail"])  # equal without skips
+    assert evaluated_share(["skip", "skip"]) is None
+    assert evaluated_share([]) is None
+    with pytest.raises(ValueError, match="verdict"):
+        evaluated_share(["pass", "maybe"])
 
 
 def test_rubric_score_rejects_unknown_verdicts():
@@ -115,6 +124,14 @@ def _pass_at_k_combinatorial(n: int, c: int, k: int) -> Fraction:
     if n - c < k:
         return Fraction(1)
     return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def test_pass_at_k_hand_worked_from_upbench_eq_2_and_3():
+    # Eq. 2: task with n = 3 attempts, c = 1 success, k = 2: 1 - C(2,2)/C(3,2) = 1 - 1/3.
+    assert pass_at_k(3, 1, 2) == pytest.approx(2 / 3)
+    # Eq. 3 averages over tasks; Eq. 5 scales by p_max: tasks (3, 1) and (2, 0) at k = 1 -> (1/3 + 0) / 2.
+    assert pass_at_k_suite([(3, 1), (2, 0)], 1) == pytest.approx(1 / 6)
+    assert pass_at_k_suite([(3, 1), (2, 0)], 1, p_max=0.9) == pytest.approx(0.9 / 6)
 
 
 def test_pass_at_k_hand_computed_example():

@@ -163,3 +163,13 @@ def test_the_transcript_admin_lists_an_upload_at_once_and_says_when_it_is_not_th
     html = client.get(reverse("admin:grading_episodetranscript_changelist")).content.decode()
     assert "2 episode transcripts" in html
     assert "not for 1 file(s): session.jsonl" in html and html.count(">yes<") == 1
+
+
+@pytest.mark.parametrize(("expected", "instead"), [
+    (LogFormat.SCREENSHOT, "upload screenshots of your work instead"),
+    (LogFormat.TERMINAL, "upload a copy of the terminal text instead"),
+])
+def test_the_warning_for_an_agent_without_a_session_file_says_what_to_upload_instead(expected, instead):
+    warning = log_format_warning(expected=expected, found=Format.CLAUDE_CODE, agent_name="Manus")
+    assert "Manus, which saves no session file" in warning and instead in warning
+    assert "writes a" not in warning and "session file instead" not in warning

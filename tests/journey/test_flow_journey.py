@@ -11,6 +11,7 @@ from studies.invitations import personal_invite_path, resume_path
 from surveys.services import instrument_install_default
 from tests.factories import ConsentVersionFactory, OccupationFactory, StudyFactory, UserFactory
 from tests.factories.scenarios import make_participant, make_world
+from tests.tampering import tampered_link
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "a-Long-enough-pass-9"
@@ -161,9 +162,8 @@ def test_personal_invitations_carry_a_signed_id_and_reject_tampering(client):
     path = personal_invite_path(study=world.study, platform="upwork", worker_id="up-77")
     _signup(client, path)
     assert m.ParticipantIdentity.objects.get().platform_worker_id == "up-77"
-    tampered = path.rstrip("/")[:-3] + "xyz/"
     client.logout()
-    assert client.get(tampered).status_code == 400
+    assert client.get(tampered_link(path)).status_code == 400
 
 
 def test_the_picker_offers_only_occupations_with_tasks_and_the_profile_refuses_the_others(client):

@@ -14,6 +14,7 @@ from django.urls import reverse
 from studies import models as m
 from studies.invitations import personal_invite_path
 from tests.factories.scenarios import make_world
+from tests.tampering import tampered_link
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "a-Long-enough-pass-9"
@@ -87,7 +88,7 @@ def test_a_forged_link_neither_signs_up_nor_signs_in(client):
     world = make_world()
     link = _link(world)
     Client().post(link, {"username": "linkworker", "email": "", "password1": "", "password2": ""})
-    forged = link.rstrip("/")[:-3] + "xyz/"
+    forged = tampered_link(link)
     assert client.get(forged).status_code == 400 and not _signed_in(client)
     assert client.post(forged, {"username": "x", "password1": "", "password2": ""}).status_code == 400
     assert m.Participant.objects.count() == 1

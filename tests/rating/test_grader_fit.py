@@ -93,17 +93,24 @@ def fit(data: dict, spec: ModelSpec = PLUG_IN, **kwargs) -> object:
     )  # fmt: skip
 
 
-def fixed_design(data: dict, reference: list[str], terms: list[str]) -> tuple[np.ndarray, list[str], list[str]]:
-    """Return X (agents | grader contrasts summing to zero over ``reference`` | self-preference of ``terms``)."""
+def fixed_design(
+    data: dict, reference: list[str], terms: list[str], weighting: str = "grades"
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """Return X (agents | grader contrasts summing to zero over ``reference`` | self-preference of ``terms``).
+
+    The contrasts make the reference graders' leniencies average zero weighted by their number of grades
+    (``weighting="grades"``) or equally (``"equal"``).
+    """
     agents = sorted(set(data["agent"].tolist()))
     graders = sorted(set(data["grader"].tolist()))
     last = reference[-1]
     free = [g for g in graders if g != last]
     x_agent = (data["agent"][:, None] == np.array(agents)[None, :]).astype(float)
     x_grader = (data["grader"][:, None] == np.array(free)[None, :]).astype(float)
+    use = {gid: float(np.sum(data["grader"] == gid)) if weighting == "grades" else 1.0 for gid in reference}
     for j, gid in enumerate(free):
         if gid in reference:
-            x_grader[data["grader"] == last, j] = -1.0
+            x_grader[data["grader"] == last, j] = -use[gid] / use[last]
     family = dict(zip(data["grader"].tolist(), data["grader_family"].tolist(), strict=True))
     agent_family = np.array([FAMILY[a] for a in data["agent"]])
     x_pref = np.column_stack([(data["grader"] == gid) & (agent_family == family[gid]) for gid in terms] or [
@@ -174,14 +181,20 @@ def by_id(ids: np.ndarray, values: np.ndarray, order: list[str]) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pooled", [True, False])
-def test_fit_equals_an_independent_dense_reml_on_every_estimate(pooled, monkeypatch) -> None:
+@pytest.mark.parametrize(("pooled", "weighting"), [(True, "grades"), (False, "grades"), (True, "equal")])
+def test_fit_equals_an_independent_dense_reml_on_every_estimate(pooled, weighting, monkeypatch) -> None:
     if not pooled:
         monkeypatch.setattr(grader_fit, "_POOL_LIMIT", 0)
     data = simulate(np.random.default_rng(1), n_humans=30, n_episodes=70, experts=(2.0,), grade_share=0.8)
-    result = fit(data)
+    result = fit(data, reference_weighting=weighting)
     assert result.diagnostics["backend"] == ("pooled" if pooled else "episodes")
-    x, agents, free = fixed_design(data, ["gemini", "claude"], ["gemini", "claude"])
+    # The reference in the fit's order: its last grader is the one whose leniency the others' determine.
+    order_ref = result.diagnostics["reference"]["graders"]
+    assert sorted(order_ref) == ["claude", "gemini"]
+    x, agents, free = fixed_design(data, order_ref, ["gemini", "claude"], weighting)
+    last, other = order_ref[-1], order_ref[0]
+    use = {gid: float(np.sum(data["grader"] == gid)) if weighting == "grades" else 1.0 for gid in ("gemini", "claude")}
+    assert use["gemini"] != use["claude"] or weighting == "equal"  # the two weightings differ on these grades
     ref = dense_reml(data, x)
     ours = np.array([result.hyper[k]["estimate"] for k in ("beta", "sigma_episode", "sigma_human")])
     np.testing.assert_allclose(ours, ref["sd"], rtol=1e-4)
@@ -190,7 +203,7 @@ def test_fit_equals_an_independent_dense_reml_on_every_estimate(pooled, monkeypa
     np.testing.assert_allclose(result.agent_cov[np.ix_(order, order)], ref["cov"][:5, :5], rtol=1e-4)
     # Leniencies: free graders' coefficients, the last reference grader minus the other's.
     b = dict(zip(free, ref["beta"][5:5 + len(free)], strict=True))
-    b["claude"] = -b["gemini"]
+    b[last] = -b[other] * use[other] / use[last]
     for gid, value in b.items():
         assert leniency_of(result, gid)["leniency"] == pytest.approx(value, rel=1e-4, abs=1e-6)
     for j, gid in enumerate(["gemini", "claude"]):
@@ -198,7 +211,9 @@ def test_fit_equals_an_independent_dense_reml_on_every_estimate(pooled, monkeypa
         col = 5 + len(free) + j
         assert row["estimate"] == pytest.approx(ref["beta"][col], rel=1e-4)
         assert row["se"] == pytest.approx(math.sqrt(ref["cov"][col, col]), rel=1e-4)
-    assert result.log_likelihood == pytest.approx(ref["loglik"], rel=1e-8)
+    # The log-likelihood is reported for the equal-weight contrasts, whichever grader comes last.
+    shift = 0.0 if weighting == "equal" else math.log(use[last] / (0.5 * (use[last] + use[other])))
+    assert result.log_likelihood == pytest.approx(ref["loglik"] - shift, rel=1e-8)
 
 
 def test_fit_with_tasks_and_weights_equals_the_dense_reml() -> None:
@@ -471,13 +486,176 @@ def test_result_serves_the_leaderboard_contract() -> None:
 
 
 def test_fit_does_not_depend_on_the_order_of_the_grades() -> None:
-    data = simulate(np.random.default_rng(13), n_humans=40, n_episodes=120, experts=(1.0,))
+    # Judges grading different numbers of episodes: the reference is weighted, and its last grader changes.
+    data = simulate(np.random.default_rng(13), n_humans=40, n_episodes=120, experts=(1.0,), grade_share=0.8)
     order = np.random.default_rng(0).permutation(data["y"].shape[0])
+    order = np.concatenate([order[data["grader"][order] == "claude"], order[data["grader"][order] != "claude"]])
     shuffled = {k: (v[order] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
     a, b = fit(data), fit(shuffled)
     ids = a.agent_ids.tolist()
     np.testing.assert_allclose(by_id(b.agent_ids, b.agent_mu, ids), a.agent_mu, rtol=1e-7)
     assert preference_of(a, "claude")["estimate"] == pytest.approx(preference_of(b, "claude")["estimate"], rel=1e-6)
+    assert a.diagnostics["reference"]["graders"] != b.diagnostics["reference"]["graders"]
+    assert a.log_likelihood == pytest.approx(b.log_likelihood, rel=1e-10)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The identifiability step on its own
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_a_zero_gram_column_gives_exactly_one_null_direction() -> None:
+    basis = grader_fit._null_space(np.diag([2.0, 3.0, 0.0]))
+    assert basis.shape == (3, 1)
+    np.testing.assert_allclose(np.abs(basis[:, 0]), [0.0, 0.0, 1.0], atol=1e-12)
+    # A real dependency (columns 0 and 1 equal) beside a zero column: two directions, both genuine.
+    gram = np.array([[4.0, 4.0, 0.0, 1.0], [4.0, 4.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 5.0]])
+    basis = grader_fit._null_space(gram)
+    assert basis.shape == (4, 2)
+    np.testing.assert_allclose(basis.T @ basis, np.eye(2), atol=1e-12)
+    np.testing.assert_allclose(gram @ basis, 0.0, atol=1e-12)
+    mask, _ = grader_fit._not_estimable(np.diag([2.0, 3.0, 0.0]))
+    assert mask.tolist() == [False, False, True]
+
+
+def _identify(data: dict) -> tuple[grader_fit._FixedDesign, grader_fit._Identification]:
+    """Run the fit's design and identification steps alone (no REML) on one study's grades."""
+    g = grader_fit._grades(data["agent"], data["human"], data["y"], None, data["episode"], data["grader"], FAMILY,
+                           data["grader_family"], None)  # fmt: skip
+    ref = grader_fit._reference(g, "panel", None)
+    fd = grader_fit._fixed_design(g, ref, grader_fit._reference_weights(g, ref, "grades"))
+    return fd, grader_fit._identification(g, fd, ref)
+
+
+def _terms(data: dict, fd: grader_fit._FixedDesign, ident: grader_fit._Identification) -> dict[str, bool]:
+    graders = sorted(set(data["grader"].tolist()), key=data["grader"].tolist().index)
+    return {graders[int(c)]: bool(ok) for c, ok in zip(fd.terms.grader.tolist(), ident.identified, strict=True)}
+
+
+KEPT_OFF = (("gemini", "google", -1.5), ("claude", "anthropic", 1.5), ("gpt", "openai", 0.0))
+
+
+def _kept_off(seed: int, *, first: str | None = None) -> dict:
+    """Three judges; the GPT judge never grades the (openai) Codex agent's episodes."""
+    data = simulate(np.random.default_rng(seed), judges=KEPT_OFF)
+    keep = ~((data["grader"] == "gpt") & (data["agent"] == "codex"))
+    data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    if first is not None:
+        order = np.argsort(data["grader"] != first, kind="stable")
+        data = {k: (v[order] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    return data
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_judge_kept_off_its_own_family_keeps_the_identifiable_terms(seed) -> None:
+    data = _kept_off(seed, first="gpt")
+    fd, ident = _identify(data)
+    assert _terms(data, fd, ident) == {"gpt": False, "gemini": True, "claude": True}
+    gpt = _terms(data, fd, ident)
+    reasons = dict(zip(gpt, ident.reasons, strict=True))
+    assert reasons["gpt"] == "grader 'gpt' graded no episode of a openai agent"
+    assert reasons["gemini"] is None and reasons["claude"] is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_stray_grade_from_a_third_judge_listed_first_disables_no_term(seed) -> None:
+    data = simulate(np.random.default_rng(seed))
+    stray = int(np.flatnonzero(data["agent"] != "codex")[0])
+    extra = {k: (v[[stray]] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    extra["grader"], extra["grader_family"] = np.array(["gpt"]), np.array(["openai"])
+    both = {k: (np.concatenate([extra[k], v]) if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    fd, ident = _identify(both)
+    assert _terms(both, fd, ident) == {"gpt": False, "gemini": True, "claude": True}
+    result = fit(both)
+    assert preference_of(result, "claude")["identifiable"] and preference_of(result, "gemini")["identifiable"]
+    assert [note for note in result.diagnostics["notes"] if "not identifiable" in note] == [
+        "self-preference of 'gpt' (openai) not identifiable: grader 'gpt' graded no episode of a openai agent"
+    ]
+
+
+def test_families_match_whatever_their_case_and_spaces() -> None:
+    data = _small()
+    shouting = {agent: f"  {family.upper()} " for agent, family in FAMILY.items()}
+    spaced = np.array([f" {f.title()}" for f in data["grader_family"].tolist()])
+    plain = fit(data)
+    messy = fit_graded(data["agent"], data["human"], data["y"], episode=data["episode"], grader=data["grader"],
+                       agent_family=shouting, grader_family=spaced, spec=PLUG_IN)  # fmt: skip
+    assert preference_of(messy, "claude")["identifiable"] and preference_of(messy, "claude")["family"] == "anthropic"
+    assert preference_of(messy, "claude")["estimate"] == preference_of(plain, "claude")["estimate"]
+    np.testing.assert_array_equal(messy.agent_mu, plain.agent_mu)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The reference: its weights and what its statement says
+# --------------------------------------------------------------------------------------------------------
+
+
+def _with_stray_judge(seed: int = 21) -> dict:
+    """The two-judge panel and one grade from a third (openai) judge on a non-Codex episode."""
+    data = simulate(np.random.default_rng(seed), n_humans=40, n_episodes=150)
+    stray = int(np.flatnonzero(data["agent"] != "codex")[0])
+    extra = {k: (v[[stray]] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    extra["grader"], extra["grader_family"] = np.array(["gpt"]), np.array(["openai"])
+    extra["y"] = extra["y"] + 5.0
+    return {k: (np.concatenate([v, extra[k]]) if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+
+
+def test_a_barely_used_judge_barely_moves_the_reference_weighted_by_use() -> None:
+    data = _with_stray_judge()
+    by_use, equal = fit(data), fit(data, reference_weighting="equal")
+    two_judges = fit({k: (v[:-1] if isinstance(v, np.ndarray) else v) for k, v in data.items()})
+    n = {gid: int(np.sum(data["grader"] == gid)) for gid in ("gemini", "claude", "gpt")}
+    ref = by_use.diagnostics["reference"]
+    assert ref["weighting"] == "grades" and ref["graders"] == ["gemini", "claude", "gpt"]
+    np.testing.assert_allclose(ref["weights"], [n[g] / sum(n.values()) for g in ref["graders"]], rtol=1e-12)
+    assert "weighted by their number of grades" in ref["statement"]
+    assert "(weighted equally)" in equal.diagnostics["reference"]["statement"]
+    # Equal weights let one grade's leniency into every level; weighted by use the intervals stay those of
+    # the two-judge panel (within its one-in-several-hundred share).
+    assert np.all(equal.agent_sigma() > 1.2 * two_judges.agent_sigma())
+    np.testing.assert_allclose(by_use.agent_sigma(), two_judges.agent_sigma(), rtol=0.02)
+    # Gaps and their uncertainty do not depend on the weighting.
+    i, j = np.triu_indices(5, 1)
+    for a, b in ((by_use, equal),):
+        np.testing.assert_allclose((a.agent_mu[i] - a.agent_mu[j]), (b.agent_mu[i] - b.agent_mu[j]), atol=1e-7)
+        gap = [c[i, i] + c[j, j] - 2 * c[i, j] for c in (a.agent_cov, b.agent_cov)]
+        np.testing.assert_allclose(gap[0], gap[1], rtol=1e-6)
+    # Only the level moves, by one constant; the likelihood is the same (reported for equal-weight contrasts).
+    shift = by_use.agent_mu - equal.agent_mu
+    np.testing.assert_allclose(shift, shift[0], atol=1e-7)
+    assert by_use.log_likelihood == pytest.approx(equal.log_likelihood, rel=1e-10)
+    with pytest.raises(ValueError, match="reference_weighting must be one of grades, equal"):
+        fit(data, reference_weighting="uniform")
+
+
+def test_with_judges_grading_equally_often_both_weightings_are_the_same_fit() -> None:
+    data = _small()  # every judge grades every episode
+    a, b = fit(data), fit(data, reference_weighting="equal")
+    np.testing.assert_array_equal(a.agent_mu, b.agent_mu)
+    np.testing.assert_array_equal(a.agent_cov, b.agent_cov)
+    assert a.log_likelihood == b.log_likelihood
+
+
+def test_the_reference_statement_says_which_self_preference_the_levels_remove() -> None:
+    data = _small()
+    full = fit(data).diagnostics["reference"]["statement"]
+    assert "with the self-preference of gemini (google), claude (anthropic) removed" in full
+    assert "NOT removed" not in full
+    # No neutral grader of either family: no term identified, and the levels still carry both preferences.
+    agents = ["claude_code", "codex"]
+    judges = (("claude", "anthropic", 1.0), ("gpt", "openai", -1.0))
+    none = fit(simulate(np.random.default_rng(10), agents=agents, judges=judges)).diagnostics["reference"]
+    assert "without self-preference" not in none["statement"]
+    assert "removed" in none["statement"] and "NOT removed" in none["statement"]
+    assert "claude (anthropic), gpt (openai) cannot be measured" in none["statement"]
+    # Some identified, some not: both said.
+    mixed = fit(_kept_off(3)).diagnostics["reference"]["statement"]
+    assert "with the self-preference of gemini (google), claude (anthropic) removed" in mixed
+    assert "that of gpt (openai) cannot be measured with these grades and is NOT removed" in mixed
+    # No judge of an agent's family: nothing to remove, and it says so.
+    other = fit(data, grader_family={"gemini": "meta", "claude": "xai"}).diagnostics["reference"]["statement"]
+    assert "no judge shares a model family with an agent, so there is no self-preference to remove" in other
+    assert grader_fit.reference_statement(["a"], [1.0], "grades", []).startswith("agent levels are what a would give")
 
 
 # --------------------------------------------------------------------------------------------------------

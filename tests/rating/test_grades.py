@@ -24,7 +24,7 @@ from rating.services.ledger import (
     observations_retract_participant,
 )
 from rating.services.refresh import posterior_refresh
-from studies.models import Episode, Participant, Study
+from studies.models import Agent, Episode, Participant, Study
 from tests.factories import AgentFactory, EpisodeFactory, ParticipantFactory, StudyFactory, TaskFactory
 
 pytestmark = pytest.mark.django_db
@@ -309,3 +309,57 @@ def test_a_judge_aware_study_gets_stability_tables_and_model_checks_on_its_corre
     assert checks["model"]["kind"] == "judge_aware" and "sigma_episode" in checks["hyper"]
     assert checks["coverage"]["n_predicted"] > 0 and "graders panel" in checks["comparison_note"]
     assert study_stability_report(StudyFactory(rating_model=Study.RatingModel.JUDGE_AWARE), rounds=10) is None
+
+
+# --------------------------------------------------------------------------------------------------------
+# Model families: stored one way, matched whatever the spelling, unknown ones named
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_an_agents_family_is_stored_stripped_and_lower_case_so_judges_of_its_family_match_it() -> None:
+    agent = AgentFactory(family="  Anthropic ")
+    agent.refresh_from_db()
+    assert agent.family == "anthropic"
+    agent.family = " OpenAI"
+    agent.full_clean()
+    assert agent.family == "openai"
+    episode = EpisodeFactory(agent=AgentFactory(family="anthropic"), status=Episode.Status.GRADED, auto_score=70.0)
+    episode_grades_record(episode_id=episode.pk, kind="judge", grades=[
+        GradeInput(grader=CLAUDE, family=" Anthropic ", y=70.0, source_id=1)])
+    row = GradeObservation.objects.get(episode=episode)
+    assert (row.grader_family, row.agent_family) == ("anthropic", "anthropic")
+
+
+def test_an_unknown_family_is_named_in_the_grader_report() -> None:
+    study = _judge_aware_study(seed=4, n_participants=12)
+    agent_id = GradeObservation.objects.filter(study=study, agent_family="openai").first().agent_id
+    Agent.objects.filter(pk=agent_id).update(family="opnai")
+    GradeObservation.objects.filter(study=study, agent_id=agent_id).update(agent_family="opnai")
+    notes = study_grader_report(study)["notes"]
+    name = Agent.objects.get(pk=agent_id).name
+    warning = f"Model family 'opnai' (agents {name}) is not one this platform knows"
+    assert any(note.startswith(warning) for note in notes)
+    assert not any("'openai'" in note and "not one this platform knows" in note for note in notes)
+
+
+def test_the_family_migration_normalises_stored_families_and_only_those() -> None:
+    import importlib
+
+    from django.apps import apps
+
+    studies_migration = importlib.import_module("studies.migrations.0014_agent_family_normalised")
+    rating_migration = importlib.import_module("rating.migrations.0011_grade_families_normalised")
+    episode = EpisodeFactory(agent=AgentFactory(family="anthropic"), status=Episode.Status.GRADED, auto_score=70.0)
+    episode_grades_record(episode_id=episode.pk, kind="judge", grades=_panel(60.0, 64.0))
+    clean = AgentFactory(family="google")
+    Agent.objects.filter(pk=episode.agent_id).update(family=" Anthropic")  # as written before the models did
+    GradeObservation.objects.filter(episode=episode).update(agent_family=" Anthropic")
+    GradeObservation.objects.filter(episode=episode, grader=GPT).update(grader_family="OpenAI ")
+    before = {r.pk: r.updated_at for r in GradeObservation.objects.all()}
+    studies_migration.normalise(apps, None)
+    rating_migration.normalise(apps, None)
+    assert Agent.objects.get(pk=episode.agent_id).family == "anthropic"
+    assert Agent.objects.get(pk=clean.pk).family == "google"
+    rows = {r.grader: (r.grader_family, r.agent_family) for r in GradeObservation.objects.filter(episode=episode)}
+    assert rows == {GPT: ("openai", "anthropic"), CLAUDE: ("anthropic", "anthropic")}
+    assert all(r.updated_at > before[r.pk] for r in GradeObservation.objects.all())  # the study is refitted

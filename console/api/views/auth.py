@@ -9,7 +9,6 @@ from django.shortcuts import render
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import serializers
-from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import NotAuthenticated, PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
@@ -21,6 +20,7 @@ from rest_framework.throttling import AnonRateThrottle
 from console.api.parsers import NulRefusingFormParser, NulRefusingMultiPartParser
 from console.api.permissions import IsStaff, is_staff
 from console.api.serializers import TokenSerializer
+from console.api.tokens import api_token_issue
 
 TOKEN_REFUSED = "Unable to sign in with these credentials, or the account is not a staff account."
 
@@ -60,8 +60,7 @@ class StaffTokenView(ObtainAuthToken):
         if user is None or not user.is_active:
             raise ValidationError({"non_field_errors": [TOKEN_REFUSED]}, code="authorization")
         user_logged_in.send(sender=user.__class__, request=http_request, user=user)
-        token, _ = Token.objects.get_or_create(user=user)
-        return Response({"token": token.key})
+        return Response({"token": api_token_issue(user=user)})
 
 
 class SchemaView(SpectacularAPIView):

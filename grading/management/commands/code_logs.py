@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from celery import current_app
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from grading import task_names
@@ -12,6 +11,7 @@ from grading.exceptions import GradingError
 from grading.selectors import episodes_pending_log_coding
 from grading.services.fluency import episode_code_log
 from studies.models import Episode
+from studies.task_sending import send_task_now
 
 
 class Command(BaseCommand):
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             if force:
                 raise CommandError("--force needs --sync (queued codings never replace a current one).")
             for pk in ids:
-                current_app.send_task(task_names.CODE_LOG, args=[pk], ignore_result=True)
+                send_task_now(task_names.CODE_LOG, [pk])
             self.stdout.write(f"Queued log coding for {len(ids)} episode(s).")
             return
         counts: Counter[str] = Counter()

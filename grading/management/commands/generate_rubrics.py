@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from celery import current_app
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -11,6 +10,7 @@ from grading.exceptions import GradingWaiting, RetryLater, RubricGenerationFaile
 from grading.selectors import rubric_for_grading
 from grading.services.rubric_generation import rubric_generate
 from studies.models import TaskInstance
+from studies.task_sending import send_task_now
 
 
 class Command(BaseCommand):
@@ -37,7 +37,7 @@ class Command(BaseCommand):
         skipped = len(tasks) - len(todo)
         if enqueue:
             for t in todo:
-                current_app.send_task(task_names.GENERATE_RUBRIC, args=[t.pk], ignore_result=True)
+                send_task_now(task_names.GENERATE_RUBRIC, [t.pk])
             self.stdout.write(f"Queued rubric generation for {len(todo)} task(s); {skipped} already had a rubric.")
             return
         generated = failed = waiting = 0

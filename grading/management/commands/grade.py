@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from celery import current_app
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from grading import task_names
@@ -12,6 +11,7 @@ from grading.exceptions import GradingError, NotGradable
 from grading.selectors import episodes_pending_grading, episodes_with_outdated_scores, solo_runs_pending_grading
 from grading.services import pipeline, solo_runs
 from studies.models import Episode, SoloRun
+from studies.task_sending import send_task_now
 
 
 class Command(BaseCommand):
@@ -53,9 +53,9 @@ class Command(BaseCommand):
             runs = list(solo_runs_pending_grading().values_list("pk", flat=True))
         if not sync:
             for pk in episodes:
-                current_app.send_task(task_names.GRADE_EPISODE, args=[pk], ignore_result=True)
+                send_task_now(task_names.GRADE_EPISODE, [pk])
             for pk in runs:
-                current_app.send_task(task_names.GRADE_SOLO_RUN, args=[pk], ignore_result=True)
+                send_task_now(task_names.GRADE_SOLO_RUN, [pk])
             self.stdout.write(f"Queued grading for {len(episodes)} episode(s) and {len(runs)} solo run(s).")
             return
         counts: Counter[str] = Counter()

@@ -108,3 +108,25 @@ def test_demo_is_refused_in_production(tmp_path):
                           timeout=120)
     assert proc.returncode != 0
     assert "refused when DJANGO_ENV=production" in proc.stderr
+
+
+_UNKNOWN_ADDRESS = (
+    "from django.test import Client; response = Client(HTTP_HOST='localhost').get('/no-such-page/');"
+    "out['status'] = response.status_code; out['body'] = response.content.decode();"
+    "from django.template.loader import render_to_string; out['error_page'] = render_to_string('500.html');"
+)
+
+
+def test_the_embedded_default_shows_the_projects_own_404_not_the_url_patterns(tmp_path):
+    out = _settings_in_subprocess({}, tmp_path, extra=_UNKNOWN_ADDRESS)
+    assert out["debug"] is False
+    assert out["status"] == 404
+    assert "Page not found" in out["body"] and "There is no page at this address" in out["body"]
+    assert "URLconf" not in out["body"] and "admin/" not in out["body"]
+    assert "Something went wrong on our side" in out["error_page"]
+
+
+def test_technical_error_pages_only_when_a_developer_sets_django_debug(tmp_path):
+    out = _settings_in_subprocess({"DJANGO_DEBUG": "1"}, tmp_path, extra=_UNKNOWN_ADDRESS)
+    assert out["debug"] is True
+    assert out["status"] == 404 and "URLconf" in out["body"]
