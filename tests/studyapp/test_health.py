@@ -23,7 +23,7 @@ def test_readiness_passes_with_every_service_up():
     body = response.json()
     assert response.status_code == 200, body
     assert body["status"] == "ready" and body["failed"] == []
-    assert set(body["checks"]) == {"database", "cache", "broker", "storage"}
+    assert set(body["checks"]) == {"database", "cache", "broker", "storage", "static"}
     assert all(check["ok"] for check in body["checks"].values())
 
 
@@ -84,3 +84,22 @@ def test_a_check_that_hangs_is_reported_at_the_deadline_instead_of_holding_the_a
         silent.close()
     assert body["failed"] == ["cache"]
     assert body["checks"]["cache"] == {"ok": False, "error": "no answer within 0.5 s"}
+
+
+def test_readiness_names_static_until_collectstatic_has_run(settings, tmp_path):
+    from django.contrib.staticfiles.storage import staticfiles_storage
+    from django.core.management import call_command
+    from django.utils.functional import empty
+
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"}}
+    settings.STATIC_ROOT = tmp_path / "static"
+    settings.STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder"]
+    staticfiles_storage._wrapped = empty
+    try:
+        response = Client().get("/readyz")
+        assert response.status_code == 503 and response.json()["failed"] == ["static"]
+        call_command("collectstatic", "--noinput", "-v", "0")
+        assert Client().get("/readyz").status_code == 200
+    finally:
+        staticfiles_storage._wrapped = empty
