@@ -303,3 +303,68 @@ def test_an_abandoned_episode_expires_after_the_study_limit_and_frees_its_place(
     assert episode_assign(participant=other, position=1).task == world.tasks[0]
     m.Participant.objects.filter(pk=other.pk).update(last_activity_at=timezone.now() + timedelta(hours=45))
     assert episodes_expire_abandoned(now=timezone.now() + timedelta(hours=50)) == 0, "expired ones stay expired"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", [m.Study.DesignMode.BALANCED, m.Study.DesignMode.UNIFORM])
+def test_workers_starting_together_keep_capacity_coverage_and_agent_balance_exact(mode):
+    """Only the chosen rows are locked, and each choice is checked again once they are held: twelve workers
+    starting at once over four tasks of capacity three fill every task exactly, and in balanced mode the
+    agents' episode counts differ by at most one, as one after the other would leave them."""
+    world = make_world(tasks=4, agents=3, capacity=3)
+    m.Study.objects.filter(pk=world.study.pk).update(design_mode=mode)
+    outcomes = _start_together([make_participant(world) for _ in range(12)])
+    assert outcomes == ["assigned"] * 12, outcomes
+    per_task = Counter(m.Episode.objects.filter(study=world.study).values_list("task_id", flat=True))
+    assert sorted(per_task.values()) == [3, 3, 3, 3]
+    per_agent = Counter(m.Episode.objects.filter(study=world.study).values_list("agent_id", flat=True))
+    if mode == m.Study.DesignMode.BALANCED:
+        assert sorted(per_agent.values()) == [4, 4, 4], per_agent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_assignment_in_progress_holds_only_its_own_task_and_agent():
+    """While one worker's assignment transaction is still open, another worker of the study whose task differs
+    is assigned without waiting for it (a study-wide lock on every agent or candidate task would make it wait
+    until the lock timeout)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite serialises every writer")
+    from django.db import transaction
+    from django.db.utils import OperationalError
+
+    world = make_world(tasks=2, agents=2, capacity=5)
+    m.Study.objects.filter(pk=world.study.pk).update(design_mode=m.Study.DesignMode.UNIFORM)
+    elsewhere = SectorFactory(code="elsewhere", name="Elsewhere")
+    own_task = TaskFactory(title="elsewhere", sector=elsewhere, studies=[world.study])
+    first = make_participant(world)
+    second = make_participant(world, occupation=OccupationFactory(soc_code="15-1252.00", title="Developers",
+                                                                  sector=elsewhere))
+    held, done = threading.Event(), threading.Event()
+
+    def hold_first() -> None:
+        close_old_connections()
+        try:
+            with transaction.atomic():
+                episode_assign(participant=first, position=1)
+                held.set()
+                done.wait(timeout=60)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold_first)
+    thread.start()
+    try:
+        assert held.wait(timeout=60)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")
+        try:
+            episode = episode_assign(participant=second, position=1)
+        except OperationalError as exc:
+            pytest.fail(f"the second assignment waited for the first one's locks: {exc}")
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = 0")
+        assert episode.task_id == own_task.pk
+    finally:
+        done.set()
+        thread.join(timeout=60)
