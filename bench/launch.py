@@ -185,7 +185,7 @@ def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
-def _wait_ready(url: str, seconds: float = 90) -> None:
+def _wait_ready(url: str, seconds: float = 300) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
@@ -261,6 +261,8 @@ def main() -> None:
     parser.add_argument("--link", choices=("open", "personal"), default="open",
                         help="the study's open link with a Prolific id (default), or signed personal links")
     parser.add_argument("--no-proxy", action="store_true", help="gunicorn alone, without deploy/nginx.conf")
+    parser.add_argument("--no-collectstatic", action="store_true",
+                        help="serve the files an earlier run collected (collecting takes minutes on a busy machine)")
     parser.add_argument("--think", type=float, default=1.0, help="think-time multiplier (1 = a brisk person)")
     parser.add_argument("--arrivals", type=int, help="override the scenario's number of arrivals")
     parser.add_argument("--over-seconds", type=int, help="override the scenario's arrival window in seconds")
@@ -290,7 +292,8 @@ def main() -> None:
 
     # Steady-state workers go on through their whole session (tasks_per_session), the others open two tasks.
     study = prepare_study(arrivals=scenario["arrivals"], tasks_each=None if scenario["steady"] else 2)
-    call_command("collectstatic", "--noinput", "-v", "0")
+    if not args.no_collectstatic:
+        call_command("collectstatic", "--noinput", "-v", "0")
     run = f"l{uuid.uuid4().hex[:6]}"
     plan = {
         "recruits": [r.__dict__ for r in recruits(study, run=run, count=scenario["arrivals"], link=args.link)],
