@@ -22,15 +22,11 @@ random (``balanced``), or at random with probabilities favouring information abo
 Randomness comes from ``random.Random(seed)``; the seed is drawn per assignment and stored in
 ``Episode.pairing_seed``, so every draw can be replayed from the same database state.
 
-Concurrency: the whole choice runs in one transaction, and only what the choice reserves is locked: the
-participant row (one assignment per worker at a time), then the chosen task's row, then -- in ``balanced``
-mode only -- the chosen agent's row (``SELECT … FOR NO KEY UPDATE``, which episodes referencing the
-row do not wait for). Once a row is held the choice is made again
-from the counts as they are then and stands only if it picks the same row; otherwise the row is released
-(savepoint rollback) and the new pick tried. So capacity, least-covered-first and the agent balance stay
-exact, while assignments of other tasks and agents never wait, and a transaction holds at most one task and
-one agent row, always task first, so two cannot deadlock. On SQLite the settings open every transaction as
-``BEGIN IMMEDIATE``, which serialises writers the same way.
+Concurrency: the whole choice runs in one transaction. On PostgreSQL the participant row, the candidate
+task rows and the agent rows are locked with ``SELECT … FOR UPDATE`` (always in this order and by primary
+key, so two transactions cannot deadlock), so two workers starting together are serialised and a task's
+capacity is never exceeded. On SQLite the settings open every transaction as ``BEGIN IMMEDIATE``, which
+serialises writers the same way.
 
 A web request never fits the rating model: adaptive pairing reads the agents' calibrated posterior (mean,
 joint covariance, worker spread, noise) from the cache, written by ``design_posterior_refresh`` from the
@@ -241,61 +237,25 @@ class Pairing:
 
 def agent_pair(*, participant: Participant, rng: Any) -> Pairing:
     """Choose the agent for the participant's next task under the study's design; runs inside the matching
-    transaction.
+    transaction (agent rows locked in primary-key order).
 
     Exactly one random number per candidate agent is drawn first, in primary-key order, as pairing always
-    did, so ``uniform`` and ``balanced`` replay the earlier least-used-first choices for the same seed. Only
-    ``balanced`` reads study-wide state (the episodes per agent), so only it locks anything: the chosen agent's
-    row, after which the choice is made again from the counts as they are then; it stands when it picks the
-    same agent, otherwise that lock is released and the new pick tried (as for tasks,
-    :func:`studies.task_choice.choose_task`), so the balance stays exact without serialising the study.
+    did, so ``uniform`` and ``balanced`` replay the earlier least-used-first choices for the same seed.
     """
     study = participant.study
-    agent_ids = list(Agent.objects.filter(is_active=True, studies=study).order_by("pk").values_list("pk", flat=True))
-    if not agent_ids:
-        agent_ids = list(Agent.objects.filter(is_active=True).order_by("pk").values_list("pk", flat=True))
+    agents = Agent.objects.filter(is_active=True, studies=study)
+    if not agents.exists():
+        agents = Agent.objects.filter(is_active=True)
+    agent_ids = list(agents.select_for_update(of=("self",)).order_by("pk").values_list("pk", flat=True))
     if not agent_ids:
         raise NoAgentAvailable("No AI agent is available for this study right now. Please try again later or "
                                "contact the study team.")
     earlier = list(Episode.objects.filter(participant=participant).order_by("position").values_list(
         "agent_id", "status"))
-    mode = study.design_mode
-    state = rng.getstate()
-    chosen, probability = _agent_choice(study, mode, agent_ids, earlier, rng)
-    if mode != Study.DesignMode.BALANCED:
-        return Pairing(Agent.objects.get(pk=agent_ids[chosen]), mode, probability)
-    for _attempt in range(_AGENT_LOCK_TRIES):
-        try:
-            with transaction.atomic():
-                agent = Agent.objects.select_for_update(of=("self",), no_key=True).get(pk=agent_ids[chosen])
-                rng.setstate(state)
-                again, probability = _agent_choice(study, mode, agent_ids, earlier, rng)
-                if again == chosen:
-                    return Pairing(agent, mode, probability)
-                raise _PairingMoved(again)
-        except _PairingMoved as moved:
-            chosen = moved.index
-    raise NoAgentAvailable("Many participants are starting tasks at this moment. Please reload the page; nothing "
-                           "you already did is lost.")
-
-
-_AGENT_LOCK_TRIES = 20
-
-
-class _PairingMoved(Exception):
-    """A concurrent assignment changed the balanced pick while its row was locked: roll back to release it."""
-
-    def __init__(self, index: int) -> None:
-        super().__init__(index)
-        self.index = index
-
-
-def _agent_choice(study: Study, mode: str, agent_ids: list[int], earlier: list[tuple[int, str]],
-                  rng: Any) -> tuple[int, float]:
-    """Return (index into ``agent_ids``, its assignment probability) under the study's design."""
     used_counts: dict[int, int] = {}
     for agent_id, _status in earlier:
         used_counts[agent_id] = used_counts.get(agent_id, 0) + 1
+    mode = study.design_mode
     # Only balanced pairing looks at the study's counts: the aggregate over every episode is skipped otherwise.
     counts = _study_counts(study, agent_ids) if mode == Study.DesignMode.BALANCED else {}
     draws = [rng.random() for _ in agent_ids]
@@ -316,7 +276,7 @@ def _agent_choice(study: Study, mode: str, agent_ids: list[int], earlier: list[t
         balance = study_counts if mode == Study.DesignMode.BALANCED else np.zeros_like(study_counts)
         keyed = [(int(used[i]), int(balance[i]), draws[i], pk) for i, pk in enumerate(agent_ids)]
         chosen = agent_ids.index(min(keyed)[3])
-    return chosen, float(p[chosen])
+    return Pairing(Agent.objects.get(pk=agent_ids[chosen]), mode, float(p[chosen]))
 
 
 def _study_counts(study: Study, agent_ids: list[int]) -> dict[int, int]:
