@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test install install-dev lock lockcheck chromium lint check migrate demo worker clean
+.PHONY: run test install install-dev lock lockcheck chromium nginx lint check migrate demo worker clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
@@ -50,6 +50,14 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "chromium is not installed and cannot be installed here: browser tests will be skipped."; fi
 
+# The proxy tests serve collectstatic's output through deploy/nginx.conf with Debian's nginx; same rule.
+nginx:
+	@if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "Installing Debian nginx for the proxy tests…"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+	else echo "nginx is not installed and cannot be installed here: proxy tests will be skipped."; fi
+
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
@@ -83,7 +91,7 @@ check: lockcheck install-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python manage.py check
 
-test: install-dev chromium check lint
+test: install-dev chromium nginx check lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

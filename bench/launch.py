@@ -1,6 +1,8 @@
-"""Bench: a study launch on one machine — recruits arriving by personal link and walking the real journey
-(CSRF, occupation search, autosaved pre-survey, reference download, 1 MB deliverable + 200 KB log uploads,
-review, submit, task 2 opened) against the production server stack, driven by locust.
+"""Bench: a study launch on one machine — recruits arriving by the study's open link with a Prolific id (as a
+recruitment platform sends every recruit to one URL; ``--link personal`` for signed personal links) and walking
+the real journey (CSRF, occupation search, autosaved pre-survey, reference download, 1 MB deliverable + 200 KB
+log uploads, review, submit, task 2 opened) through ``deploy/nginx.conf`` in front of gunicorn from
+``gunicorn.conf.py``, as operators deploy it (``--no-proxy``: gunicorn alone), driven by locust.
 
 Why: a launch sends hundreds of participants within minutes; every click should answer within a second while
 a coordinator watches the overview. Targets (issue 28): every worker step p95 ≤ 1 s and p99 ≤ 2 s, sign-up
@@ -9,13 +11,15 @@ p95 ≤ 1 s, 0 errors, staff overview and leaderboard p95 ≤ 1 s, server CPU pe
 figure, and the server's own CPU per request (the serving thread's CPU time, from the Server-Timing header)
 and query counts are printed per step: those do not depend on the load.
 
-Stack (own ports): gunicorn from gunicorn.conf.py (static files through whitenoise, as without the proxy),
-one Celery worker, PostgreSQL and Redis from DATABASE_URL / REDIS_URL, the load generator on the same
-machine (its own CPU printed). Afterwards the integrity check: participants = platform ids, every upload
+Stack (free loopback ports): Debian's nginx with deploy/nginx.conf (static files from collectstatic's
+output, arrival stamps, buffered uploads; TRUSTED_PROXY_COUNT=1), gunicorn from gunicorn.conf.py, one Celery
+worker, PostgreSQL and Redis from DATABASE_URL / REDIS_URL, the load generator on the same machine (its own
+CPU printed). PostgreSQL's lock waits are sampled twice a second during the run (backends waiting on a lock:
+how often, how many at most). Afterwards the integrity check: participants = platform ids, every upload
 byte-identical, one payment per submitted task, no duplicates.
 
-    DATABASE_URL=postgres://… REDIS_URL=redis://…/N python bench/launch.py --scenario burst200 [--port 18700]
-    scenarios: burst200 (200 arrivals in 120 s), launch1000 (1 000 in 10 min),
+    DATABASE_URL=postgres://… REDIS_URL=redis://…/N python bench/launch.py --scenario burst200
+    scenarios: burst200 (200 arrivals in 120 s), launch600 (600 in 5 min), launch1000 (1 000 in 10 min),
                steady100 (100 enrolled keep working, 3 staff refreshing, 5 min)
 """
 
@@ -45,6 +49,7 @@ BIN = Path(sys.executable).parent
 
 SCENARIOS = {
     "burst200": {"arrivals": 200, "over_seconds": 120, "staff": 0, "steady": False},
+    "launch600": {"arrivals": 600, "over_seconds": 300, "staff": 0, "steady": False},
     "launch1000": {"arrivals": 1000, "over_seconds": 600, "staff": 0, "steady": False},
     "steady100": {"arrivals": 100, "over_seconds": 60, "staff": 3, "steady": True, "duration": 300},
 }
@@ -118,11 +123,69 @@ class CpuSampler(threading.Thread):
         return {group: self._tree_seconds(root) for group, root in self.roots.items()}
 
 
+class LockSampler(threading.Thread):
+    """Backends of the bench's database waiting on a lock, sampled every half second (a bounded loop: it stops
+    when the run does): the samples that saw a wait, and the most waiters at once."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.running = True
+        self.samples = self.waiting_samples = self.max_waiters = 0
+
+    def run(self) -> None:
+        from django.db import connection
+
+        try:
+            while self.running:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                   "AND datname = current_database()")
+                    waiters = cursor.fetchone()[0]
+                self.samples += 1
+                self.waiting_samples += waiters > 0
+                self.max_waiters = max(self.max_waiters, waiters)
+                time.sleep(0.5)
+        finally:
+            connection.close()
+
+    def report(self) -> dict:
+        return {"samples": self.samples, "samples_with_lock_waits": self.waiting_samples,
+                "max_backends_waiting": self.max_waiters}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_proxy(*, upstream: int, static_root: Path, work: Path, log: Path) -> tuple[subprocess.Popen, int]:
+    """deploy/nginx.conf as shipped, with only its deployment names replaced (upstream, port, folders)."""
+    import shutil
+
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        raise SystemExit("nginx is not installed (apt-get install -y nginx, or make nginx); or pass --no-proxy.")
+    port = _free_port()
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    for old, new in (("server web:8000;", f"server 127.0.0.1:{upstream};"),
+                     ("listen 80;", f"listen 127.0.0.1:{port};"),
+                     ("/srv/static", str(static_root)), ("/tmp/nginx-body", str(work / "nginx-body"))):
+        conf = conf.replace(old, new)
+    (work / "nginx.conf").write_text(conf)
+    process = subprocess.Popen([nginx, "-c", str(work / "nginx.conf"), "-p", str(work), "-e", str(log), "-g",
+                                f"daemon off; pid {work / 'nginx.pid'}; error_log {log};"],
+                               cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    return process, port
+
+
 def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
-def _wait_ready(url: str, seconds: float = 90) -> None:
+def _wait_ready(url: str, seconds: float = 300) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
@@ -194,7 +257,12 @@ def _verdict(summary: dict, journey_errors: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="burst200")
-    parser.add_argument("--port", type=int, default=18700)
+    parser.add_argument("--port", type=int, default=0, help="gunicorn's port (default: a free one)")
+    parser.add_argument("--link", choices=("open", "personal"), default="open",
+                        help="the study's open link with a Prolific id (default), or signed personal links")
+    parser.add_argument("--no-proxy", action="store_true", help="gunicorn alone, without deploy/nginx.conf")
+    parser.add_argument("--no-collectstatic", action="store_true",
+                        help="serve the files an earlier run collected (collecting takes minutes on a busy machine)")
     parser.add_argument("--think", type=float, default=1.0, help="think-time multiplier (1 = a brisk person)")
     parser.add_argument("--arrivals", type=int, help="override the scenario's number of arrivals")
     parser.add_argument("--over-seconds", type=int, help="override the scenario's arrival window in seconds")
@@ -224,10 +292,11 @@ def main() -> None:
 
     # Steady-state workers go on through their whole session (tasks_per_session), the others open two tasks.
     study = prepare_study(arrivals=scenario["arrivals"], tasks_each=None if scenario["steady"] else 2)
-    call_command("collectstatic", "--noinput", "-v", "0")
+    if not args.no_collectstatic:
+        call_command("collectstatic", "--noinput", "-v", "0")
     run = f"l{uuid.uuid4().hex[:6]}"
     plan = {
-        "recruits": [r.__dict__ for r in recruits(study, run=run, count=scenario["arrivals"])],
+        "recruits": [r.__dict__ for r in recruits(study, run=run, count=scenario["arrivals"], link=args.link)],
         "survey": survey_spec(study), "think": args.think, "study_slug": study.slug,
         "staff": scenario["staff"], "staff_username": "demo-staff", "staff_password": DEMO_PASSWORD,
         "steady": scenario["steady"], "duration": scenario.get("duration"),
@@ -236,25 +305,34 @@ def main() -> None:
         "arrival_interval": scenario["over_seconds"] / scenario["arrivals"],
     }
     work = Path(tempfile.mkdtemp(prefix="launch-bench-", dir=settings.VAR_DIR))
+    work.chmod(0o755)  # nginx's workers run as another user
     (work / "plan.json").write_text(json.dumps(plan))
+    port = args.port or _free_port()
 
     env = {**os.environ, "SERVER_TIMING": "1", "DJANGO_DEBUG": "0",
-           "GUNICORN_BIND": f"127.0.0.1:{args.port}", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "GUNICORN_BIND": f"127.0.0.1:{port}", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "TRUSTED_PROXY_COUNT": "0" if args.no_proxy else "1",
            # Every simulated recruit arrives from 127.0.0.1; the per-address limit on invitation links is
            # meant for one real network, not for a whole launch.
            "JOIN_THROTTLE_RATE": "100000/min"}
     server = _start([str(BIN / "gunicorn"), "--config", "gunicorn.conf.py", "studyapp.wsgi:application"],
                     env, work / "gunicorn.log")
+    proxy, entry = None, port
+    if not args.no_proxy:
+        proxy, entry = _start_proxy(upstream=port, static_root=Path(settings.STATIC_ROOT), work=work,
+                                    log=work / "nginx.log")
     worker = _start([str(BIN / "celery"), "-A", "studyapp", "worker", "-Q", "default,grading,rating", "-c", "1",
                      "--loglevel", "WARNING", "-n", f"launch-bench-{run}@%h"], env, work / "celery.log")
     try:
-        _wait_ready(f"http://127.0.0.1:{args.port}/accounts/login/")
+        _wait_ready(f"http://127.0.0.1:{entry}/accounts/login/")
         # Warm every worker process (imports, templates, URL conf) as a server that has run a while is;
         # opening an invitation page creates nothing.
         for _ in range(24):
-            _wait_ready(f"http://127.0.0.1:{args.port}{plan['recruits'][0]['join_path']}")
+            _wait_ready(f"http://127.0.0.1:{entry}{plan['recruits'][0]['join_path']}")
         sampler = CpuSampler(server=server.pid, worker=worker.pid)
         sampler.start()
+        locks = LockSampler()
+        locks.start()
         load_before = os.getloadavg()
         cpu_before, started = sampler.totals(), time.time()
         users = scenario["arrivals"] + scenario["staff"]
@@ -266,7 +344,7 @@ def main() -> None:
              # Users are spawned ahead of their planned arrival and wait for it (the plan's clock sets the
              # arrival rate, not locust's spawning).
              "-r", f"{max(4 * rate, 5.0):.4f}", "--run-time", f"{int(run_time)}s",
-             "--host", f"http://127.0.0.1:{args.port}", "--only-summary", "--loglevel", "WARNING",
+             "--host", f"http://127.0.0.1:{entry}", "--only-summary", "--loglevel", "WARNING",
              "--stop-timeout", "60"],
             cwd=ROOT, env={**env, "LAUNCH_PLAN": str(work / "plan.json"),
                            "LAUNCH_RESULTS": str(work / "results.json")},
@@ -275,12 +353,14 @@ def main() -> None:
         cpu_after = sampler.totals()
         cores = {group: round((cpu_after[group] - cpu_before[group]) / elapsed, 2) for group in cpu_after}
         server_cpu = cpu_after["server"] - cpu_before["server"]
-        sampler.running = False
+        sampler.running = locks.running = False
+        locks.join(timeout=5)
         load_after = os.getloadavg()
     finally:
-        for process in (server, worker):
+        started_here = [p for p in (proxy, server, worker) if p is not None]
+        for process in started_here:
             process.terminate()
-        for process in (server, worker):
+        for process in started_here:
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -289,7 +369,9 @@ def main() -> None:
     summary = _summary(results)
     generator = results["generator"]
     report = {
-        "scenario": args.scenario, "arrivals": scenario["arrivals"], "think": args.think,
+        "scenario": args.scenario, "arrivals": scenario["arrivals"], "think": args.think, "link": args.link,
+        "through": "gunicorn alone" if args.no_proxy else "deploy/nginx.conf in front of gunicorn",
+        "lock_waits": locks.report(),
         "locust_exit": locust.returncode, "elapsed_s": round(elapsed, 1),
         "requests_per_s": round(summary["requests"] / elapsed, 1),
         # The arrivals as they happened: the first and last join and how many per second came in between.
@@ -323,7 +405,11 @@ def _table(report: dict) -> str:
         queries = "-" if row["queries_max"] is None else row["queries_max"]
         lines.append(f"{step:22s} {row['n']:5d} {row['p50_ms']:6d} {row['p95_ms']:6d} {row['p99_ms']:6d} "
                      f"{row['errors']:4d} {cpu:>7} {queries:>7}")
-    lines.append(f"{report['arrivals']} arrivals over {report['arrival_window_s']} s")
+    lines.append(f"{report['arrivals']} arrivals over {report['arrival_window_s']} s by the {report['link']} link, "
+                 f"through {report['through']}")
+    waits = report["lock_waits"]
+    lines.append(f"lock waits: {waits['samples_with_lock_waits']} of {waits['samples']} samples saw a backend waiting "
+                 f"on a lock, at most {waits['max_backends_waiting']} at once")
     lines.append(f"load before {report['load_before']} after {report['load_after']} max {report['load_max_1min']} "
                  f"on {report['cpus']} CPUs; generator {report['generator_cores_used']} cores; server "
                  f"{report['server_cores_used']} cores, {report['server_cpu_ms_per_request']} ms CPU per request; "

@@ -44,11 +44,36 @@ def prepare_study(*, arrivals: int, tasks_each: int | None = 2) -> Any:
     return study
 
 
-def recruits(study: Any, *, run: str, count: int) -> list[Recruit]:
+def recruits(study: Any, *, run: str, count: int, link: str = "personal") -> list[Recruit]:
+    """The recruits' links: ``personal`` (signed, one per recruit, platform ids ``<run>-<n>``) or ``open`` (the
+    study's one open link with a Prolific id, as Prolific sends every recruit: 24 hex digits, the run's
+    prefix first)."""
+    from django.urls import reverse
+
     from studies.invitations import personal_invite_path
 
+    if link == "open":
+        url = reverse("worker:join", args=[study.invite_code])
+        ids = [open_link_id(run, n) for n in range(count)]
+        return [Recruit(join_path=f"{url}?PROLIFIC_PID={worker_id}", worker_id=worker_id, study_slug=study.slug)
+                for worker_id in ids]
     return [Recruit(join_path=personal_invite_path(study=study, platform=PLATFORM, worker_id=f"{run}-{n}"),
                     worker_id=f"{run}-{n}", study_slug=study.slug) for n in range(count)]
+
+
+def open_link_id(run: str, n: int) -> str:
+    """A Prolific-shaped id (24 hex digits) unique to the run: its 6 hex digits, then the recruit's number."""
+    return f"{run[-6:]}{n:018x}"
+
+
+def _run_identities(study: Any, run: str):
+    from django.db.models import Q
+
+    from studies.models import ParticipantIdentity
+
+    return ParticipantIdentity.objects.filter(
+        Q(platform=PLATFORM, platform_worker_id__startswith=f"{run}-")
+        | Q(platform="prolific", platform_worker_id__startswith=run[-6:]), study=study)
 
 
 def survey_spec(study: Any) -> dict[str, Any]:
@@ -80,11 +105,9 @@ def survey_spec(study: Any) -> dict[str, Any]:
 def integrity_check(study: Any, *, run: str, arrivals: int) -> dict[str, Any]:
     """Participants = platform ids, every upload byte-identical to what was sent, one payment per submitted
     task, no duplicates."""
-    from studies.models import Episode, EpisodeFile, Participant, ParticipantIdentity, Payment
+    from studies.models import Episode, EpisodeFile, Participant, Payment
 
-    identities = list(ParticipantIdentity.objects.filter(study=study, platform=PLATFORM,
-                                                         platform_worker_id__startswith=f"{run}-")
-                      .values_list("platform_worker_id", "participant_id"))
+    identities = list(_run_identities(study, run).values_list("platform_worker_id", "participant_id"))
     ids = Counter(worker_id for worker_id, _ in identities)
     participants = Participant.objects.filter(pk__in=[p for _, p in identities])
     episodes = Episode.objects.filter(participant__in=participants)

@@ -22,17 +22,26 @@ class SignupForm(UserCreationForm):
         super().__init__(*args, **kwargs)
         self.password_optional = password_optional
         if password_optional:
-            # A signed personal link is the credential (the link signs the worker back in), so the launch's
-            # critical path pays no password hash; a password only adds a way in from another device.
-            for name in ("password1", "password2"):
+            # The personal links are the credential (they sign the worker back in), so the launch's critical
+            # path pays no password hash; a password and a user name only add a way in without the link.
+            for name in ("username", "password1", "password2"):
                 self.fields[name].required = False
-            self.fields["password1"].help_text = ("Optional. Your personal link signs you back in; a password lets "
-                                                  "you sign in without it, e.g. on another device.")
+            self.fields["username"].help_text = "Optional. Needed only to sign in with a password."
+            self.fields["password1"].help_text = ("Optional. Your personal resume link signs you back in; a "
+                                                  "password lets you sign in without it.")
+
+    def clean_username(self):
+        if self.password_optional and not self.cleaned_data.get("username"):
+            return ""
+        return super().clean_username()
 
     def clean(self):
         cleaned = super().clean()
         if self.password_optional and bool(cleaned.get("password1")) != bool(cleaned.get("password2")):
             self.add_error("password2", "Enter the same password twice, or leave both fields empty.")
+        if self.password_optional and cleaned.get("password1") and not cleaned.get("username"):
+            self.add_error("username", "Choose a user name to sign in with your password, or leave the password "
+                                       "empty.")
         return cleaned
 
 

@@ -4,11 +4,15 @@ Three kinds of link reach a worker:
 
 - the open study link ``/join/<invite_code>/``, to which a recruitment platform may append the worker's id
   (``?platform=prolific&worker_id=…``, or Prolific's own ``?PROLIFIC_PID=…``). Prolific fills the id in itself,
-  so it cannot be signed; the id is taken as claimed, and the one-participant-per-id rule still holds;
+  so it cannot be signed; the id is taken as claimed when it has the platform's own shape
+  (``OPEN_LINK_ID_FORMATS``), and the one-participant-per-id rule still holds. Such a recruit needs no
+  password: the sign-up creates an account without one and a long-lived session, and the resume link (shown
+  and e-mailed at sign-up) signs them in on another device; the id alone never signs anyone in;
 - a signed personal invitation ``/join/<invite_code>/i/<token>/`` that the study team sends to one recruit
   (e.g. through Upwork messages); the platform id inside is signed, so nobody can change it;
-- a signed resume link ``/p/<token>/`` naming one participant and the account that owns it; it only opens for
-  that account, so passing it on does not let anyone act as someone else.
+- a signed resume link ``/p/<token>/`` naming one participant and the account that owns it; it opens for that
+  account, and signs it in only when it has no password (``personal_link_signs_in``), for
+  ``PERSONAL_LINK_MAX_AGE_DAYS`` after it was issued.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ _INVITE_SALT = "studies.invitations.personal-invite"
 _RESUME_SALT = "studies.invitations.participant-resume"
 _PLATFORM_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:~-]{0,127}$")
+# The platforms an open link accepts, with the shape of their own ids: a mistyped or invented platform name, or
+# an id the platform never issues, is refused before anything is looked up or registered. Personal links are
+# signed by the study team, so they may name any platform of the generic shape.
+OPEN_LINK_ID_FORMATS = {
+    "prolific": re.compile(r"^[0-9a-f]{24}$"),  # Prolific participant ids: 24 hexadecimal digits
+    "mturk": re.compile(r"^A[A-Z0-9]{9,20}$"),
+    "upwork": _WORKER_ID_RE,
+    "other": _WORKER_ID_RE,
+}
 # Query parameters some platforms use for their own worker ids, mapped to our platform names.
 PLATFORM_ID_PARAMETERS = {"PROLIFIC_PID": "prolific", "UPWORK_ID": "upwork"}
 
@@ -51,10 +64,25 @@ def claim_from_query(query) -> PlatformClaim:
             worker_id, platform = query.get(parameter).strip(), platform or platform_name
     if not worker_id:
         return PlatformClaim()
-    return _validated(platform or "other", worker_id, signed=False)
+    platform = platform or "other"
+    id_format = OPEN_LINK_ID_FORMATS.get(platform)
+    if id_format is None:
+        raise InvalidInvitation("The invitation link names an unknown recruitment platform. Please use the link "
+                                "exactly as you received it.")
+    if not id_format.match(worker_id):
+        raise InvalidInvitation(f"The {_platform_name(platform)} id in the invitation link is not valid. Please "
+                                "use the link exactly as you received it.")
+    return _validated(platform, worker_id, signed=False)
+
+
+def _platform_name(platform: str) -> str:
+    return {"prolific": "Prolific", "mturk": "MTurk", "upwork": "Upwork"}.get(platform, "worker")
 
 
 def _validated(platform: str, worker_id: str, *, signed: bool) -> PlatformClaim:
+    if platform == "prolific" and not OPEN_LINK_ID_FORMATS["prolific"].match(worker_id):
+        raise InvalidInvitation("The Prolific id in the invitation link is not valid. Please use the link exactly "
+                                "as you received it.")
     if not _PLATFORM_RE.match(platform):
         raise InvalidInvitation("The invitation link names an unknown recruitment platform. Please use the link "
                                 "exactly as you received it.")
@@ -95,8 +123,9 @@ def claim_from_personal_token(*, study: Study, token: str) -> PlatformClaim:
 
 
 def personal_link_signs_in(user: Any) -> bool:
-    """Whether a genuine personal link may sign this account in by itself: only a plain worker account that
-    chose no password (one with a password signs in with it, so a leaked link gives nothing away)."""
+    """Whether a genuine personal link (a signed invitation or the participant's resume link) may sign this
+    account in by itself: only a plain worker account that chose no password (one with a password signs in
+    with it, so a leaked link gives nothing away)."""
     return user.is_active and not user.has_usable_password() and not (user.is_staff or user.is_superuser)
 
 
@@ -111,10 +140,20 @@ def resume_path(participant: Participant) -> str:
 
 def participant_id_from_resume_token(*, token: str, user_id: int) -> int | None:
     """Return the participant id if the token is genuine and was issued to this account, else None."""
+    owner = resume_token_owner(token=token, max_age_days=None)
+    if owner is None or owner[1] != user_id:
+        return None
+    return owner[0]
+
+
+def resume_token_owner(*, token: str, max_age_days: int | None) -> tuple[int, int] | None:
+    """Return (participant id, account id) of a genuine resume token, optionally no older than ``max_age_days``
+    (when the link is to sign someone in, it expires like a personal invitation)."""
     try:
-        data = signing.loads(token, salt=_RESUME_SALT)
+        data = signing.loads(token, salt=_RESUME_SALT,
+                             max_age=timedelta(days=max_age_days) if max_age_days is not None else None)
     except signing.BadSignature:
         return None
-    if not isinstance(data, dict) or data.get("u") != user_id or not isinstance(data.get("p"), int):
+    if not isinstance(data, dict) or not isinstance(data.get("u"), int) or not isinstance(data.get("p"), int):
         return None
-    return data["p"]
+    return data["p"], data["u"]

@@ -2,7 +2,8 @@
 
 ``/healthz`` says only that the process answers: it touches no database, cache or broker, so an orchestrator
 restarts web only when web itself is stuck, never because PostgreSQL is briefly away. ``/readyz`` checks what a
-request needs -- the database, the cache, the Celery broker and the private file storage -- at once under one
+request needs -- the database, the cache, the Celery broker, the private file storage and the collected
+static files -- at once under one
 deadline (``READYZ_TIMEOUT_SECONDS``, 2 s by default), and answers 503 naming every check that failed or did
 not answer in time. Both come first in the middleware list, so neither a host check nor the HTTPS redirect
 stands between them and a probe on 127.0.0.1; they carry no secret (check names and exception class names
@@ -110,6 +111,16 @@ def _storage() -> None:
     default_storage.exists(".readyz")  # S3: a HEAD request, which fails on a wrong bucket or credentials
 
 
+def _static() -> None:
+    """The collected static files: with the hashed-name storage every page looks its files up in the manifest
+    ``collectstatic`` writes, so without it every page is a 500 while the services are all up."""
+    from django.contrib.staticfiles.storage import staticfiles_storage
+
+    manifest = getattr(staticfiles_storage, "manifest_name", None)
+    if manifest and not staticfiles_storage.exists(manifest):
+        raise FileNotFoundError("collectstatic has not been run")
+
+
 def _close_database() -> None:
     from django.db import connection
 
@@ -117,7 +128,7 @@ def _close_database() -> None:
 
 
 CHECKS: dict[str, Callable[[], None]] = {"database": _database, "cache": _cache, "broker": _broker,
-                                         "storage": _storage}
+                                         "storage": _storage, "static": _static}
 # What a check thread closes when it is stopped (tests, a forked child).
 _CLOSERS: dict[str, Callable[[], None]] = {"database": _close_database, "broker": _drop_broker}
 

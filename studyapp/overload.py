@@ -11,6 +11,8 @@ JSON ``{"busy": true}`` for the pages' scripts. Without the header (no proxy) no
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -19,6 +21,32 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 RETRY_AFTER_SECONDS = 5
+# Shed requests are expected under overload, not errors: one WARNING per process at most this often, with the
+# count since the last one (Django would otherwise log every 503 at ERROR, thousands of lines in one launch).
+SHED_LOG_INTERVAL_SECONDS = 10.0
+
+logger = logging.getLogger(__name__)
+
+
+class _ShedLog:
+    """Counts shed requests and logs a WARNING summary at most every ``SHED_LOG_INTERVAL_SECONDS``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._last = float("-inf")
+
+    def record(self, waited: float) -> None:
+        with self._lock:
+            self._count += 1
+            now = time.monotonic()
+            if now - self._last < SHED_LOG_INTERVAL_SECONDS:
+                return
+            count, self._count, self._last = self._count, 0, now
+        logger.warning("Overloaded: answered %d request(s) busy (503); the latest had queued %.1f s", count, waited)
+
+
+_shed_log = _ShedLog()
 
 
 def queued_seconds(header: str, *, now: float) -> float | None:
@@ -63,4 +91,6 @@ def _busy(request: HttpRequest, waited: float) -> HttpResponse:
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     response["Cache-Control"] = "no-store"
     response["X-Queue-Seconds"] = f"{waited:.1f}"
+    response._has_been_logged = True  # django.request would log it at ERROR
+    _shed_log.record(waited)
     return response

@@ -121,8 +121,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 # A request the proxy stamped (X-Request-Start) more than this many seconds ago is answered 503 "busy,
-# retrying" at once instead of being served late (studyapp/overload.py); 0 never sheds.
-OVERLOAD_QUEUE_SECONDS = float(os.environ.get("OVERLOAD_QUEUE_SECONDS", "10"))
+# retrying" at once instead of being served late (studyapp/overload.py); 0 never sheds. Short, because the
+# participant stares at a blank page for this long before the "busy" page tells them what is happening.
+OVERLOAD_QUEUE_SECONDS = float(os.environ.get("OVERLOAD_QUEUE_SECONDS", "3"))
 # The survey page sends the answers changed in this window together (and whatever is pending when the page is
 # left or submitted): one request per few answers instead of one per click, the largest share of a launch's
 # requests. An answer reaches the server at most this many seconds after it was given.
@@ -292,14 +293,17 @@ STORAGES = {
             "whitenoise.storage.CompressedManifestStaticFilesStorage"
             if PRODUCTION and not TESTING
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
-        )
+        ),
+        # Public files, read by a proxy that runs as another user (deploy/nginx.conf): world-readable, unlike
+        # uploads (FILE_UPLOAD_PERMISSIONS, which would otherwise apply to collectstatic too).
+        "OPTIONS": {"file_permissions_mode": 0o644, "directory_permissions_mode": 0o755},
     },
 }
 WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = not PRODUCTION
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 2**20  # bigger uploads stream to a temporary file, never into memory
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20
 FILE_UPLOAD_TEMP_DIR = None
-FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_PERMISSIONS = 0o600  # uploads only: the static files storage sets its own modes
 
 UPLOADS: dict[str, Any] = {  # only what the environment sets; studies/conf.py holds every default
     "MAX_FILE_BYTES": int(os.environ.get("UPLOAD_MAX_FILE_BYTES", studies_conf.UPLOAD_DEFAULTS["MAX_FILE_BYTES"])),

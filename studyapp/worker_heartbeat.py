@@ -3,22 +3,29 @@
 Celery starts a consumer step only once the worker is connected to the broker and stops it whenever that
 connection is lost, so a fresh file means the worker's main loop runs *and* it is consuming. The file is
 touched every ``WORKER_HEARTBEAT_SECONDS`` (10 s); it is ``WORKER_HEARTBEAT_FILE``, by default
-``collabskill-worker.heartbeat`` in the temporary folder (per container under compose; give several workers on
-one host a file each). ``studyapp.worker_health`` checks it.
+``run/worker-<host name>.heartbeat`` under the project's ``VAR_DIR`` -- not a shared temporary folder, where any
+other user or project on the host could create, touch or remove it (give several workers on one host a file
+each). ``studyapp.worker_health`` checks it.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
+# The settings' default VAR_DIR, read without importing Django (the health check must stay cheap).
+_DEFAULT_VAR_DIR = Path(__file__).resolve().parent.parent / "var"
+
 
 def heartbeat_file() -> Path:
-    return Path(os.environ.get("WORKER_HEARTBEAT_FILE")
-                or Path(tempfile.gettempdir()) / "collabskill-worker.heartbeat")
+    configured = os.environ.get("WORKER_HEARTBEAT_FILE")
+    if configured:
+        return Path(configured)
+    var_dir = Path(os.environ.get("VAR_DIR") or _DEFAULT_VAR_DIR)
+    return var_dir / "run" / f"worker-{socket.gethostname()}.heartbeat"
 
 
 def heartbeat_seconds() -> float:

@@ -30,7 +30,7 @@ def _overview_key(study: Study) -> str:
     return f"dashboard:overview:{study.pk}"
 
 
-def overview(study: Study) -> dict[str, Any]:
+def overview(study: Study, *, monitor_page: int = 1) -> dict[str, Any]:
     """Return ``selectors.overview`` as computed at most ``DASHBOARD_CACHE_SECONDS`` ago, with ``computed_at`` and
     the study's shared ``counts`` (``counts.study_counts``) computed at the same moment, so the page's verdicts
     and tables never mix figures of two moments."""
@@ -41,6 +41,9 @@ def overview(study: Study) -> dict[str, Any]:
                 "cache_seconds": _seconds()}
         if _seconds() > 0:
             cache.set(key, data, _seconds())
+    if monitor_page != 1:
+        # Later pages of the monitor are read fresh (three small queries) rather than cached page by page.
+        data = {**data, "monitor": selectors.monitor(study, page=monitor_page)}
     return data
 
 

@@ -43,6 +43,9 @@ ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders")
 FILE_JOB_KINDS = ("export", "payouts")
 STALE_AFTER = dt.timedelta(hours=24)
 MONITOR_LIMIT = 50
+# The monitor's rows per page: each row carries its own action forms, so 50 of them made the overview a
+# 200 KB page at 2 000 participants; the step table above it still counts everyone.
+MONITOR_PAGE_SIZE = 20
 FAILED_LIMIT = 50
 HUMANS_PER_PAGE = 50
 
@@ -176,8 +179,10 @@ def progress_by_agent(study: Study, breakdown: dict[str, Any] | None = None) -> 
     return _progress_rows(breakdown or episode_breakdown(study), "agent")
 
 
-def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITOR_LIMIT) -> dict[str, Any]:
-    """Return who is where in the journey, how long since they were last active, stalest first (three queries)."""
+def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITOR_PAGE_SIZE,
+            page: int = 1) -> dict[str, Any]:
+    """Return who is where in the journey, how long since they were last active, stalest first, ``limit``
+    people on page ``page`` (clamped to the pages there are; three queries whatever the page)."""
     now = now or timezone.now()
     stale_before = now - STALE_AFTER
     active = Participant.objects.filter(study=study, status__in=ACTIVE_STEPS).annotate(
@@ -201,7 +206,11 @@ def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITO
                 "longest_idle": (now - row["oldest"]) if row["oldest"] else None,
             }
         )
-    people = list(active.order_by("seen", "pk").values("pk", "pseudonym", "status", "seen")[:limit])
+    total = sum(row["n"] for row in step_rows)
+    pages = max(1, -(-total // limit))
+    page = min(max(1, page), pages)
+    offset = (page - 1) * limit
+    people = list(active.order_by("seen", "pk").values("pk", "pseudonym", "status", "seen")[offset:offset + limit])
     # The open task of just these participants: one more query, whatever the size of the study.
     open_tasks: dict[int, Mapping[str, Any]] = {}
     episode: Mapping[str, Any]
@@ -227,7 +236,8 @@ def monitor(study: Study, *, now: dt.datetime | None = None, limit: int = MONITO
         if person["episode_status"]:
             person["episode_status_label"] = Episode.Status(person["episode_status"]).label
     stale_hours = int(STALE_AFTER.total_seconds() // 3600)
-    return {"steps": step_rows, "people": people, "limit": limit, "stale_hours": stale_hours}
+    return {"steps": step_rows, "people": people, "limit": limit, "stale_hours": stale_hours, "page": page,
+            "pages": pages, "total": total, "first": offset + 1 if people else 0, "last": offset + len(people)}
 
 
 def stranded_workers(study: Study, *, limit: int = MONITOR_LIMIT) -> list[dict[str, Any]]:

@@ -101,7 +101,8 @@ def glossary(request: HttpRequest) -> HttpResponse:
 @require_GET
 def overview(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(slug)
-    data = cached.overview(study)
+    page = request.GET.get("monitor_page", "1")
+    data = cached.overview(study, monitor_page=int(page) if page.isdigit() and len(page) < 7 else 1)
     study_counts = data["counts"]
     return _render(
         request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",

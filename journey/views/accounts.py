@@ -5,9 +5,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from studies.client_address import client_address
+from studies.rate_limits import rate_limit_hit
 
 
 class LoginView(auth_views.LoginView):
@@ -39,16 +41,14 @@ class PasswordResetView(auth_views.PasswordResetView):
     subject_template_name = "registration/password_reset_subject.txt"
 
     def form_valid(self, form):
-        key = "password-reset:" + (self.request.META.get("REMOTE_ADDR") or "unknown")
-        if not cache.add(key, 1, timeout=3600):
-            try:
-                count = cache.incr(key)
-            except ValueError:
-                count = 1
-            if count > RESET_REQUESTS_PER_HOUR:
-                form.add_error(None, "Too many reset requests from this network. Please try again in an hour, "
-                                     "or contact the study team.")
-                return self.form_invalid(form)
+        # Keyed on the client's address as the trusted proxies report it: behind nginx REMOTE_ADDR is the
+        # proxy's, and every user would share one limit.
+        verdict = rate_limit_hit("password-reset", client_address(self.request) or "unknown",
+                                 limit=RESET_REQUESTS_PER_HOUR, window=3600)
+        if not verdict.allowed:
+            form.add_error(None, "Too many reset requests from this network. Please try again in an hour, "
+                                 "or contact the study team.")
+            return self.form_invalid(form)
         return super().form_valid(form)
 
 

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from rest_framework.throttling import SimpleRateThrottle
 
 from grading.consent import consent_providers
 from journey.forms import ConsentForm, ProfileForm, SignupForm, WithdrawForm
@@ -29,9 +29,11 @@ from studies.invitations import (
     participant_id_from_resume_token,
     personal_link_signs_in,
     resume_path,
+    resume_token_owner,
 )
 from studies.markdown import render_markdown
 from studies.models import ConsentVersion, Episode, Participant, ParticipantIdentity, Study
+from studies.rate_limits import parse_rate, rate_limit_hit
 from studies.selectors import (
     Step,
     journey_state,
@@ -50,6 +52,7 @@ from studies.services.participants import (
     participant_profile_update,
     participant_signup,
     participant_withdraw,
+    resume_link_send,
     step_visit_record,
 )
 
@@ -58,32 +61,21 @@ TRACKED_STEPS = {"consent", "profile", "pre_survey", "task", "post_survey", "com
 
 # --- Entry ---------------------------------------------------------------------------------------------------
 
-class JoinRateThrottle(SimpleRateThrottle):
-    """Requests to invitation links per client address (as the trusted proxies report it)."""
-
-    scope = "join"
-
-    def get_rate(self) -> str:
-        return settings.JOIN_THROTTLE_RATE
-
-    def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": client_address(request) or "unknown"}
-
-
 def _throttled(view):
-    """Answer 429 once a client address has opened invitation links too often (it creates accounts)."""
+    """Answer 429 once a client address (as the trusted proxies report it) has opened invitation links too
+    often (they create accounts); counted atomically, so a burst from one address cannot slip past."""
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        throttle = JoinRateThrottle()
-        if throttle.allow_request(request, None):
+        limit, window = parse_rate(settings.JOIN_THROTTLE_RATE)
+        verdict = rate_limit_hit("join", client_address(request) or "unknown", limit=limit, window=window)
+        if verdict.allowed:
             return view(request, *args, **kwargs)
-        seconds = max(1, math.ceil(throttle.wait() or 1))
         response = render(request, "worker/join_problem.html", {
             "study": None, "error": "Too many requests from your network to invitation links. "
-                                    f"Please wait {_minutes(seconds)} and open the link again.",
+                                    f"Please wait {_minutes(verdict.retry_after)} and open the link again.",
         }, status=429)
-        response["Retry-After"] = str(seconds)
+        response["Retry-After"] = str(verdict.retry_after)
         return response
 
     return wrapped
@@ -147,8 +139,11 @@ def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) ->
     if owner is not None and claim.signed and personal_link_signs_in(owner.participant.user):
         login(request, owner.participant.user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(journey_state(owner.participant).url)
-    known_id = owner is not None
-    form = SignupForm(request.POST or None, password_optional=claim.signed) if not known_id else None
+    # On the open link the page offered for a known id is the page offered for a new one (same form, same size):
+    # only a sign-up that is posted learns that the id is taken, and it never signs anyone in. A signed personal
+    # link is the recruit's own, so it may say at once that they should sign in.
+    known_id = owner is not None and (claim.signed or request.method == "POST")
+    form = SignupForm(request.POST or None, password_optional=bool(claim.worker_id)) if not known_id else None
     if request.method == "POST" and form is not None and form.is_valid():
         try:
             participant = participant_signup(
@@ -157,7 +152,7 @@ def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) ->
             )
         except (IdentityConflict, StudyNotOpen) as exc:
             return _join_problem(request, study, exc, status=409 if isinstance(exc, IdentityConflict) else 410)
-        login(request, participant.user, backend="django.contrib.auth.backends.ModelBackend")
+        _sign_in_new(request, participant)
         return redirect(journey_state(participant).url)
     # A sign-up posted for a platform id that has joined meanwhile is refused like one that loses the race
     # inside the service: 409, with the page that points to signing in.
@@ -167,13 +162,29 @@ def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) ->
     }, status=409 if known_id and request.method == "POST" else 200)
 
 
+def _sign_in_new(request: HttpRequest, participant: Participant) -> None:
+    """Sign the new account in; one without a password keeps its session as long as its personal links stay
+    valid, and gets its resume link on the next page (and by e-mail when it gave one)."""
+    user = participant.user
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    if user.has_usable_password():
+        return
+    request.session.set_expiry(settings.PERSONAL_LINK_MAX_AGE_DAYS * 24 * 3600)
+    url = request.build_absolute_uri(resume_path(participant))
+    messages.info(request, f"Your personal resume link (keep it: it signs you back in on any device): {url}")
+    if user.email:
+        resume_link_send(participant=participant, url=url)
+
+
 def _join_problem(request: HttpRequest, study: Study, error: StudyError, *, status: int) -> HttpResponse:
     return render(request, "worker/join_problem.html", {"study": study, "error": error.message}, status=status)
 
 
-@login_required
 def resume(request: HttpRequest, token: str) -> HttpResponse:
-    """Signed per-participant link: opens only for the account it was issued to."""
+    """Signed per-participant link: opens only for the account it was issued to, and signs that account in
+    when it has no password (a recruit from the open link on a second device)."""
+    if not request.user.is_authenticated:
+        return _resume_signed_out(request, token)
     participant_id = participant_id_from_resume_token(token=token, user_id=request.user.pk)
     if participant_id is None:
         return render(request, "worker/join_problem.html", {
@@ -183,6 +194,17 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
         }, status=404)
     participant = get_object_or_404(Participant.objects.select_related("study"), pk=participant_id,
                                     user_id=request.user.pk)
+    return redirect(journey_state(participant).url)
+
+
+def _resume_signed_out(request: HttpRequest, token: str) -> HttpResponse:
+    owner = resume_token_owner(token=token, max_age_days=settings.PERSONAL_LINK_MAX_AGE_DAYS)
+    participant = Participant.objects.select_related("user", "study").filter(
+        pk=owner[0], user_id=owner[1]).first() if owner else None
+    if participant is None or not personal_link_signs_in(participant.user):
+        return redirect_to_login(request.get_full_path())
+    login(request, participant.user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session.set_expiry(settings.PERSONAL_LINK_MAX_AGE_DAYS * 24 * 3600)
     return redirect(journey_state(participant).url)
 
 

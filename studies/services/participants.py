@@ -9,12 +9,16 @@ first id it later presents, unless another account holds it.
 
 from __future__ import annotations
 
+import logging
+import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.files.storage import default_storage
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -26,6 +30,8 @@ from studies.services.audit import audit_record
 from studies.task_choice import task_available
 from studies.task_names import RETRACT_PARTICIPANT
 from studies.task_sending import send_task_on_commit
+
+logger = logging.getLogger(__name__)
 
 # A step visit continues while requests keep arriving within this gap; a longer pause starts a new visit,
 # so a worker who leaves overnight is not counted as working all night.
@@ -74,16 +80,39 @@ def participant_join(*, study: Study, user: Any, claim: PlatformClaim) -> Partic
 def participant_signup(*, study: Study, claim: PlatformClaim, username: str, password: str | None,
                        email: str = "") -> Participant:
     """Create a worker account and its participant in one transaction (``password=None``: an account without a
-    usable password, for recruits whose signed personal link is their credential).
+    usable password, for recruits who arrive with a platform id -- signed, or filled in by the platform --
+    whose personal links are their credential).
 
     When the join is refused (the platform id was taken by a concurrent sign-up, or the study closed), the
     new account is rolled back with it, so a race on one invitation never leaves orphan accounts.
     """
-    if password is None and not claim.signed:
-        raise ValueError("Only a signed personal invitation can stand in for a password.")
+    if password is None and not claim.worker_id:
+        raise ValueError("Only an invitation carrying a platform id can stand in for a password.")
     with transaction.atomic():
+        # A recruit without a password signs in only through their links, so a user name is optional: a random
+        # one (never the platform id, which stays in the separate identity row).
+        username = username or f"w-{secrets.token_hex(6)}"
         user = get_user_model().objects.create_user(username=username, email=email, password=password)
         return participant_join(study=study, user=user, claim=claim)
+
+
+def resume_link_send(*, participant: Participant, url: str) -> bool:
+    """E-mail the participant their resume link (the only way back in for an account without a password).
+    A mail server that fails does not fail the sign-up, whose page shows the same link; returns whether it went."""
+    study = participant.study
+    try:
+        send_mail(
+            subject=f"Your link to “{study.name}”",
+            message=(f"Hello,\n\nThank you for joining “{study.name}”. This personal link brings you back to the "
+                     f"study on any device, signed in:\n\n{url}\n\nKeep it to yourself: anyone with it can "
+                     "continue as you. It stays valid for "
+                     f"{settings.PERSONAL_LINK_MAX_AGE_DAYS} days.\n"),
+            from_email=settings.DEFAULT_FROM_EMAIL, recipient_list=[participant.user.email],
+        )
+    except Exception:  # noqa: BLE001 - any mail transport error; the page shows the link anyway
+        logger.warning("Could not e-mail the resume link of participant %s", participant.pk, exc_info=True)
+        return False
+    return True
 
 
 def _join_existing(*, study: Study, user: Any, claim: PlatformClaim) -> Participant | None:

@@ -63,7 +63,7 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
         files[name].write_bytes(content)
 
     # Invitation → account creation.
-    page.goto(f"/join/{study.invite_code}/?platform=prolific&worker_id=PRO-E2E-1")
+    page.goto(f"/join/{study.invite_code}/?platform=prolific&worker_id=5f0c3a1b2c3d4e5f60e2e001")
     page.get_by_label("Username").fill("e2e-worker")
     page.get_by_label("Password", exact=True).fill(PASSWORD)
     page.get_by_label("Password confirmation").fill(PASSWORD)
@@ -159,7 +159,7 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
 
     # What the database recorded.
     assert participant.status == m.Participant.Status.COMPLETE
-    assert participant.identity.platform_worker_id == "PRO-E2E-1"
+    assert participant.identity.platform_worker_id == "5f0c3a1b2c3d4e5f60e2e001"
     episodes = list(m.Episode.objects.filter(participant=participant).order_by("position"))
     assert [e.status for e in episodes] == ["submitted", "skipped", "submitted", "submitted", "submitted"]
     assert m.EpisodeFile.objects.filter(episode=episodes[0], kind="deliverable").count() == 3

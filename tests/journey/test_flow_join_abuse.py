@@ -51,7 +51,7 @@ def test_the_invitation_link_is_throttled_per_client_address(settings):
 @pytest.mark.django_db(transaction=True)
 def test_a_race_of_sign_ups_with_one_platform_id_leaves_no_orphan_account():
     world = make_world()
-    url = reverse("worker:join", args=[world.study.invite_code]) + "?platform=prolific&worker_id=PRO-RACE"
+    url = reverse("worker:join", args=[world.study.invite_code]) + "?PROLIFIC_PID=5f00000000000000000a0ace"
     racers = 6
     barrier = threading.Barrier(racers)
     statuses: list[int] = []
@@ -74,7 +74,7 @@ def test_a_race_of_sign_ups_with_one_platform_id_leaves_no_orphan_account():
     for thread in threads:
         thread.join(timeout=120)
     assert sorted(statuses) == [302] + [409] * (racers - 1), statuses
-    identity = m.ParticipantIdentity.objects.get(study=world.study, platform_worker_id="PRO-RACE")
+    identity = m.ParticipantIdentity.objects.get(study=world.study, platform_worker_id="5f00000000000000000a0ace")
     racers_created = get_user_model().objects.filter(username__startswith="racer-")
     assert list(racers_created) == [identity.participant.user], "losing sign-ups leave no account behind"
 
@@ -82,8 +82,59 @@ def test_a_race_of_sign_ups_with_one_platform_id_leaves_no_orphan_account():
 @pytest.mark.django_db
 def test_a_sign_up_posted_after_the_platform_id_joined_is_refused_like_the_race_loser():
     world = make_world()
-    url = reverse("worker:join", args=[world.study.invite_code]) + "?platform=prolific&worker_id=PRO-LATE"
+    url = reverse("worker:join", args=[world.study.invite_code]) + "?PROLIFIC_PID=5f00000000000000000001a7"
     assert _signup(Client(REMOTE_ADDR="198.51.100.20"), url, "first-comer").status_code == 302
     late = _signup(Client(REMOTE_ADDR="198.51.100.21"), url, "late-comer")
     assert late.status_code == 409
     assert not get_user_model().objects.filter(username="late-comer").exists()
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sign_ups_from_one_address_never_pass_the_limit(settings):
+    """Counted atomically: a read-modify-write of the request history let 52 of 60 concurrent sign-ups through
+    a limit of 30."""
+    settings.JOIN_THROTTLE_RATE = "5/min"
+    world = make_world()
+    racers = 16
+    barrier = threading.Barrier(racers)
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def sign_up(index: int) -> None:
+        close_old_connections()
+        try:
+            url = reverse("worker:join", args=[world.study.invite_code]) + f"?PROLIFIC_PID={index:024x}"
+            barrier.wait(timeout=30)
+            response = Client(REMOTE_ADDR="198.51.100.9").post(url, {"username": "", "email": "", "password1": "",
+                                                                     "password2": ""})
+            with lock:
+                statuses.append(response.status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sign_up, args=(i,)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(statuses) == racers
+    assert statuses.count(302) == 5 == m.Participant.objects.count(), statuses
+    assert statuses.count(429) == racers - 5
+
+
+@pytest.mark.django_db
+def test_the_limits_key_on_the_client_behind_the_proxy_and_survive_redis_down(settings, mailoutbox):
+    from tests.factories import UserFactory
+
+    settings.TRUSTED_PROXY_COUNT = 1
+    UserFactory(username="target", email="target@example.org")
+    for n in range(6):  # six users behind the same proxy, one reset each: nobody is refused
+        response = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").post(
+            reverse("password_reset"), {"email": "target@example.org"})
+        assert response.status_code == 302
+    # Redis down (nothing listens): the limit cannot count, and lets the request through instead of a 500.
+    settings.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0",
+                                   "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 0.2}}}
+    response = Client(REMOTE_ADDR="10.0.0.2").post(reverse("password_reset"), {"email": "target@example.org"})
+    assert response.status_code == 302

@@ -28,13 +28,14 @@ def _signup(client, url, username="newworker"):
 
 def test_a_new_worker_signs_up_from_the_invitation_and_lands_on_consent(client):
     world = make_world()
-    url = reverse("worker:join", args=[world.study.invite_code]) + "?platform=prolific&worker_id=PRO-1"
+    prolific_id = "5f0c3a1b2c3d4e5f60718293"
+    url = reverse("worker:join", args=[world.study.invite_code]) + f"?platform=prolific&worker_id={prolific_id}"
     page = client.get(url)
-    assert page.status_code == 200 and b"Create account" in page.content
+    assert page.status_code == 200 and b"Start the study" in page.content
     response = _signup(client, url)
     assert response.status_code == 302 and response["Location"] == reverse("worker:consent", args=["pilot"])
     participant = m.Participant.objects.get()
-    assert participant.identity.platform == "prolific" and participant.identity.platform_worker_id == "PRO-1"
+    assert participant.identity.platform == "prolific" and participant.identity.platform_worker_id == prolific_id
     assert participant.user.username == "newworker"
 
 
@@ -136,7 +137,7 @@ def test_steps_cannot_be_skipped(client):
 
 def test_reopening_the_invitation_resumes_instead_of_duplicating(client):
     world = make_world()
-    url = reverse("worker:join", args=[world.study.invite_code]) + "?PROLIFIC_PID=abc"
+    url = reverse("worker:join", args=[world.study.invite_code]) + "?PROLIFIC_PID=5f0c3a1b2c3d4e5f607180bc"
     _signup(client, url)
     again = client.get(url)
     assert again.status_code == 302
@@ -145,11 +146,16 @@ def test_reopening_the_invitation_resumes_instead_of_duplicating(client):
 
 def test_another_account_presenting_a_registered_platform_id_is_sent_to_sign_in(client):
     world = make_world()
-    url = reverse("worker:join", args=[world.study.invite_code]) + "?PROLIFIC_PID=abc"
+    url = reverse("worker:join", args=[world.study.invite_code]) + "?PROLIFIC_PID=5f0c3a1b2c3d4e5f607180bc"
     _signup(client, url)
     client.logout()
     page = client.get(url)
-    assert b"already registered" in page.content and b"Create account" not in page.content
+    fresh = client.get(url.replace("607180bc", "607180bd"))
+    assert page.status_code == fresh.status_code == 200 and len(page.content) == len(fresh.content), \
+        "the page must not tell whether the id is registered"
+    posted = client.post(url, {"username": "", "email": "", "password1": "", "password2": ""})
+    assert posted.status_code == 409 and b"already registered" in posted.content
+    assert "_auth_user_id" not in client.session, "a known id alone never signs anyone in"
     intruder = UserFactory()
     client.force_login(intruder)
     refused = client.get(url)

@@ -4,6 +4,7 @@ refused, and the password lockout unchanged."""
 
 from __future__ import annotations
 
+import re
 import time
 from unittest import mock
 
@@ -77,11 +78,82 @@ def test_one_password_field_alone_is_refused_with_a_clear_message(client):
     assert not m.Participant.objects.exists()
 
 
-def test_the_open_link_still_needs_a_password(client):
+PROLIFIC_ID = "5f0c3a1b2c3d4e5f60718293"
+
+
+def _open_link(world, query=f"PROLIFIC_PID={PROLIFIC_ID}") -> str:
+    return reverse("worker:join", args=[world.study.invite_code]) + "?" + query
+
+
+def test_the_open_link_with_a_platform_id_signs_up_without_a_password_or_a_hash(client, mailoutbox):
     world = make_world()
-    url = reverse("worker:join", args=[world.study.invite_code]) + "?platform=prolific&worker_id=PRO-1"
+    page = client.get(_open_link(world))
+    assert page.status_code == 200 and b"Start the study" in page.content
+    with mock.patch("django.contrib.auth.hashers.PBKDF2PasswordHasher.encode") as hashing:
+        response = client.post(_open_link(world), {"username": "", "email": "r@example.org", "password1": "",
+                                                   "password2": ""})
+    assert response.status_code == 302 and _signed_in(client) and not hashing.called
+    participant = m.Participant.objects.get()
+    assert participant.identity.platform_worker_id == PROLIFIC_ID
+    assert not participant.user.has_usable_password() and PROLIFIC_ID not in participant.user.username
+    assert client.session.get_expiry_age() > 30 * 24 * 3600, "a long-lived session, not the default two weeks"
+    # The resume link is shown on the next page and e-mailed; in another browser it signs the recruit in.
+    shown = client.get(response["Location"], follow=True).content.decode()
+    link = re.search(r"http://testserver(/p/[^\s<\"]+/)", shown).group(1)
+    assert len(mailoutbox) == 1 and link in mailoutbox[0].body
+    other = Client()
+    back = other.get(link)
+    assert back.status_code == 302 and "_auth_user_id" in other.session
+    assert other.session["_auth_user_id"] == str(participant.user_id)
+
+
+def test_a_known_platform_id_alone_signs_nobody_in_and_a_resume_link_expires(client, settings):
+    world = make_world()
+    client.post(_open_link(world), {"username": "", "email": "", "password1": "", "password2": ""})
+    participant = m.Participant.objects.get()
+    from studies.invitations import resume_path
+
+    link = resume_path(participant)
+    stranger = Client()
+    assert stranger.post(_open_link(world), {"username": "", "email": "", "password1": "",
+                                             "password2": ""}).status_code == 409
+    assert "_auth_user_id" not in stranger.session and m.Participant.objects.count() == 1
+    settings.PERSONAL_LINK_MAX_AGE_DAYS = 1
+    with mock.patch("django.core.signing.time.time", return_value=time.time() + 2 * 86400):
+        expired = stranger.get(link)
+    assert expired.status_code == 302 and reverse("login") in expired["Location"]
+    assert "_auth_user_id" not in stranger.session
+
+
+def test_a_resume_link_never_signs_in_an_account_with_a_password():
+    world = make_world()
+    first = Client()
+    first.post(_open_link(world), {"username": "chooser", "email": "", "password1": PASSWORD,
+                                   "password2": PASSWORD})
+    participant = m.Participant.objects.get()
+    assert participant.user.has_usable_password()
+    from studies.invitations import resume_path
+
+    other = Client()
+    response = other.get(resume_path(participant))
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+    assert "_auth_user_id" not in other.session
+
+
+def test_the_open_link_without_a_platform_id_still_needs_a_password(client):
+    world = make_world()
+    url = reverse("worker:join", args=[world.study.invite_code])
     response = client.post(url, {"username": "open", "email": "", "password1": "", "password2": ""})
     assert response.status_code == 200 and not m.Participant.objects.exists() and not _signed_in(client)
+
+
+@pytest.mark.parametrize("query", ["PROLIFIC_PID=abc", "PROLIFIC_PID=5F0C3A1B2C3D4E5F60718293",
+                                   "platform=prolific&worker_id=PRO-1", "platform=myspace&worker_id=abc",
+                                   "platform=mturk&worker_id=lower-case"])
+def test_the_open_link_refuses_unknown_platforms_and_ids_the_platform_never_issues(client, query):
+    world = make_world()
+    response = client.get(_open_link(world, query))
+    assert response.status_code == 400 and not m.Participant.objects.exists()
 
 
 def test_a_forged_link_neither_signs_up_nor_signs_in(client):

@@ -94,7 +94,8 @@ def test_studies_that_are_not_recruiting_refuse_new_participants_but_resume_exis
 
 
 def test_platform_ids_from_links_are_read_and_malformed_ones_refused():
-    assert claim_from_query({"PROLIFIC_PID": "abc123"}) == PlatformClaim(platform="prolific", worker_id="abc123")
+    assert claim_from_query({"PROLIFIC_PID": "5f0c3a1b2c3d4e5f60abc123"}) == PlatformClaim(platform="prolific",
+                                                                            worker_id="5f0c3a1b2c3d4e5f60abc123")
     assert claim_from_query({"platform": "Upwork", "worker_id": " u-9 "}).worker_id == "u-9"
     assert claim_from_query({}) == PlatformClaim()
     for bad in ({"worker_id": "<script>"}, {"worker_id": "x" * 300}, {"platform": "no way", "worker_id": "a"}):

@@ -57,3 +57,32 @@ def test_workers_are_forked_preloaded_never_recycled_and_keep_connections_past_a
     assert (recycled["max_requests"], recycled["max_requests_jitter"]) == (50000, 25000), "restarts stay apart"
     assert conf["keepalive"] >= 60
     conf["post_worker_init"](None)  # the warm-up a worker runs before serving: cache client and broker transport
+
+
+def test_env_example_compose_and_readme_agree_on_the_proxy_count():
+    """Behind the compose proxy a count of 0 puts every participant on the proxy's address, so one join
+    throttle would refuse the whole launch."""
+    import re
+
+    example = dict(line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines()
+                   if line and not line.startswith("#") and "=" in line)
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    compose_default = re.fullmatch(r"\$\{TRUSTED_PROXY_COUNT:-(\d+)\}", services["web"]["environment"]
+                                   ["TRUSTED_PROXY_COUNT"]).group(1)
+    assert "proxy" in services
+    assert example["TRUSTED_PROXY_COUNT"] == compose_default == "1"
+    readme_row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+                      if line.startswith("| `TRUSTED_PROXY_COUNT`"))
+    assert "compose stack" in readme_row and re.search(r"`1` behind one proxy, as in the compose stack", readme_row)
+    assert "as in the compose stack); `1`" not in readme_row, "the README must not tell compose users to set 0"
+
+
+def test_nginx_closes_idle_upstream_connections_before_gunicorn_does(monkeypatch):
+    import re
+
+    monkeypatch.delenv("GUNICORN_KEEPALIVE", raising=False)
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    upstream = re.search(r"upstream web \{([^}]*)\}", conf).group(1)
+    nginx_idle = re.search(r"keepalive_timeout (\d+)s;", upstream)
+    assert nginx_idle, "without it nginx keeps upstream connections 60 s by default, unrelated to gunicorn's"
+    assert int(nginx_idle.group(1)) < runpy.run_path(str(ROOT / "gunicorn.conf.py"))["keepalive"]

@@ -35,7 +35,7 @@ def test_readiness_passes_with_every_service_up():
     body = response.json()
     assert response.status_code == 200, body
     assert body["status"] == "ready" and body["failed"] == []
-    assert set(body["checks"]) == {"database", "cache", "broker", "storage"}
+    assert set(body["checks"]) == {"database", "cache", "broker", "storage", "static"}
     assert all(check["ok"] for check in body["checks"].values())
 
 
@@ -200,3 +200,24 @@ def test_a_hung_check_is_not_started_again_and_leaves_no_thread_per_probe(monkey
     for thread in _readyz_threads():
         thread.join(timeout=5)
     assert _readyz_threads() == []  # stopping ends every thread the checks used
+
+
+def test_readiness_names_static_until_collectstatic_has_run(settings, tmp_path, monkeypatch):
+    from django.contrib.staticfiles.storage import staticfiles_storage
+    from django.core.management import call_command
+    from django.utils.functional import empty
+
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"}}
+    settings.STATIC_ROOT = tmp_path / "static"
+    settings.STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder"]
+    staticfiles_storage._wrapped = empty
+    monkeypatch.setenv("READYZ_CACHE_SECONDS", "0")
+    try:
+        response = Client().get("/readyz")
+        assert response.status_code == 503 and response.json()["failed"] == ["static"]
+        call_command("collectstatic", "--noinput", "-v", "0")
+        assert Client().get("/readyz").status_code == 200
+    finally:
+        staticfiles_storage._wrapped = empty
+        health.stop_checks()

@@ -68,3 +68,32 @@ def test_the_stamp_is_read_in_seconds_milliseconds_or_microseconds(scale):
     now = 1_800_000_000.0
     assert queued_seconds(f"t={(now - 12.5) * scale:.3f}", now=now) == pytest.approx(12.5, abs=0.01)
     assert queued_seconds("garbage", now=now) is None
+
+
+def test_shed_requests_are_summarised_at_warning_never_logged_one_error_each(worker_client, settings, caplog):
+    import logging
+
+    import studyapp.overload as overload
+
+    overload._shed_log = overload._ShedLog()
+    settings.OVERLOAD_QUEUE_SECONDS = 10
+    url = reverse("worker:study", args=["pilot"])
+    with caplog.at_level(logging.INFO):
+        for _ in range(20):
+            assert worker_client.get(url, HTTP_X_REQUEST_START=_stamp(25)).status_code == 503
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a shed request is no error"
+    summaries = [r for r in caplog.records if r.name == "studyapp.overload"]
+    assert len(summaries) == 1 and summaries[0].levelno == logging.WARNING
+
+
+def test_a_shed_participant_is_told_within_a_few_seconds_by_default():
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "OVERLOAD_QUEUE_SECONDS"}
+    out = subprocess.run([sys.executable, "-c", "import studyapp.settings as s; print(s.OVERLOAD_QUEUE_SECONDS)"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    assert 0 < float(out.strip().splitlines()[-1]) <= 3

@@ -88,3 +88,14 @@ def test_a_real_worker_beats_while_consuming_and_stops_beating_without_its_broke
         broker.terminate()
         broker.wait(timeout=30)
     wait_for(lambda: _check(env, 3).returncode == 1, timeout=60, message="the check to fail once the worker stopped")
+
+
+def test_the_heartbeat_file_defaults_under_var_dir_not_the_shared_temporary_folder(tmp_path, monkeypatch):
+    from studyapp.worker_heartbeat import heartbeat_file
+
+    monkeypatch.delenv("WORKER_HEARTBEAT_FILE", raising=False)
+    monkeypatch.setenv("VAR_DIR", str(tmp_path))
+    path = heartbeat_file()
+    assert tmp_path in path.parents
+    monkeypatch.delenv("VAR_DIR")
+    assert (ROOT / "var") in heartbeat_file().parents

@@ -179,3 +179,22 @@ def test_the_overview_shows_the_invitation_link_and_on_the_demo_its_accounts(sta
     call_command("demo", "--no-cohort")
     demo = staff_client.get(reverse("dashboard:overview", args=["collabskill-demo"])).content.decode()
     assert 'id="demo-accounts"' in demo and "demo-expert" in demo and "demo-password" in demo
+
+
+@pytest.mark.django_db
+def test_the_live_monitor_is_paginated_so_the_overview_stays_small(staff_client):
+    """Each monitor row carries its own action forms: 45 people in the middle of the study show 20 at a time,
+    the step table still counts all 45, and a page past the end shows the last one."""
+    from studies.models import Participant
+    from tests.factories import ParticipantFactory, StudyFactory
+
+    study = StudyFactory()
+    for _ in range(45):
+        ParticipantFactory(study=study, status=Participant.Status.WORKING)
+    url = reverse("dashboard:overview", args=[study.slug])
+    first = staff_client.get(url).content.decode()
+    assert first.count('name="participant"') == 2 * 20  # remind + withdraw per row
+    assert "1–20 of 45" in first and "page 1 of 3" in first and "?monitor_page=2#monitor" in first
+    last = staff_client.get(url + "?monitor_page=99").content.decode()
+    assert last.count('name="participant"') == 2 * 5 and "41–45 of 45" in last
+    assert staff_client.get(url + "?monitor_page=junk").status_code == 200
