@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import chi2
+from threadpoolctl import threadpool_limits
 
 from rating.fit import json_safe
 from rating.synergy_data import SynergyData, SynergyInputError, build_design, subset
@@ -185,6 +186,13 @@ def synergy_fit(data: SynergyData, *, level: float = 0.95, baseline: AgentBaseli
     reasons = _preconditions(data, level)
     if reasons:
         return _unfittable(data, level, reasons)
+    # Small dense solves: BLAS threads only add contention on a shared machine.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _fit(data, level, baseline, folds, seed, test, reasons)
+
+
+def _fit(data: SynergyData, level: float, baseline: AgentBaseline | None, folds: int, seed: int, test: bool,
+         reasons: dict[str, str]) -> SynergyFit:
     n_humans, n_tasks = _codes_size(data.human), _codes_size(data.task)
     design = build_design(data, n_humans, n_tasks)
     if data.n - design.p < 2:

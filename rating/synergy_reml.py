@@ -116,6 +116,81 @@ def evaluate(design: Design, params: np.ndarray, restricted: bool = False) -> Ev
     return Evaluation(deviance, q, q / dof, scale, k, chol, sol * scale)
 
 
+def _factor_derivatives(restricted: bool) -> list[np.ndarray]:
+    if restricted:
+        return [np.array([[1.0, 0.0], [1.0, 0.0]])]
+    return [np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[0.0, 0.0], [1.0, 0.0]]),
+            np.array([[0.0, 0.0], [0.0, 1.0]])]
+
+
+def _k_derivative(design: Design, lam: np.ndarray, d_lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """dK_g and d log|C_g| per group for one direction of L."""
+    pat = design.patterns
+    g = pat.n_solo.shape[0]
+    n_mat = np.zeros((g, 2, 2))
+    n_mat[:, 0, 0], n_mat[:, 1, 1] = pat.n_solo, pat.n_team
+    c_inv = np.linalg.inv(np.einsum("ji,gjk,kl->gil", lam, n_mat, lam) + np.eye(2))
+    d_c = np.einsum("ji,gjk,kl->gil", d_lam, n_mat, lam)
+    d_c = d_c + np.transpose(d_c, (0, 2, 1))
+    left = np.einsum("ij,gjk->gik", d_lam, c_inv @ lam.T)
+    d_k = left + np.transpose(left, (0, 2, 1)) - np.einsum("ij,gjk,gkl,glm,nm->gin", lam, c_inv, d_c, c_inv, lam)
+    d_logdet = np.einsum("gij,gji->g", c_inv, d_c)
+    return d_k, d_logdet
+
+
+def gradient(design: Design, params: np.ndarray, restricted: bool, ev: Evaluation) -> np.ndarray:
+    """Analytic gradient of the REML criterion (σ² profiled): d log|C| + (n − p) dq / q, using
+    d log|S| = tr(S⁻¹ dS) and dq = −y(dK) − 2 x̂·dz + x̂ᵀ dS x̂ in the small system."""
+    pat = design.patterns
+    lam = worker_factor(params, restricted)
+    p, t, d = design.p, design.n_tasks, design.d
+    inv_l = scipy.linalg.solve_triangular(ev.chol, np.eye(d), lower=True, check_finite=False)
+    s_inv = inv_l.T @ inv_l
+    scaled = ev.scale[:, None] * s_inv * ev.scale[None, :]       # D S⁻¹ D
+    x = ev.solution                                              # D S⁻¹ z
+    sol = s_inv @ (ev.scale * (design.rhs - _correction(design, ev.k)[1]))
+    dof = design.n - p
+    out = []
+    traces, quads = _group_forms(design, scaled, x)
+    for d_lam in _factor_derivatives(restricted):
+        d_k, d_logdet = _k_derivative(design, lam, d_lam)
+        k00, k01, k11 = d_k[:, 0, 0], d_k[:, 0, 1], d_k[:, 1, 1]
+        tr = -(k00 @ traces[0] + k11 @ traces[1] + 2.0 * k01 @ traces[2])
+        quad = -(k00 @ quads[0] + k11 @ quads[1] + 2.0 * k01 @ quads[2])
+        v = k00 @ pat.r_ss + k01 @ (pat.r_st + pat.r_ts) + k11 @ pat.r_tt
+        y_part = float(k00 @ pat.yy_ss + 2.0 * k01 @ pat.yy_st + k11 @ pat.yy_tt)
+        dq = -y_part + 2.0 * float(x @ v) + quad
+        out.append(float(pat.count @ d_logdet) + tr + dof * dq / ev.q)
+    mat, vec, _ = _correction(design, ev.k)
+    h = design.gram - mat
+    hd = h * ev.scale[None, :]
+    for cols in (slice(p, p + t), slice(p + t, d)):
+        tr = 2.0 * float(np.sum(hd[cols] * s_inv[cols]))
+        quad = 2.0 * float(sol[cols] @ (h[cols] @ x))
+        dq = -2.0 * float(sol[cols] @ (design.rhs - vec)[cols]) + quad
+        out.append(tr + dof * dq / ev.q)
+    return np.array(out)
+
+
+def _group_forms(design: Design, scaled: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: tr(D S⁻¹ D P) and x̂ᵀ P x̂ for P = P_ss, P_tt, P_st."""
+    pat = design.patterns
+    g = pat.n_solo.shape[0]
+    traces, quads = np.zeros((3, g)), np.zeros((3, g))
+    if pat.p_ss is not None:
+        for j, mats in enumerate((pat.p_ss, pat.p_tt, pat.p_st)):
+            traces[j] = np.einsum("gij,ij->g", mats, scaled)
+            quads[j] = np.einsum("gij,i,j->g", mats, x, x)
+        return traces, quads
+    w = pat.of_worker
+    ms, mt = design.m_solo, design.m_team
+    for j, (a, b) in enumerate(((ms, ms), (mt, mt), (ms, mt))):
+        per_worker = np.asarray((b.multiply(a @ scaled)).sum(axis=1)).ravel()
+        traces[j] = np.bincount(w, weights=per_worker, minlength=g)
+        quads[j] = np.bincount(w, weights=(a @ x) * (b @ x), minlength=g)
+    return traces, quads
+
+
 @dataclass(frozen=True, eq=False)
 class CoreFit:
     """The REML estimate of one model (full, or restricted to θ = κ) and its solution."""
@@ -171,27 +246,36 @@ def _bounds(restricted: bool) -> list[tuple[float, float]]:
     return [(0.0, UPPER), (-UPPER, UPPER), (0.0, UPPER), (0.0, UPPER), (0.0, UPPER)]
 
 
+def _minimise(objective, x0: np.ndarray, bounds: list[tuple[float, float]]) -> scipy.optimize.OptimizeResult:
+    return scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                                   options={"ftol": 1e-15, "gtol": 1e-7, "maxiter": 1000})
+
+
 def fit_reml(design: Design, *, restricted: bool = False, start: np.ndarray | None = None) -> CoreFit:
-    """Minimise the REML criterion over the relative SDs (bounded quasi-Newton, then a derivative-free polish
-    so boundary estimates and flat directions settle to the same optimum as an independent fit)."""
+    """Minimise the REML criterion over the relative SDs by bounded quasi-Newton with the analytic gradient."""
     count = 0
 
-    def objective(x: np.ndarray) -> float:
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
         nonlocal count
         count += 1
-        value = evaluate(design, x, restricted).deviance
-        return value if math.isfinite(value) else 1e300
+        ev = evaluate(design, x, restricted)
+        if not math.isfinite(ev.deviance):
+            return 1e300, np.zeros_like(x)
+        return ev.deviance, gradient(design, x, restricted, ev)
 
     x0 = _start(design, restricted) if start is None else np.asarray(start, dtype=float)
     bounds = _bounds(restricted)
-    first = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", bounds=bounds,
-                                    options={"ftol": 1e-13, "gtol": 1e-7, "maxiter": 500})
-    polish = scipy.optimize.minimize(objective, first.x, method="Powell", bounds=bounds,
-                                     options={"xtol": 1e-7, "ftol": 1e-12, "maxiter": 2000})
-    best = polish if polish.fun <= first.fun else first
+    best = _minimise(objective, x0, bounds)
+    # The criterion depends on a task scale or a leading worker SD only through its square, so its gradient is
+    # exactly zero at 0: a search that reached a bound may sit on a stationary point that is not the minimum.
+    # Restart once off every bound and keep the better optimum.
+    lower = np.array([b[0] for b in bounds])
+    at_bound = best.x <= lower + BOUNDARY
+    if np.any(at_bound):
+        retry = _minimise(objective, np.where(at_bound, 0.3, best.x), bounds)
+        if retry.fun < best.fun:
+            best = retry
     params = np.clip(best.x, [b[0] for b in bounds], [b[1] for b in bounds])
-    params[np.abs(params) < BOUNDARY * 1e-2] = 0.0
     ev = evaluate(design, params, restricted)
-    converged = bool(math.isfinite(ev.deviance) and (first.success or polish.success))
-    message = f"L-BFGS-B: {first.message}; Powell: {polish.message}"
-    return CoreFit(restricted, params, ev, converged, str(message), count, _worker_blups(design, ev))
+    converged = bool(math.isfinite(ev.deviance) and best.success)
+    return CoreFit(restricted, params, ev, converged, f"L-BFGS-B: {best.message}", count, _worker_blups(design, ev))
