@@ -8,12 +8,12 @@ posterior under flat priors on the fixed effects (Φ(estimate / SE)). Pure numpy
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-from scipy.stats import norm
 
 from rating.synergy_data import Design, SynergyData
 from rating.synergy_reml import BOUNDARY, CoreFit, task_scales, worker_factor
@@ -26,8 +26,9 @@ __all__ = [
 
 def interval(estimate: float, se: float, level: float) -> dict[str, float]:
     """Estimate, SE, normal interval at ``level`` and P(> 0)."""
-    z = float(norm.ppf(0.5 + level / 2.0))
-    p_pos = float(norm.cdf(estimate / se)) if se > 0 else (1.0 if estimate > 0 else 0.0)
+    # statistics.NormalDist and erfc rather than scipy.stats: this runs once per worker and quantity.
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    p_pos = 0.5 * math.erfc(-estimate / (se * math.sqrt(2.0))) if se > 0 else (1.0 if estimate > 0 else 0.0)
     return {"estimate": float(estimate), "se": float(se), "lower": float(estimate - z * se),
             "upper": float(estimate + z * se), "p_positive": p_pos}
 
@@ -115,13 +116,12 @@ def correlation(core: CoreFit, reasons: dict[str, str], both: int) -> float | No
     return float(sigma[0, 1] / math.sqrt(sigma[0, 0] * sigma[1, 1]))
 
 
-def _worker_pev(design: Design, core: CoreFit, contrast: np.ndarray) -> np.ndarray:
+def _worker_pev(design: Design, core: CoreFit, contrast: np.ndarray, inv_l: np.ndarray) -> np.ndarray:
     """σ² (cᵀ K_h c + v_hᵀ S⁻¹ v_h) per worker, v_h = D M_hᵀ K_h c: prediction error variance of cᵀ u_h."""
     ev = core.ev
     kc = ev.k[design.patterns.of_worker] @ contrast
     v = (design.m_solo.multiply(kc[:, :1]) + design.m_team.multiply(kc[:, 1:])).tocsr()
     v = (v @ scipy.sparse.diags(ev.scale)).tocsr()
-    inv_l = scipy.linalg.solve_triangular(ev.chol, np.eye(ev.chol.shape[0]), lower=True)
     quad = np.empty(design.n_humans)
     for start in range(0, design.n_humans, 4096):
         block = v[start:start + 4096] @ inv_l.T
@@ -135,7 +135,8 @@ def worker_effects(data: SynergyData, design: Design, core: CoreFit, level: floa
     the condition the quantity needs."""
     u = core.worker_effects
     contrasts = {"theta": np.array([1.0, 0.0]), "kappa": np.array([0.0, 1.0]), "boost": np.array([-1.0, 1.0])}
-    pev = {name: _worker_pev(design, core, c) for name, c in contrasts.items()}
+    inv_l = scipy.linalg.solve_triangular(core.ev.chol, np.eye(core.ev.chol.shape[0]), lower=True)
+    pev = {name: _worker_pev(design, core, c, inv_l) for name, c in contrasts.items()}
     values = {"theta": u[:, 0], "kappa": u[:, 1], "boost": u[:, 1] - u[:, 0]}
     agents = _worker_agents(data, design.n_humans)
     only_solo, only_team, out = [], [], []

@@ -57,6 +57,15 @@ class Evaluation:
     k: np.ndarray                # (G, 2, 2) L (LᵀN L + I)⁻¹ Lᵀ per worker group
     chol: np.ndarray             # lower Cholesky of S
     solution: np.ndarray         # (d,) fixed effects and task effects on the score scale
+    correction: np.ndarray | None = None   # the eliminated workers' matrix on the small system (unscaled)
+    correction_rhs: np.ndarray | None = None
+
+    def s_inverse(self) -> np.ndarray:
+        """S⁻¹ from its Cholesky factor (LAPACK potri: half the work of two triangular solves)."""
+        inv, info = scipy.linalg.lapack.dpotri(self.chol, lower=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("S is singular")
+        return np.tril(inv) + np.tril(inv, -1).T
 
 
 def _group_blocks(design: Design, lam: np.ndarray) -> tuple[np.ndarray, float]:
@@ -113,7 +122,7 @@ def evaluate(design: Design, params: np.ndarray, restricted: bool = False) -> Ev
     if not q > 0:
         return Evaluation(math.inf, q, math.nan, scale, k, chol, sol * scale)
     deviance = logdet_workers + 2.0 * float(np.log(np.diag(chol)).sum()) + dof * (1.0 + math.log(2 * math.pi * q / dof))
-    return Evaluation(deviance, q, q / dof, scale, k, chol, sol * scale)
+    return Evaluation(deviance, q, q / dof, scale, k, chol, sol * scale, mat, vec)
 
 
 def _factor_derivatives(restricted: bool) -> list[np.ndarray]:
@@ -144,11 +153,11 @@ def gradient(design: Design, params: np.ndarray, restricted: bool, ev: Evaluatio
     pat = design.patterns
     lam = worker_factor(params, restricted)
     p, t, d = design.p, design.n_tasks, design.d
-    inv_l = scipy.linalg.solve_triangular(ev.chol, np.eye(d), lower=True, check_finite=False)
-    s_inv = inv_l.T @ inv_l
+    s_inv = ev.s_inverse()
     scaled = ev.scale[:, None] * s_inv * ev.scale[None, :]       # D S⁻¹ D
     x = ev.solution                                              # D S⁻¹ z
-    sol = s_inv @ (ev.scale * (design.rhs - _correction(design, ev.k)[1]))
+    mat, vec = ev.correction, ev.correction_rhs
+    sol = s_inv @ (ev.scale * (design.rhs - vec))
     dof = design.n - p
     out = []
     traces, quads = _group_forms(design, scaled, x)
@@ -161,7 +170,6 @@ def gradient(design: Design, params: np.ndarray, restricted: bool, ev: Evaluatio
         y_part = float(k00 @ pat.yy_ss + 2.0 * k01 @ pat.yy_st + k11 @ pat.yy_tt)
         dq = -y_part + 2.0 * float(x @ v) + quad
         out.append(float(pat.count @ d_logdet) + tr + dof * dq / ev.q)
-    mat, vec, _ = _correction(design, ev.k)
     h = design.gram - mat
     hd = h * ev.scale[None, :]
     for cols in (slice(p, p + t), slice(p + t, d)):
@@ -222,8 +230,7 @@ class CoreFit:
 
     def small_cov(self) -> np.ndarray:
         """Error covariance of the fixed effects and task effects (score scale): σ² D S⁻¹ D."""
-        inv_l = scipy.linalg.solve_triangular(self.ev.chol, np.eye(self.ev.chol.shape[0]), lower=True)
-        s_inv = inv_l.T @ inv_l
+        s_inv = self.ev.s_inverse()
         return self.ev.sigma2 * self.ev.scale[:, None] * s_inv * self.ev.scale[None, :]
 
 
