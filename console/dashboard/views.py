@@ -18,6 +18,7 @@ from console.dashboard import cached, counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
+from console.dashboard.synergy import synergy_page
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
 from experts import selectors as expert_selectors
@@ -26,6 +27,7 @@ from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
 from rating import selectors as rating_selectors
+from studies.conditions import crossing_summary
 from studies.files import serve_private_file
 from studies.models import BackgroundJob, Study
 from studies.roles import can_export_pii
@@ -37,6 +39,7 @@ TABS = (
     ("gate", "Expert gate"),
     ("surveys", "Surveys"),
     ("collaboration", "Collaboration"),
+    ("synergy", "Who benefits"),
     ("exports", "Exports & payouts"),
 )
 
@@ -160,6 +163,18 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
+@require_GET
+def synergy(request: HttpRequest, slug: str) -> HttpResponse:
+    """Who benefits from the agent: the stored synergy fit (the solo condition against the agents)."""
+    study = selectors.study_get(slug)
+    state = _analysis_context(request, study, "synergy", auto=True)
+    shown = state.result or (state.stale.result if state.stale else None)
+    return _render(
+        request, "dashboard/synergy.html", study, "synergy", f"{study.name}: who benefits from the agent",
+        state=state, result=shown, view=synergy_page(shown), crossing=crossing_summary(study=study),
+    )
+
+
 def exports(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug)
     may_pii = can_export_pii(request.user)
@@ -202,7 +217,7 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     except DashboardError as exc:
         messages.error(request, str(exc))
     target = {"stability": "dashboard:leaderboard", "graders": "dashboard:leaderboard",
-              "surveys": "dashboard:surveys"}.get(kind, "dashboard:collaboration")
+              "surveys": "dashboard:surveys", "synergy": "dashboard:synergy"}.get(kind, "dashboard:collaboration")
     url = reverse(target, kwargs={"slug": study.slug})
     return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
 
