@@ -194,3 +194,26 @@ def grouped_outer_sums(
             for f in range(start, stop):
                 gram[g, i, indices[f]] += v * data[f]
     return gram, b_r
+
+
+@njit(cache=True, nogil=True)
+def block_row_products(
+    indptr: Any, indices: Any, data: Any, storage: Any, row_base: Any, local: Any
+) -> Any:  # pragma: no cover - compiled; exercised through rating.fit
+    """Return :math:`(T^{-1} b_h)_i` at every stored entry :math:`(h, i)` of the CSR task couplings.
+
+    ``storage`` holds the task blocks' inverses (full, symmetric); pair ``(i, j)`` of one block is at
+    ``row_base[i] + local[j]``. A participant's tasks are connected through them, so they lie in one block.
+    Each row's sums run over the row's entries in order, as the numpy pair walk they replace did.
+    """
+    n_rows = indptr.shape[0] - 1
+    out = np.empty(indices.shape[0])
+    for h in range(n_rows):
+        start, stop = indptr[h], indptr[h + 1]
+        for a in range(start, stop):
+            base = row_base[indices[a]]
+            acc = 0.0
+            for b in range(start, stop):
+                acc += data[b] * storage[base + local[indices[b]]]
+            out[a] = acc
+    return out

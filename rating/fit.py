@@ -1233,7 +1233,10 @@ def _fit_structure(
     residuals = obs.y - _fitted(st, u_h, ev.core_mu)
     if ev.factor is not None:
         assert obs.task is not None
-        leverage = obs.omega * observation_forms(ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e)
+        assert st.entries is not None  # rows: the agent, then the task column
+        leverage = obs.omega * observation_forms(
+            ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e, st.entries[1]
+        )
         del tbt, z, e
         core_var = ev.factor.inverse_diagonal()
     else:
