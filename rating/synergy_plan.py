@@ -39,9 +39,13 @@ def truth_from_components(components: dict[str, float], n_agents: int) -> Truth:
 
 @dataclass
 class PlanCell:
+    """One design of the grid; its random stream depends only on (seed, workers, solo tasks), so a cell's
+    widths do not change when the grid around it does."""
+
     workers: int
     solo_per_worker: int
     widths: list[float]
+    rng: np.random.Generator
 
     def row(self, replicates: int) -> dict[str, Any]:
         w = np.array(self.widths)
@@ -66,14 +70,13 @@ def plan_boost_widths(components: dict[str, float], *, workers: list[int], solo_
                       max_seconds: float = 60.0) -> list[dict[str, Any]]:
     """One row per (workers, solo tasks per worker) of the grid, in grid order."""
     truth = truth_from_components(components, n_agents)
-    cells = [PlanCell(w, k, []) for w in workers for k in solo_per_worker]
+    cells = [PlanCell(w, k, [], np.random.default_rng([seed, w, k])) for w in workers for k in solo_per_worker]
     for cell in cells:
         if not 1 <= cell.solo_per_worker < tasks_per_worker:
             raise SynergyInputError("solo tasks per worker must be at least 1 and fewer than the tasks per worker")
         if cell.workers < 2:
             raise SynergyInputError("a design needs at least two workers")
     deadline = time.process_time() + max_seconds
-    rng = np.random.default_rng(seed)
     for _ in range(replicates):
         for cell in cells:
             if time.process_time() > deadline:
@@ -81,7 +84,7 @@ def plan_boost_widths(components: dict[str, float], *, workers: list[int], solo_
             design = StudyDesign(workers=cell.workers, tasks_per_worker=tasks_per_worker,
                                  solo_per_worker=cell.solo_per_worker, n_tasks=n_tasks, n_agents=n_agents,
                                  order=order)
-            width = _width(design, truth, rng, level)
+            width = _width(design, truth, cell.rng, level)
             if math.isfinite(width):
                 cell.widths.append(width)
     return [c.row(replicates) for c in cells]
