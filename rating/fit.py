@@ -851,7 +851,12 @@ def _reml(st: _Structure) -> _Reml:
         if moved < 1e-10:
             converged = True
             break
-    free = theta > lo + BOUNDARY_TOL
+    return _reml_result(st, ev, converged)
+
+
+def _reml_result(st: _Structure, ev: _Evaluation, converged: bool) -> _Reml:
+    """Return the fit at the optimum ``ev``: the profiled noise variance and the inverse average information."""
+    free = ev.theta > THETA_BOUNDS[0] + BOUNDARY_TOL
     tau = math.log(ev.q / ev.dfe)
     sub = np.concatenate([[0], 1 + np.flatnonzero(free)])
     info = _average_information(st, ev)[np.ix_(sub, sub)]
