@@ -132,19 +132,21 @@ def _factor_derivatives(restricted: bool) -> list[np.ndarray]:
             np.array([[0.0, 0.0], [0.0, 1.0]])]
 
 
-def _k_derivative(design: Design, lam: np.ndarray, d_lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """dK_g and d log|C_g| per group for one direction of L."""
+def _k_derivatives(design: Design, lam: np.ndarray, d_lams: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """dK_g and d log|C_g| per group for each direction of L."""
     pat = design.patterns
     g = pat.n_solo.shape[0]
     n_mat = np.zeros((g, 2, 2))
     n_mat[:, 0, 0], n_mat[:, 1, 1] = pat.n_solo, pat.n_team
     c_inv = np.linalg.inv(np.einsum("ji,gjk,kl->gil", lam, n_mat, lam) + np.eye(2))
-    d_c = np.einsum("ji,gjk,kl->gil", d_lam, n_mat, lam)
-    d_c = d_c + np.transpose(d_c, (0, 2, 1))
-    left = np.einsum("ij,gjk->gik", d_lam, c_inv @ lam.T)
-    d_k = left + np.transpose(left, (0, 2, 1)) - np.einsum("ij,gjk,gkl,glm,nm->gin", lam, c_inv, d_c, c_inv, lam)
-    d_logdet = np.einsum("gij,gji->g", c_inv, d_c)
-    return d_k, d_logdet
+    out = []
+    for d_lam in d_lams:
+        d_c = np.einsum("ji,gjk,kl->gil", d_lam, n_mat, lam)
+        d_c = d_c + np.transpose(d_c, (0, 2, 1))
+        left = d_lam @ (c_inv @ lam.T)
+        inner = lam @ (c_inv @ d_c @ c_inv) @ lam.T
+        out.append((left + np.transpose(left, (0, 2, 1)) - inner, np.einsum("gij,gji->g", c_inv, d_c)))
+    return out
 
 
 def gradient(design: Design, params: np.ndarray, restricted: bool, ev: Evaluation) -> np.ndarray:
@@ -161,8 +163,7 @@ def gradient(design: Design, params: np.ndarray, restricted: bool, ev: Evaluatio
     dof = design.n - p
     out = []
     traces, quads = _group_forms(design, scaled, x)
-    for d_lam in _factor_derivatives(restricted):
-        d_k, d_logdet = _k_derivative(design, lam, d_lam)
+    for d_k, d_logdet in _k_derivatives(design, lam, _factor_derivatives(restricted)):
         k00, k01, k11 = d_k[:, 0, 0], d_k[:, 0, 1], d_k[:, 1, 1]
         tr = -(k00 @ traces[0] + k11 @ traces[1] + 2.0 * k01 @ traces[2])
         quad = -(k00 @ quads[0] + k11 @ quads[1] + 2.0 * k01 @ quads[2])
@@ -188,7 +189,7 @@ def _group_forms(design: Design, scaled: np.ndarray, x: np.ndarray) -> tuple[np.
     if pat.p_ss is not None:
         for j, mats in enumerate((pat.p_ss, pat.p_tt, pat.p_st)):
             traces[j] = np.einsum("gij,ij->g", mats, scaled)
-            quads[j] = np.einsum("gij,i,j->g", mats, x, x)
+            quads[j] = (mats @ x) @ x
         return traces, quads
     w = pat.of_worker
     ms, mt = design.m_solo, design.m_team
