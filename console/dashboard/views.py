@@ -19,6 +19,7 @@ from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
 from console.dashboard.synergy import synergy_page
+from console.dashboard.synergy_planning import synergy_plan_context, synergy_plan_inputs, synergy_plan_request
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
 from experts import selectors as expert_selectors
@@ -172,7 +173,22 @@ def synergy(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "dashboard/synergy.html", study, "synergy", f"{study.name}: who benefits from the agent",
         state=state, result=shown, view=synergy_page(shown), crossing=crossing_summary(study=study),
+        plan=synergy_plan_context(study), plan_inputs=synergy_plan_inputs(study, (shown or {}).get("fit")),
     )
+
+
+@require_POST
+def synergy_plan_run(request: HttpRequest, slug: str) -> HttpResponse:
+    """Start a plan of the solo condition for a target boost-interval width."""
+    study = selectors.study_get(slug)
+    state = selectors.analysis_state(study, "synergy", rating_selectors.latest_snapshot(study))
+    shown = state.result or (state.stale.result if state.stale else None)
+    try:
+        synergy_plan_request(study=study, actor=request.user, fit=(shown or {}).get("fit"),
+                             width=request.POST.get("width"))
+    except DashboardError as exc:
+        messages.error(request, f"Nothing was started. {exc}")
+    return redirect(reverse("dashboard:synergy", kwargs={"slug": study.slug}) + "#plan-h")
 
 
 def exports(request: HttpRequest, slug: str) -> HttpResponse:

@@ -11,6 +11,7 @@ import numpy as np
 
 from rating.synergy import synergy_fit
 from rating.synergy_episodes import agent_baseline, synergy_episodes
+from rating.synergy_plan import plan_boost_widths, smallest_design
 from studies.conditions import crossing_summary
 from studies.models import Study
 
@@ -35,3 +36,14 @@ def study_synergy(study: Study, *, level: float = 0.95) -> dict[str, Any]:
         "crossing": crossing, "fit": result, "not_identifiable": dict(fit.not_identifiable),
         "level": level,
     }
+
+
+def synergy_plan(params: dict[str, Any]) -> dict[str, Any]:
+    """Simulate the boost-interval width over a grid of designs (workers × solo tasks per worker) from the given
+    variance components (:mod:`rating.synergy_plan`), and name the smallest design reaching the target width."""
+    rows = plan_boost_widths(
+        params["components"], workers=list(params["workers"]), solo_per_worker=list(params["solo_per_worker"]),
+        tasks_per_worker=int(params["tasks_per_worker"]), n_tasks=int(params["n_tasks"]),
+        n_agents=int(params["n_agents"]), replicates=int(params["replicates"]),
+        max_seconds=float(params["max_seconds"]), seed=0)
+    return {"rows": rows, "best": smallest_design(rows, float(params["width"])), "settings": dict(params)}
