@@ -203,9 +203,7 @@ def _patterns(m_solo: scipy.sparse.csr_matrix, m_team: scipy.sparse.csr_matrix, 
     of_worker = of_worker.ravel()
     g, d = keys.shape[0], m_solo.shape[1]
     dense = g * 3 * d * d * 8 <= PATTERN_BYTES_LIMIT
-    p_ss = np.zeros((g, d, d)) if dense else None
-    p_tt = np.zeros((g, d, d)) if dense else None
-    p_st = np.zeros((g, d, d)) if dense else None
+    p_ss, p_tt, p_st = (np.zeros((g if dense else 0, d, d)) for _ in range(3))
     vec = {k: np.zeros((g, d)) for k in ("ss", "st", "ts", "tt")}
     yy = {k: np.zeros(g) for k in ("ss", "st", "tt")}
     for k in range(g):
@@ -221,7 +219,8 @@ def _patterns(m_solo: scipy.sparse.csr_matrix, m_team: scipy.sparse.csr_matrix, 
         yy["ss"][k], yy["st"][k], yy["tt"][k] = rs @ rs, rs @ rt, rt @ rt
     return Patterns(
         n_solo=keys[:, 0].astype(float), n_team=keys[:, 1].astype(float), count=count.astype(float),
-        of_worker=of_worker, p_ss=p_ss, p_tt=p_tt, p_st=p_st, r_ss=vec["ss"], r_st=vec["st"], r_ts=vec["ts"],
+        of_worker=of_worker, p_ss=p_ss if dense else None, p_tt=p_tt if dense else None,
+        p_st=p_st if dense else None, r_ss=vec["ss"], r_st=vec["st"], r_ts=vec["ts"],
         r_tt=vec["tt"], yy_ss=yy["ss"], yy_st=yy["st"], yy_tt=yy["tt"],
     )
 

@@ -139,7 +139,9 @@ def worker_effects(data: SynergyData, design: Design, core: CoreFit, level: floa
     pev = {name: _worker_pev(design, core, c, inv_l) for name, c in contrasts.items()}
     values = {"theta": u[:, 0], "kappa": u[:, 1], "boost": u[:, 1] - u[:, 0]}
     agents = _worker_agents(data, design.n_humans)
-    only_solo, only_team, out = [], [], []
+    only_solo: list[int] = []
+    only_team: list[int] = []
+    out: list[dict[str, Any]] = []
     for h in range(design.n_humans):
         ns, nt = int(design.n_solo[h]), int(design.n_team[h])
         if ns + nt == 0:
@@ -176,7 +178,9 @@ def task_effects(data: SynergyData, design: Design, core: CoreFit, cov: np.ndarr
     n_solo = np.bincount(data.task[~team], minlength=t)
     n_team = np.bincount(data.task[team], minlength=t)
     sol = core.ev.solution
-    only_solo, only_team, out = [], [], []
+    only_solo: list[int] = []
+    only_team: list[int] = []
+    out: list[dict[str, Any]] = []
     for task in range(t):
         if n_solo[task] + n_team[task] == 0:
             continue

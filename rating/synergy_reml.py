@@ -84,7 +84,7 @@ def _correction(design: Design, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     """Σ_h of the eliminated worker blocks on the small system: matrix, right-hand side and y-part."""
     pat = design.patterns
     k00, k01, k11 = k[:, 0, 0], k[:, 0, 1], k[:, 1, 1]
-    if pat.p_ss is not None:
+    if pat.p_ss is not None and pat.p_tt is not None and pat.p_st is not None:
         mat = np.einsum("g,gij->ij", k00, pat.p_ss) + np.einsum("g,gij->ij", k11, pat.p_tt)
         cross = np.einsum("g,gij->ij", k01, pat.p_st)
         mat += cross + cross.T
@@ -186,7 +186,7 @@ def _group_forms(design: Design, scaled: np.ndarray, x: np.ndarray) -> tuple[np.
     pat = design.patterns
     g = pat.n_solo.shape[0]
     traces, quads = np.zeros((3, g)), np.zeros((3, g))
-    if pat.p_ss is not None:
+    if pat.p_ss is not None and pat.p_tt is not None and pat.p_st is not None:
         for j, mats in enumerate((pat.p_ss, pat.p_tt, pat.p_st)):
             traces[j] = np.einsum("gij,ij->g", mats, scaled)
             quads[j] = (mats @ x) @ x

@@ -170,3 +170,17 @@ def test_recovers_planted_boosts_and_position_effect() -> None:
             misses += not fit.positions[pos]["lower"] <= value <= fit.positions[pos]["upper"]
             total += 1
     assert misses <= 3, f"{misses} of {total} intervals missed the truth"
+
+
+def test_sparse_worker_elimination_equals_the_grouped_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many distinct per-worker counts fall back to a sparse elimination per evaluation: same criterion."""
+    data = _study(10)
+    params = np.array([0.6, 0.2, 0.4, 0.5, 0.3])
+    grouped = build_design(data, 40, 15)
+    monkeypatch.setattr("rating.synergy_data.PATTERN_BYTES_LIMIT", 0)
+    sparse = build_design(data, 40, 15)
+    assert grouped.patterns.p_ss is not None and sparse.patterns.p_ss is None
+    ev_g, ev_s = evaluate(grouped, params), evaluate(sparse, params)
+    assert ev_s.deviance == pytest.approx(ev_g.deviance, abs=1e-9)
+    np.testing.assert_allclose(gradient(sparse, params, False, ev_s), gradient(grouped, params, False, ev_g),
+                               atol=1e-7)
