@@ -4,6 +4,7 @@ Usage::
 
     python bench/rating_tasks.py             # lme4's InstEval data, connected, blocked and large scales
     python bench/rating_tasks.py --quick     # the connected InstEval shape only
+    python bench/rating_tasks.py --only insteval,large   # some of: insteval, connected, blocked, large
     python bench/rating_tasks.py --no-lme4   # our fits only (and no InstEval data, which comes from R)
 
 Scales (agents are fixed, participants and tasks random: ``y ~ agent + (1|human) + (1|task)``):
@@ -222,6 +223,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the connected InstEval shape only")
     parser.add_argument("--no-lme4", action="store_true", help="do not run lme4")
+    parser.add_argument("--only", help="comma-separated scales: insteval, connected, blocked, large")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--csv", help=argparse.SUPPRESS)
     parser.add_argument("--integrate", action="store_true", help=argparse.SUPPRESS)
@@ -233,8 +235,15 @@ def main() -> None:
     print(f"calibrated_task, y ~ agent + (1|human) + (1|task): {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(f"CPU seconds (user + system), ours best and median of {REPEATS}; lme4 {'once' if with_lme4 else 'not run'}")
     names = ["connected"] + ([] if args.quick else ["blocked", "large"])
+    real = with_lme4 and not args.quick
+    if args.only:
+        chosen = {name.strip() for name in args.only.split(",")}
+        unknown = chosen - {"insteval", *SCALES}
+        if unknown:
+            raise SystemExit(f"--only: unknown scales {', '.join(sorted(unknown))}")
+        names, real = [name for name in SCALES if name in chosen], with_lme4 and "insteval" in chosen
     with tempfile.TemporaryDirectory() as tmp:
-        if with_lme4 and not args.quick:
+        if real:
             path = os.path.join(tmp, "insteval.csv")
             script = os.path.join(tmp, "export.R")
             Path(script).write_text(R_EXPORT)

@@ -336,9 +336,13 @@ class BlockFactor:
         for k, count, first, offset in b.classes:
             mat = lower[offset : offset + count * k * k].reshape(count, k, k)
             part = r[first : first + count * k].reshape(count, k, -1)
+            target = out[first : first + count * k].reshape(count, k, -1)
+            if k >= _LOOP_BLOCK:  # one BLAS product per triangle (a batched transpose is not one)
+                for i in range(count):
+                    target[i] = mat[i] @ part[i] + mat[i].T @ part[i] - np.diag(mat[i])[:, None] * part[i]
+                continue
             diag = np.diagonal(mat, axis1=1, axis2=2)[:, :, None]
-            both = np.matmul(mat, part) + np.matmul(np.swapaxes(mat, 1, 2), part) - diag * part
-            out[first : first + count * k] = both.reshape(count * k, -1)
+            target[:] = np.matmul(mat, part) + np.matmul(np.swapaxes(mat, 1, 2), part) - diag * part
         return out[b.position]
 
 
@@ -466,18 +470,11 @@ def observation_forms(
     # is its place in the full ones less the agent entries up to its row.
     where = entry[has] - b.couplings_agent.indptr[human[has] + 1]
     part[has] -= 2.0 * e[where] / dh[has]
-    # The border part: y = e_agent - W[task] - z_h / d_h.
+    # The border part: y = e_agent - W[task] - z_h / d_h, compiled (imported here: numba loads only in the
+    # processes that fit).
+    from rating.design_kernels import border_forms
+
     out = 1.0 / dh + part
-    n = human.shape[0]
-    chol_inv = scipy.linalg.cholesky(factor.m_inv, lower=True, check_finite=False) if b.n_agents else None
-    step = max(1, (1 << 22) // max(b.n_agents, 1))
-    for start in range(0, n, step):
-        stop = min(start + step, n)
-        y = -z[human[start:stop]] / dh[start:stop, None]
-        y[np.arange(stop - start), agent[start:stop]] += 1.0
-        sub_has = has[start:stop]
-        y[sub_has] -= factor.w[t[start:stop][sub_has]]
-        if chol_inv is not None:
-            proj = y @ chol_inv
-            out[start:stop] += np.einsum("ij,ij->i", proj, proj)
+    if b.n_agents:
+        border_forms(human, agent, task, z, d, factor.w, factor.m_inv, out)
     return out
