@@ -16,14 +16,17 @@ from studies.conditions import crossing_summary
 from studies.models import Study
 
 
-def study_synergy(study: Study, *, level: float = 0.95) -> dict[str, Any]:
-    """Fit the synergy model to the study's episodes and return the JSON-ready result the page reads."""
+def study_synergy(study: Study, *, level: float = 0.95, test: bool = True) -> dict[str, Any]:
+    """Fit the synergy model to the study's episodes and return the JSON-ready result the page reads.
+
+    ``test=False`` skips the θ = κ test (its restricted fit and held-out folds) when only the estimates are needed.
+    """
     coded = synergy_episodes(study)
     crossing = crossing_summary(study=study)
     if coded is None:
         return {"n_episodes": 0, "crossing": crossing, "fit": None,
                 "not_identifiable": {"boost": "no episode is scored yet"}}
-    fit = synergy_fit(coded.data, level=level, baseline=agent_baseline(study, coded))
+    fit = synergy_fit(coded.data, level=level, baseline=agent_baseline(study, coded), test=test)
     result = fit.to_dict()
     return {
         "n_episodes": coded.data.n, "n_solo": int(np.sum(coded.data.arm == 0)),

@@ -92,7 +92,8 @@ def test_demo_covers_eight_sectors_twenty_tasks_five_agents_and_a_simulated_coho
     participants = study.participants.filter(is_simulated=True)
     assert 80 <= participants.count() <= 100
     episodes = study.episodes.filter(is_simulated=True, status=Episode.Status.GRADED)
-    assert 340 <= episodes.count() <= 420
+    assert 340 <= episodes.filter(condition=Episode.Condition.WITH_AGENT).count() <= 420
+    assert episodes.filter(condition=Episode.Condition.SOLO, agent__isnull=True).count() == 2 * participants.count()
     real = study.episodes.filter(is_simulated=False)
     assert real.count() == 3 and set(real.values_list("status", flat=True)) == {Episode.Status.SUBMITTED}
 
