@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test install install-dev lock lockcheck chromium nginx lint check migrate demo worker clean
+.PHONY: run test install install-dev lock lockcheck chromium nginx r-lme4 lint check migrate demo worker clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
@@ -58,6 +58,14 @@ nginx:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
 	else echo "nginx is not installed and cannot be installed here: proxy tests will be skipped."; fi
 
+# The synergy model's tests compare with lme4 through Rscript; install Debian's r-cran-lme4 when missing and allowed.
+r-lme4:
+	@if command -v Rscript >/dev/null 2>&1 && Rscript -e 'library(lme4)' >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "Installing Debian r-cran-lme4 for the synergy model's reference tests…"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq r-cran-lme4 >/dev/null; \
+	else echo "lme4 is not installed and cannot be installed here: the lme4 reference tests will be skipped."; fi
+
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
@@ -91,7 +99,7 @@ check: lockcheck install-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python manage.py check
 
-test: install-dev chromium nginx check lint
+test: install-dev chromium nginx r-lme4 check lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

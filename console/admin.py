@@ -166,14 +166,15 @@ class EpisodeFileInline(admin.TabularInline):
 
 @admin.register(m.Episode)
 class EpisodeAdmin(admin.ModelAdmin):
-    list_display = ("id", "participant", "agent", "task", "position", "status", "score", "score_source",
-                    "needs_expert_review", "timed_out", "expert_grading")
-    list_filter = ("study", "status", "skip_reason", "agent", "needs_expert_review", "timed_out", "is_simulated",
-                   "score_source")
+    list_display = ("id", "participant", "agent", "condition", "task", "position", "status", "score",
+                    "score_source", "needs_expert_review", "timed_out", "expert_grading")
+    list_filter = ("study", "status", "condition", "skip_reason", "agent", "needs_expert_review", "timed_out",
+                   "is_simulated", "score_source")
     search_fields = ("participant__pseudonym", "task__title")
     raw_id_fields = ("participant", "task", "agent", "study")
     # Scores change only through grading services so every change is audited.
-    readonly_fields = ("score", "score_source", "submitted_at", "assigned_at", "design_mode", "assignment_probability")
+    readonly_fields = ("score", "score_source", "submitted_at", "assigned_at", "design_mode", "assignment_probability",
+                       "condition", "condition_order", "condition_order_probability", "used_ai_anyway")
     inlines = [EpisodeFileInline]
     list_select_related = ("participant", "agent", "task")
 

@@ -62,6 +62,14 @@ SEED = 20261121
 JUDGE_LENIENCY = {"openai": -1.5, "anthropic": 1.5}
 SELF_PREFERENCE = 4.0
 JUDGE_NOISE_SD = 5.0
+# The solo condition (seed 004): every simulated worker also does SOLO_TASKS tasks alone, before or after their
+# agent tasks (counterbalanced at random, probability 1/2). Alone they score SOLO_LEVEL + θ_h, where θ_h is their
+# skill with an agent minus their own boost (sd WORKER_BOOST_SD), so each agent's planted boost is its skill above
+# SOLO_LEVEL plus what the judges' self-preference adds to it (planted_boosts). Drawn from its own random stream
+# after the agent episodes, so every number of the agent episodes stays as it was.
+SOLO_TASKS = 2
+SOLO_LEVEL = 66.0
+WORKER_BOOST_SD = 3.0
 
 CONSENT_TEXT = """## Consent to take part in a research study
 
@@ -303,6 +311,7 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
     (grade rows with source 0: simulated, no judge run behind them); the auto score is the panel mean."""
     rng = random.Random(SEED)
     judge_rng = random.Random(SEED + 1)  # its own stream, so the episodes' quality draws stay as they were
+    solo_rng = random.Random(SEED + 2)  # the solo condition's stream, for the same reason
     judges = study_judges(study)
     tasks_by_sector: dict[int, list[TaskInstance]] = {}
     for task in tasks:
@@ -328,6 +337,7 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
             rng.shuffle(extra)
             chosen = (pool + extra)[:n_tasks]
             unused = list(agents)
+            order = solo_rng.choice([Study.ConditionOrder.SOLO_FIRST, Study.ConditionOrder.AGENT_FIRST])
             for position, task in enumerate(chosen, start=1):
                 if not unused:
                     unused = list(agents)
@@ -337,7 +347,9 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
                 y = round(sum(grade.y for grade in grades) / len(grades), 2)
                 submitted = now - timedelta(days=rng.randint(1, 20), minutes=rng.randint(0, 600))
                 episode = Episode.objects.create(
-                    participant=participant, study=study, agent=agent, task=task, position=position,
+                    participant=participant, study=study, agent=agent, task=task,
+                    position=position + (SOLO_TASKS if order == Study.ConditionOrder.SOLO_FIRST else 0),
+                    condition_order=order, condition_order_probability=0.5,
                     status=Episode.Status.GRADED, prior_experience=rng.choice(["never", "few", "regular"]),
                     ready_at=submitted - timedelta(minutes=70), started_at=submitted - timedelta(minutes=75),
                     submitted_at=submitted, auto_score=y, is_simulated=True,
@@ -347,9 +359,44 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
                                        amount=study.compensation_per_task, currency=study.currency,
                                        note="simulated")
                 n_episodes += 1
+            solo_tasks = (pool + extra)[n_tasks:n_tasks + SOLO_TASKS]
+            n_episodes += _simulated_solo(participant, human_skill, solo_tasks, order, n_tasks, judges, solo_rng)
             _simulated_survey(participant, human_skill, rng)
         _assigned_when_started(Episode.objects.filter(study=study, is_simulated=True))
     return COHORT_SIZE, n_episodes
+
+
+def _simulated_solo(participant: Participant, human_skill: float, tasks: list[TaskInstance], order: str,
+                    n_agent_tasks: int, judges: list[JudgeSpec], rng: random.Random) -> int:
+    """Create the participant's solo episodes (no agent), graded by the same judge panel; return how many."""
+    own_boost = rng.gauss(0.0, WORKER_BOOST_SD)
+    first = 1 if order == Study.ConditionOrder.SOLO_FIRST else n_agent_tasks + 1
+    now = timezone.now()
+    for offset, task in enumerate(tasks):
+        quality = SOLO_LEVEL + human_skill - own_boost + rng.gauss(0.0, NOISE_SD)
+        grades = _panel_grades(quality, None, judges, rng)
+        submitted = now - timedelta(days=rng.randint(1, 20), minutes=rng.randint(0, 600))
+        episode = Episode.objects.create(
+            participant=participant, study=participant.study, agent=None, condition=Episode.Condition.SOLO,
+            condition_order=order, condition_order_probability=0.5, task=task, position=first + offset,
+            status=Episode.Status.GRADED, started_at=submitted - timedelta(minutes=75), submitted_at=submitted,
+            auto_score=round(sum(grade.y for grade in grades) / len(grades), 2), is_simulated=True,
+        )
+        Payment.objects.create(participant=participant, episode=episode, kind=Payment.Kind.TASK,
+                               amount=participant.study.compensation_per_task, currency=participant.study.currency,
+                               note="simulated")
+    return len(tasks)
+
+
+def planted_boosts(study: Study) -> dict[str, float]:
+    """Each demo agent's true boost over working alone, by agent name: its skill above SOLO_LEVEL plus the mean
+    self-preference of the study's judge panel for its family (the judges' leniencies apply to both conditions)."""
+    judges = study_judges(study)
+    out = {}
+    for agent in Agent.objects.filter(slug__in=TRUE_AGENT_SKILL):
+        own = sum(1 for judge in judges if judge.family and judge.family == agent.family) / len(judges)
+        out[agent.name] = TRUE_AGENT_SKILL[agent.slug] + SELF_PREFERENCE * own - SOLO_LEVEL
+    return out
 
 
 def _assigned_when_started(episodes) -> None:
@@ -357,12 +404,13 @@ def _assigned_when_started(episodes) -> None:
     episodes.update(assigned_at=F("started_at"))
 
 
-def _panel_grades(quality: float, agent: Agent, judges: list[JudgeSpec], rng: random.Random) -> list[GradeInput]:
+def _panel_grades(quality: float, agent: Agent | None, judges: list[JudgeSpec],
+                  rng: random.Random) -> list[GradeInput]:
     """One grade per judge of the panel (0-100), each with its judge's leniency and self-preference."""
     grades = []
     for judge in judges:
         value = quality + JUDGE_LENIENCY.get(judge.family, 0.0) + rng.gauss(0.0, JUDGE_NOISE_SD)
-        if judge.family and judge.family == agent.family:
+        if agent is not None and judge.family and judge.family == agent.family:
             value += SELF_PREFERENCE
         grades.append(GradeInput(grader=judge.label, family=judge.family, y=round(min(100.0, max(0.0, value)), 2),
                                  source_id=0))

@@ -29,7 +29,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from console import economics
-from console.jobs import finished_stability_job
+from console.jobs import finished_stability_job, finished_synergy_result
 from experts.models import ExpertCriterionGrade, ExpertGrade
 from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun
 from rating import selectors as rating_selectors
@@ -106,6 +106,8 @@ def _c(name: str, kind: str, description: str, pii: bool = False) -> Column:
 PID = _c("participant_id", "string", "Hashed participant id (same in every file of this study's exports).")
 EID = _c("episode_id", "string", "Hashed episode id; equals session_id in sessions.json.")
 
+_BOUNDS = (("", "."), ("_lower", ": lower interval bound."), ("_upper", ": upper interval bound."))
+
 TABLES: tuple[Table, ...] = (
     Table("participants.csv", "One row per consenting participant who has not withdrawn.", (
         PID,
@@ -145,6 +147,12 @@ TABLES: tuple[Table, ...] = (
         _c("agent", "string", "Agent name."),
         _c("task_id", "string", "Task UUID."),
         _c("position", "integer", "1-based position in the participant's session."),
+        _c("condition", "string", "with_agent, or solo: done without any AI tool (agent empty). Only in studies "
+           "with a solo condition."),
+        _c("condition_order", "string", "The participant's order of conditions: solo_first or agent_first."),
+        _c("condition_order_probability", "number", "Probability with which that order was drawn (0.5 when "
+           "counterbalanced at random, 1 when the study fixes it)."),
+        _c("used_ai_anyway", "boolean", "On a solo task, the participant said they used an AI tool anyway."),
         _c("design_mode", "string", "Pairing design when the agent was chosen: uniform, balanced or adaptive; "
            "staff when staff moved the task to another agent (no probability then); empty for episodes "
            "assigned before designs were recorded."),
@@ -345,7 +353,33 @@ TABLES: tuple[Table, ...] = (
         _c("p_greater", "number", "Probability that agent's skill exceeds other_agent's."),
     )),
 )
-TABLE_BY_FILE = {table.file: table for table in TABLES}
+# Written only for a study with a solo condition (has_solo_condition), so other studies' exports keep their files.
+SYNERGY_TABLES: tuple[Table, ...] = (
+    Table("synergy_workers.csv", "The synergy model's per-participant estimates (studies with a solo condition; "
+          "empty when the synergy fit had not been run for the current data): ability alone theta, with an agent "
+          "kappa and the boost kappa - theta, shrunk, each with its interval; empty where not identifiable.", (
+        PID,
+        _c("solo_episodes", "integer", "Scored episodes done alone."),
+        _c("agent_episodes", "integer", "Scored episodes done with an agent."),
+        *(_c(f"{name}{suffix}", "number", f"{label}{words}") for name, label in (
+            ("theta", "Ability alone (deviation from the average participant)"),
+            ("kappa", "Ability with an agent (deviation from the average participant)"),
+            ("boost", "Participant's own boost kappa - theta around the agents' boosts"))
+          for suffix, words in _BOUNDS),
+    )),
+    Table("synergy_tasks.csv", "The synergy model's per-task estimates (studies with a solo condition; empty when "
+          "the synergy fit had not been run for the current data); empty where not identifiable.", (
+        _c("task_id", "string", "Task UUID."),
+        _c("solo_episodes", "integer", "Scored episodes done alone."),
+        _c("agent_episodes", "integer", "Scored episodes done with an agent."),
+        *(_c(f"{name}{suffix}", "number", f"{label}{words}") for name, label in (
+            ("beta", "Task's shift of the score alone (beta; negative: harder)"),
+            ("gamma", "Task's extra shift with an agent (gamma)"),
+            ("beta_plus_gamma", "Task's shift with an agent (beta + gamma)"))
+          for suffix, words in _BOUNDS),
+    )),
+)
+TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -502,9 +536,51 @@ def _task_rows(study: Study) -> Iterator[dict[str, Any]]:
                "sector": task["sector__name"]}
 
 
+SOLO_COLUMNS = ("condition", "condition_order", "condition_order_probability", "used_ai_anyway")
+
+
+def has_solo_condition(study: Study) -> bool:
+    """Whether the study has (or had) a solo condition: only then do its exports carry the condition columns
+    and the synergy files, so the export of a study without one stays as it always was."""
+    return bool(study.solo_tasks_per_session) or Episode.objects.filter(
+        study=study, condition=Episode.Condition.SOLO).exists()
+
+
+def _episode_header(study: Study, include_pii: bool) -> list[str]:
+    header = TABLE_BY_FILE["episodes.csv"].header(include_pii)
+    return header if has_solo_condition(study) else [name for name in header if name not in SOLO_COLUMNS]
+
+
+def _estimate_cells(row: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in names:
+        value = row.get(name)
+        if value:
+            out.update({name: value["estimate"], f"{name}_lower": value["lower"], f"{name}_upper": value["upper"]})
+    return out
+
+
+def _synergy_worker_rows(result: dict[str, Any] | None, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    fit = (result or {}).get("fit") or {}
+    workers = (result or {}).get("workers") or []
+    for row in fit.get("workers") or []:
+        yield {"participant_id": hasher("participant", workers[row["human"]]["participant_id"]),
+               "solo_episodes": row["solo_episodes"], "agent_episodes": row["agent_episodes"],
+               **_estimate_cells(row, ("theta", "kappa", "boost"))}
+
+
+def _synergy_task_rows(result: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    fit = (result or {}).get("fit") or {}
+    tasks = (result or {}).get("tasks") or []
+    for row in fit.get("tasks") or []:
+        yield {"task_id": tasks[row["task"]]["uuid"], "solo_episodes": row["solo_episodes"],
+               "agent_episodes": row["agent_episodes"], **_estimate_cells(row, ("beta", "gamma", "beta_plus_gamma"))}
+
+
 def _episode_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
     rows = _episodes(study).order_by("pk").values(
-        "pk", "participant_id", "agent__name", "task__uuid", "position", "design_mode", "assignment_probability",
+        "pk", "participant_id", "agent__name", "task__uuid", "position", *SOLO_COLUMNS, "design_mode",
+        "assignment_probability",
         "status", "prior_experience", "assigned_at",
         "started_at", "submitted_at", "timed_out", "skip_reason", "score", "score_source", "auto_score",
         "expert_score", "needs_expert_review", "in_calibration_sample", "calibration_probability", "is_simulated",
@@ -868,7 +944,7 @@ def _dictionary(writer: _Writer) -> str:
     rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
-    for table in TABLES:
+    for table in (*TABLES, *SYNERGY_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -938,7 +1014,12 @@ def build_export(
             writer.table(TABLE_BY_FILE["identities.csv"], _identity_rows(study, hasher))
         writer.table(TABLE_BY_FILE["agents.csv"], _agent_rows(study))
         writer.table(TABLE_BY_FILE["tasks.csv"], _task_rows(study))
-        writer.table(TABLE_BY_FILE["episodes.csv"], _episode_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["episodes.csv"], _episode_rows(study, hasher),
+                     header=_episode_header(study, include_pii))
+        if has_solo_condition(study):
+            synergy = finished_synergy_result(study)
+            writer.table(TABLE_BY_FILE["synergy_workers.csv"], _synergy_worker_rows(synergy, hasher))
+            writer.table(TABLE_BY_FILE["synergy_tasks.csv"], _synergy_task_rows(synergy))
         writer.table(TABLE_BY_FILE["judge_runs.csv"], _judge_rows(study, hasher))
         writer.table(TABLE_BY_FILE["criterion_scores.csv"], _criterion_rows(study, hasher))
         writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rating.models import RatingSnapshot
+from rating.synergy_episodes import synergy_fingerprint
 from studies.models import BackgroundJob, Study
 
 
@@ -16,3 +19,17 @@ def finished_stability_job(study: Study, snapshot: RatingSnapshot | None = None)
     if snapshot is not None:
         jobs = jobs.filter(cache_key__startswith=f"stability:{study.pk}:v{snapshot.version}:")
     return jobs.order_by("-finished_at", "-created_at").first()
+
+
+def finished_synergy_result(study: Study) -> dict[str, Any] | None:
+    """Return the stored synergy fit of the study's current episodes, or ``None`` when none was computed for them.
+
+    An export carries only a fit of the data it exports: a fit of earlier episodes would disagree with its rows.
+    """
+    stamp = synergy_fingerprint(study)
+    if stamp is None:
+        return None
+    job = (BackgroundJob.objects.filter(study=study, kind="synergy", status=BackgroundJob.Status.DONE,
+                                        cache_key=f"synergy:{study.pk}:{stamp}"[:128])
+           .order_by("-finished_at", "-created_at").first())
+    return job.result if job else None

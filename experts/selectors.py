@@ -482,7 +482,8 @@ def calibration_co_graded_items(study: Study) -> list[CoGradedItem]:
         if not expert or not episode.calibration_probability:
             continue
         items.append(CoGradedItem(
-            judge=f"{provider}/{model}", category=category, episode_id=episode_id, agent_family=episode.agent.family,
+            judge=f"{provider}/{model}", category=category, episode_id=episode_id,
+            agent_family=episode.agent.family if episode.agent else "",
             judge_share=min(max(float(earned) / float(points), 0.0), 1.0), expert_share=sum(expert) / len(expert),
             weight=1.0 / float(episode.calibration_probability)))
     return items

@@ -242,7 +242,7 @@ def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) 
     The parsed transcript answers when it matches the current files; a file uploaded since (its parse
     message still on its way) is recognised from its first bytes, so the warning shows at once.
     """
-    source = agent_log_source(episode.agent)
+    source = agent_log_source(episode.agent) if episode.agent else None
     logs = [f for f in files if f.kind == EpisodeFile.Kind.LOG]
     if source is None or not logs:
         return {}

@@ -136,6 +136,16 @@ class LogForm(forms.Form):
     })
 
 
+class SoloForm(forms.Form):
+    """A solo task's honest "I used an AI tool anyway" answer and its notes (the solo task's log panel)."""
+
+    used_ai_anyway = forms.BooleanField(required=False)
+    notes = forms.CharField(max_length=NOTES_MAX_LENGTH, required=False, error_messages={
+        "max_length": "Notes can be at most %(limit_value)d characters; yours have %(show_value)d. Please shorten "
+                      "them. Nothing you typed was lost.",
+    })
+
+
 class UploadForm(forms.Form):
     kind = forms.ChoiceField(choices=[(EpisodeFile.Kind.DELIVERABLE, "Deliverable"),
                                       (EpisodeFile.Kind.LOG, "Collaboration log")])

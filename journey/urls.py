@@ -33,6 +33,7 @@ urlpatterns = [
     path("episodes/<int:episode_id>/outside-expertise/", task_page.skip_outside_expertise,
          name="episode-outside-expertise"),
     path("episodes/<int:episode_id>/log/", task_page.log, name="episode-log"),
+    path("episodes/<int:episode_id>/solo/", task_page.solo, name="episode-solo"),
     path("episodes/<int:episode_id>/submit/", task_page.submit, name="episode-submit"),
     path("episodes/<int:episode_id>/files/", uploads.upload, name="episode-upload"),
     path("episodes/<int:episode_id>/files/<int:file_id>/", uploads.download, name="episode-file"),

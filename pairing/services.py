@@ -54,6 +54,7 @@ from pairing import design
 from pairing.task_names import REFRESH_DESIGN_POSTERIOR
 from rating import selectors as rating_selectors
 from rating.fit import ModelSpec, fit_model
+from studies.conditions import condition_draw
 from studies.exceptions import NoAgentAvailable, StepNotAvailable
 from studies.models import Agent, Episode, Participant, Study, TaskInstance
 from studies.services.audit import audit_record
@@ -99,14 +100,20 @@ def episode_assign(*, participant: Participant, position: int, seed: int | None 
         _check_may_start(locked, position)
         seed = secrets.randbits(63) if seed is None else seed
         rng = random.Random(seed)
-        task = choose_task(locked, rng)
+        # A study with solo tasks first decides this task's condition (studies/conditions.py); without them
+        # nothing is drawn, so a seed replays the pairing it always gave.
+        drawn = condition_draw(participant=locked, rng=rng)
+        solo = drawn.condition == Episode.Condition.SOLO
+        task = choose_task(locked, rng, condition=drawn.condition if drawn.order else None)
         # The agent comes from the study's pairing design (studies/services/design.py), which also says how
         # likely this agent was, for weighted analyses.
-        pairing = agent_pair(participant=locked, rng=rng)
+        pairing = None if solo else agent_pair(participant=locked, rng=rng)
         return Episode.objects.create(
-            participant=locked, study=locked.study, agent=pairing.agent, task=task, position=position,
-            pairing_seed=seed, design_mode=pairing.design_mode, assignment_probability=pairing.probability,
-            status=Episode.Status.ASSIGNED,
+            participant=locked, study=locked.study, agent=pairing.agent if pairing else None, task=task,
+            position=position, pairing_seed=seed, design_mode=pairing.design_mode if pairing else None,
+            assignment_probability=pairing.probability if pairing else None, status=Episode.Status.ASSIGNED,
+            condition=drawn.condition, condition_order=drawn.order,
+            condition_order_probability=drawn.order_probability,
             started_at=timezone.now(), deadline_at=_deadline(locked.study, task),
         )
 

@@ -194,3 +194,54 @@ def grouped_outer_sums(
             for f in range(start, stop):
                 gram[g, i, indices[f]] += v * data[f]
     return gram, b_r
+
+
+@njit(cache=True, nogil=True)
+def block_row_products(
+    indptr: Any, indices: Any, data: Any, storage: Any, row_base: Any, local: Any
+) -> Any:  # pragma: no cover - compiled; exercised through rating.fit
+    """Return :math:`(T^{-1} b_h)_i` at every stored entry :math:`(h, i)` of the CSR task couplings.
+
+    ``storage`` holds the task blocks' inverses (full, symmetric); pair ``(i, j)`` of one block is at
+    ``row_base[i] + local[j]``. A participant's tasks are connected through them, so they lie in one block.
+    Each row's sums run over the row's entries in order, as the numpy pair walk they replace did.
+    """
+    n_rows = indptr.shape[0] - 1
+    out = np.empty(indices.shape[0])
+    for h in range(n_rows):
+        start, stop = indptr[h], indptr[h + 1]
+        for a in range(start, stop):
+            base = row_base[indices[a]]
+            acc = 0.0
+            for b in range(start, stop):
+                acc += data[b] * storage[base + local[indices[b]]]
+            out[a] = acc
+    return out
+
+
+@njit(cache=True, nogil=True)
+def border_forms(
+    human: Any, agent: Any, task: Any, z: Any, d: Any, w: Any, m_inv: Any, out: Any
+) -> None:  # pragma: no cover - compiled; exercised through rating.fit
+    """Add :math:`y_o^\\top M^{-1} y_o` to ``out`` per observation, :math:`y_o = e_{a_o} - W_{t_o} - z_h / d_h`.
+
+    The border part of an observation's :math:`x^\\top C^{-1} x` on the task-block core (``task`` -1: no
+    task row of ``W``); one pass over the observations instead of four (observations x agents) temporaries.
+    """
+    p = m_inv.shape[0]
+    y = np.empty(p)
+    for o in range(human.shape[0]):
+        h = human[o]
+        t = task[o]
+        for a in range(p):
+            y[a] = -z[h, a] / d[h]
+            if t >= 0:
+                y[a] -= w[t, a]
+        y[agent[o]] += 1.0
+        acc = 0.0
+        for a in range(p):
+            s = 0.0
+            for b in range(p):
+                s += m_inv[a, b] * y[b]
+            acc += y[a] * s
+        out[o] += acc

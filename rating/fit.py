@@ -851,7 +851,12 @@ def _reml(st: _Structure) -> _Reml:
         if moved < 1e-10:
             converged = True
             break
-    free = theta > lo + BOUNDARY_TOL
+    return _reml_result(st, ev, converged)
+
+
+def _reml_result(st: _Structure, ev: _Evaluation, converged: bool) -> _Reml:
+    """Return the fit at the optimum ``ev``: the profiled noise variance and the inverse average information."""
+    free = ev.theta > THETA_BOUNDS[0] + BOUNDARY_TOL
     tau = math.log(ev.q / ev.dfe)
     sub = np.concatenate([[0], 1 + np.flatnonzero(free)])
     info = _average_information(st, ev)[np.ix_(sub, sub)]
@@ -1233,7 +1238,10 @@ def _fit_structure(
     residuals = obs.y - _fitted(st, u_h, ev.core_mu)
     if ev.factor is not None:
         assert obs.task is not None
-        leverage = obs.omega * observation_forms(ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e)
+        assert st.entries is not None  # rows: the agent, then the task column
+        leverage = obs.omega * observation_forms(
+            ev.factor, ev.d, st.human, obs.agent, obs.task, tbt, z, e, st.entries[1]
+        )
         del tbt, z, e
         core_var = ev.factor.inverse_diagonal()
     else:

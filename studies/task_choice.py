@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from django.db.models import Count, Q
 
+from studies.conditions import condition_coverage
 from studies.exceptions import NoTaskAvailable
 from studies.models import Episode, Participant, SectorFallback, Study, TaskInstance
 
@@ -84,8 +85,12 @@ def _sectors_for(participant: Participant) -> list[int]:
     return ordered
 
 
-def choose_task(participant: Participant, rng: random.Random, *, lock: bool = True) -> TaskInstance:
+def choose_task(participant: Participant, rng: random.Random, *, lock: bool = True,
+                condition: str | None = None) -> TaskInstance:
     """Return the task the participant gets next (rules in :mod:`pairing.services`).
+
+    With a ``condition`` (a study with solo tasks) the task least covered in that condition comes first, so
+    every task is reached in both conditions (:mod:`studies.conditions`).
 
     With ``lock`` (inside the matching transaction) the candidate rows are locked ``FOR UPDATE``; without it
     this is a plain read. Raises :class:`~studies.exceptions.NoTaskAvailable` when nothing fits.
@@ -116,8 +121,9 @@ def choose_task(participant: Participant, rng: random.Random, *, lock: bool = Tr
         exact = set(TaskInstance.occupations.through.objects.filter(
             taskinstance_id__in=open_ids, occupation_id=participant.occupation_id
         ).values_list("taskinstance_id", flat=True))
+        crossing = condition_coverage(study=study, task_ids=open_ids, condition=condition) if condition else {}
         # One random number per candidate, drawn in primary-key order, so a seed replays the same choice.
-        keyed = [(coverage.get(pk, 0), pk not in exact, rng.random(), pk) for pk in open_ids]
-        return TaskInstance.objects.get(pk=min(keyed)[3])
+        keyed = [(crossing.get(pk, 0), coverage.get(pk, 0), pk not in exact, rng.random(), pk) for pk in open_ids]
+        return TaskInstance.objects.get(pk=min(keyed)[-1])
     raise NoTaskAvailable("There is no task left that fits your occupation right now. Please come back later or "
                           "contact the study team; nothing you already did is lost.")

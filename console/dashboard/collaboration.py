@@ -182,7 +182,7 @@ def _scored_episodes(study: Study) -> list[tuple[int, int, int, str, float]]:
     return list(
         # Gold QA copies repeat a real session (and get a score when the study is re-recorded): never count them.
         Episode.objects.filter(study=study, score__isnull=False, is_gold=False)
-        .exclude(participant__status__in=_EXCLUDED)
+        .exclude(participant__status__in=_EXCLUDED).exclude(condition=Episode.Condition.SOLO)
         .values_list("participant_id", "task_id", "agent_id", "agent__name", "score")
     )
 

@@ -34,12 +34,13 @@ from grading.selectors import episodes_held
 from rating import selectors as rating_selectors
 from rating.conf import rating_settings
 from rating.models import EntityRating, RatingSnapshot
+from rating.synergy_episodes import synergy_fingerprint
 from studies.models import Agent, BackgroundJob, Episode, Participant, Sector, SoloRun, Study
 from studies.roles import file_jobs_visible
 from studies.task_choice import participants_with_task
 from surveys.selectors import answers_fingerprint
 
-ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders")
+ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders", "synergy")
 FILE_JOB_KINDS = ("export", "payouts")
 STALE_AFTER = dt.timedelta(hours=24)
 MONITOR_LIMIT = 50
@@ -146,7 +147,7 @@ def _progress_rows(breakdown: dict[str, Any], by: str) -> list[dict[str, Any]]:
     key = "agent_id" if by == "agent" else "task__sector_id"
     groups: dict[str, dict[str, Any]] = {}
     for row in breakdown["rows"]:
-        label = names.get(row[key], "")
+        label = names.get(row[key], "") or ("Solo (no agent)" if by == "agent" and row[key] is None else "")
         group = groups.setdefault(
             label, {"label": label, "total": 0, "open": 0, "submitted": 0, "graded": 0, "skipped": 0, "failed": 0}
         )
@@ -433,6 +434,9 @@ def analysis_cache_key(
             round(solo["s"] or 0, 3)
         ) + _transcripts_fingerprint(study)
         return f"collaboration:{study.pk}:v{version}:{fingerprint}"[:128]
+    if kind == "synergy":
+        stamp = synergy_fingerprint(study)
+        return None if stamp is None else f"synergy:{study.pk}:{stamp}"[:128]
     raise ValueError(f"kind must be one of {ANALYSIS_KINDS}, got {kind!r}")
 
 

@@ -27,6 +27,7 @@ from console.dashboard.exceptions import JobRefused
 from console.dashboard.stability import study_stability
 from rating import selectors as rating_selectors
 from rating.services import analysis as rating_analysis
+from rating.services.synergy import study_synergy, synergy_plan
 from studies.models import BackgroundJob, Study
 from studies.roles import can_export_pii
 from studies.services.audit import audit_record
@@ -219,6 +220,10 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
                 raise JobRefused("No grade is recorded for this study yet.")
         elif job.kind == "collaboration":
             result = collaboration_analysis(study)
+        elif job.kind == "synergy":
+            result = study_synergy(study)
+        elif job.kind == "synergy_plan":
+            result = synergy_plan(job.params)
         else:
             raise JobRefused(f"Job kind “{job.kind}” is not an analysis.")
         progress(1, 1)

@@ -19,6 +19,8 @@ from console.dashboard import cached, counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
+from console.dashboard.synergy import synergy_page
+from console.dashboard.synergy_planning import synergy_plan_context, synergy_plan_inputs, synergy_plan_request
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
 from experts import selectors as expert_selectors
@@ -27,6 +29,7 @@ from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
 from rating import selectors as rating_selectors
+from studies.conditions import crossing_summary
 from studies.files import serve_private_file
 from studies.models import BackgroundJob, Study
 from studies.roles import can_export_pii
@@ -39,6 +42,7 @@ TABS = (
     ("surveys", "Surveys"),
     ("collaboration", "Collaboration"),
     ("costs", "Time & cost"),
+    ("synergy", "Who benefits"),
     ("exports", "Exports & payouts"),
 )
 
@@ -177,8 +181,35 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
+@require_GET
+def synergy(request: HttpRequest, slug: str) -> HttpResponse:
+    """Who benefits from the agent: the stored synergy fit (the solo condition against the agents)."""
+    study = _study(slug)
+    state = _analysis_context(request, study, "synergy", auto=True)
+    shown = state.result or (state.stale.result if state.stale else None)
+    return _render(
+        request, "dashboard/synergy.html", study, "synergy", f"{study.name}: who benefits from the agent",
+        state=state, result=shown, view=synergy_page(shown), crossing=crossing_summary(study=study),
+        plan=synergy_plan_context(study), plan_inputs=synergy_plan_inputs(study, (shown or {}).get("fit")),
+    )
+
+
+@require_POST
+def synergy_plan_run(request: HttpRequest, slug: str) -> HttpResponse:
+    """Start a plan of the solo condition for a target boost-interval width."""
+    study = _study(slug)
+    state = selectors.analysis_state(study, "synergy", rating_selectors.latest_snapshot(study))
+    shown = state.result or (state.stale.result if state.stale else None)
+    try:
+        synergy_plan_request(study=study, actor=request.user, fit=(shown or {}).get("fit"),
+                             width=request.POST.get("width"))
+    except DashboardError as exc:
+        messages.error(request, f"Nothing was started. {exc}")
+    return redirect(reverse("dashboard:synergy", kwargs={"slug": study.slug}) + "#plan-h")
+
+
 def costs(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug)
+    study = _study(slug)
     rows = economics.episode_economics(study)
     return _render(request, "dashboard/costs.html", study, "costs", f"{study.name}: time and cost",
                    view=economics.economics_summary(rows), n_episodes=len(rows),
@@ -228,7 +259,7 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     except DashboardError as exc:
         messages.error(request, str(exc))
     target = {"stability": "dashboard:leaderboard", "graders": "dashboard:leaderboard",
-              "surveys": "dashboard:surveys"}.get(kind, "dashboard:collaboration")
+              "surveys": "dashboard:surveys", "synergy": "dashboard:synergy"}.get(kind, "dashboard:collaboration")
     url = reverse(target, kwargs={"slug": study.slug})
     return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
 

@@ -45,8 +45,9 @@ def study_gate_rule(study: Study) -> GateRule:
 
 
 def _families_drawn(study: Study) -> set[str]:
-    return set(Episode.objects.filter(study=study, calibration_probability__isnull=False, is_gold=False)
-               .values_list("agent__family", flat=True))
+    # A solo episode has no agent (family None); it counts with the agents of no family, as its items do.
+    return {family or "" for family in Episode.objects.filter(
+        study=study, calibration_probability__isnull=False, is_gold=False).values_list("agent__family", flat=True)}
 
 
 def _evaluate(items: list[CoGradedItem], *, rule: GateRule, width: float, families: set[str],

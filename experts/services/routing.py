@@ -221,7 +221,8 @@ def _gold_participant(study: Study) -> Participant:
 def _copy_episode(source: Episode, holder: Participant) -> Episode:
     position = (holder.episodes.aggregate(p=Max("position"))["p"] or 0) + 1
     copy = Episode.objects.create(
-        participant=holder, study=source.study, agent=source.agent, task=source.task, position=position,
+        participant=holder, study=source.study, agent=source.agent, condition=source.condition, task=source.task,
+        position=position,
         status=Episode.Status.GRADED, prior_experience=source.prior_experience, started_at=source.started_at,
         submitted_at=source.submitted_at, auto_score=source.auto_score, is_gold=True)
     for original in source.files.filter(kind=EpisodeFile.Kind.DELIVERABLE).order_by("name"):

@@ -34,8 +34,10 @@ def episode_calibration_draw(*, episode: Episode) -> bool:
     study = episode.study
     if study.calibration_rate <= 0:
         return False
-    family = episode.agent.family
-    sampled = Episode.objects.filter(study=study, in_calibration_sample=True, agent__family=family).count()
+    # Solo episodes form their own stratum: they have no agent family, and the judges may score them differently.
+    family = episode.agent.family if episode.agent else None
+    same = {"agent__family": family} if family is not None else {"agent__isnull": True}
+    sampled = Episode.objects.filter(study=study, in_calibration_sample=True, **same).count()
     probability = inclusion_probability(rate=study.calibration_rate, sampled_in_family=sampled,
                                         min_per_family=study.calibration_min_per_family)
     chosen = calibration_draw_value(episode.pk) < probability

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from grading.selectors import episode_log_format_warnings
-from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm
+from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm, SoloForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
 from pairing.services import episode_assign
 from studies.conf import upload_limits
@@ -40,6 +40,7 @@ from studies.services.episodes import (
     submission_problems,
 )
 from studies.services.participants import participant_finish_tasks_early, step_visit_record
+from studies.services.solo_episodes import episode_solo_save
 from studies.services.uploads import EDITABLE_STATUSES, allowed_extensions
 
 WORKER_STATUS = {
@@ -75,7 +76,8 @@ def task(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
 
 
 def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, setup_failed_form=None,
-                 log_form=None, setup_form=None, outside_form=None, section: str = "") -> HttpResponse:
+                 log_form=None, setup_form=None, outside_form=None, solo_form=None,
+                 section: str = "") -> HttpResponse:
     """Render the task page; after a refused form, ``section`` names where the worker lands (the address bar is
     set back to the task page's address with that anchor, so a reload opens the page, never a bare 405)."""
     participant, study, agent, task_obj = episode.participant, episode.participant.study, episode.agent, episode.task
@@ -91,9 +93,9 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
     context = {
         "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
-        "setup_guide_html": render_markdown(agent.setup_guide),
-        "log_instructions_html": render_markdown(agent.log_instructions),
-        "log_source": agent_log_source(agent),
+        "setup_guide_html": render_markdown(agent.setup_guide) if agent else "",
+        "log_instructions_html": render_markdown(agent.log_instructions) if agent else "",
+        "log_source": agent_log_source(agent) if agent else None,
         "reference_files": reference_files(task_obj.pk),
         "deliverables": [f for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE],
         "logs": [f for f in files if f.kind == EpisodeFile.Kind.LOG],
@@ -108,9 +110,11 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "log_unsaved": bool(log_form is not None and log_form.errors),
         "page_address": f"{task_url(episode)}#{section}" if section else "",
         "log_form": log_form or LogForm(initial={"share_url": episode.share_url, "notes": episode.notes}),
-        "wants_files_log": agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
-        "wants_share_url": agent.log_mode in (Agent.LogMode.SHARE_URL, Agent.LogMode.EITHER),
-        "share_hosts": agent.share_url_hosts or [],
+        "wants_files_log": bool(agent) and agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
+        "wants_share_url": bool(agent) and agent.log_mode in (Agent.LogMode.SHARE_URL, Agent.LogMode.EITHER),
+        "share_hosts": (agent.share_url_hosts or []) if agent else [],
+        "solo": episode.is_solo, "solo_form": solo_form or SoloForm(initial={
+            "used_ai_anyway": episode.used_ai_anyway, "notes": episode.notes}),
         "deadline": episode.deadline_at, "overdue": bool(episode.deadline_at and now > episode.deadline_at),
         "seconds_left": max(0, int((episode.deadline_at - now).total_seconds())) if episode.deadline_at else None,
         "limits": {"max_file": limits["MAX_FILE_BYTES"], "max_episode": limits["MAX_EPISODE_BYTES"],
@@ -318,3 +322,23 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
         "log_warnings": [(f.name, warnings[f.pk]) for f in files if f.pk in warnings],
         "late": bool(episode.deadline_at and timezone.now() > episode.deadline_at), "back": back,
     })
+
+
+@login_required
+def solo(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Save a solo task's "I used an AI tool anyway" answer and notes; ``next=review`` then opens the review."""
+    if (back_response := _back_to_section(request, episode_id, "solo")) is not None:
+        return back_response
+    episode = _episode(request, episode_id)
+    form = SoloForm(request.POST)
+    if not form.is_valid():
+        return _render_task(request, episode, status=400, solo_form=form, section="solo")
+    try:
+        episode = episode_solo_save(episode=episode, used_ai_anyway=form.cleaned_data["used_ai_anyway"],
+                                    notes=form.cleaned_data["notes"], actor=request.user)
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=task_url(episode))
+    if request.POST.get("next") == "review":
+        return redirect("worker:episode-submit", episode.pk)
+    messages.success(request, "Saved.")
+    return redirect(task_url(episode) + "#solo")

@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 # Retraction reasons starting with this stay retracted when the episode is recorded again (see
 # observations_retract_participant).
 PARTICIPANT_RETRACTION = "participant retracted"
+SOLO_EXCLUSION = "solo episode: no agent to rate"
 EXCLUDED_PARTICIPANT_STATUSES = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED)
 
 
@@ -107,6 +108,10 @@ def _episode_exclusion(episode: Episode, observation: Observation | None) -> str
     if observation is not None and not observation.active and observation.retraction_reason.startswith(
             PARTICIPANT_RETRACTION):
         return observation.retraction_reason
+    if episode.condition == Episode.Condition.SOLO:
+        # Done without an agent: the CollabSkill ledger rates agents and humans together, so a solo score
+        # would count as some agent's. The synergy model reads solo episodes itself (rating/services/synergy.py).
+        return SOLO_EXCLUSION
     if episode.status == Episode.Status.SKIPPED:
         return "episode skipped"
     if episode.participant.status in EXCLUDED_PARTICIPANT_STATUSES:
@@ -271,8 +276,8 @@ def episode_grades_record(*, episode_id: int, kind: str, grades: Sequence[GradeI
     with transaction.atomic():
         episode = (Episode.objects.select_for_update(of=("self",)).select_related("study", "participant", "agent")
                    .filter(pk=episode_id).first())
-        if episode is None:
-            return False
+        if episode is None or episode.condition == Episode.Condition.SOLO:
+            return False  # a solo episode has no agent, so no grade row of the judge-aware model
         observation = Observation.objects.filter(episode_id=episode.pk).first()
         reason = _episode_exclusion(episode, observation)
         changed = False

@@ -31,6 +31,10 @@ class Episode(models.Model):
         TIMED_OUT = "timed_out", "Time limit passed without a submission"
         ABANDONED = "abandoned", "Abandoned: no activity within the study's limit"
 
+    class Condition(models.TextChoices):
+        WITH_AGENT = "with_agent", "With an agent"
+        SOLO = "solo", "Solo (no AI tool)"
+
     class ScoreSource(models.TextChoices):
         AUTO = "auto", "Automated judges"
         EXPERT = "expert", "Expert grades"
@@ -38,7 +42,20 @@ class Episode(models.Model):
 
     participant = models.ForeignKey("studyapp.Participant", on_delete=models.CASCADE, related_name="episodes")
     study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="episodes")
-    agent = models.ForeignKey("studyapp.Agent", on_delete=models.PROTECT, related_name="episodes")
+    # Empty exactly for a solo episode (the constraint below): no agent was paired, so none can be rated.
+    agent = models.ForeignKey("studyapp.Agent", on_delete=models.PROTECT, related_name="episodes", null=True,
+                              blank=True)
+    condition = models.CharField(
+        max_length=16, choices=Condition.choices, default=Condition.WITH_AGENT,
+        help_text="Whether the task was done with the paired agent or without any AI tool.")
+    condition_order = models.CharField(
+        max_length=16, blank=True,
+        help_text="The worker's order of conditions drawn for a study with solo tasks (solo_first / agent_first); "
+                  "empty in a study without solo tasks.")
+    condition_order_probability = models.FloatField(
+        null=True, blank=True, help_text="Probability with which that order was drawn (1 when the study fixes it).")
+    used_ai_anyway = models.BooleanField(
+        default=False, help_text="The worker said they used an AI tool on this solo task after all.")
     task = models.ForeignKey("studyapp.TaskInstance", on_delete=models.PROTECT, related_name="episodes")
     position = models.PositiveSmallIntegerField(help_text="1-based position in the participant's session.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ASSIGNED, db_index=True)
@@ -91,6 +108,11 @@ class Episode(models.Model):
             ),
             models.CheckConstraint(condition=models.Q(position__gte=1), name="episode_position_positive"),
             models.CheckConstraint(
+                condition=(models.Q(condition="solo", agent__isnull=True)
+                           | (~models.Q(condition="solo") & models.Q(agent__isnull=False))),
+                name="episode_agent_matches_condition",
+            ),
+            models.CheckConstraint(
                 condition=models.Q(score__isnull=True) | (models.Q(score__gte=0) & models.Q(score__lte=100)),
                 name="episode_score_in_range",
             ),
@@ -106,6 +128,10 @@ class Episode(models.Model):
 
     # What a worker may be told: grading states and their outcome all read "submitted".
     WORKER_STATUSES = ("assigned", "in_progress", "submitted", "skipped")
+
+    @property
+    def is_solo(self) -> bool:
+        return self.condition == self.Condition.SOLO
 
     @property
     def worker_status(self) -> str:

@@ -86,6 +86,11 @@ class Study(models.Model):
     contact_name = models.CharField(max_length=200, blank=True, help_text="Research-team contact shown to workers.")
     contact_email = models.EmailField(blank=True, help_text="Shown on every worker page and on setup failures.")
 
+    class ConditionOrder(models.TextChoices):
+        SOLO_FIRST = "solo_first", "Solo tasks first"
+        AGENT_FIRST = "agent_first", "Agent tasks first"
+        COUNTERBALANCED = "counterbalanced", "Counterbalanced at random per worker"
+
     class PostSurveyGate(models.TextChoices):
         ALL_POSITIONS = "all_positions", "After every task position is submitted or skipped"
         ALL_SUBMITTED = "all_submitted", "Only after all tasks are submitted (a skipped task is replaced)"
@@ -216,6 +221,18 @@ class Study(models.Model):
         help_text="Adaptive mode: how many of a worker's tasks may go to the same agent (1: no repeats while an "
                   "unused agent is left).",
     )
+    # The solo condition (seed 004): some of a worker's tasks are done without any agent, so the synergy model
+    # can separate a worker's ability alone from their ability with an agent (studies/conditions.py).
+    # 0 keeps a study as it always was: every task with an agent.
+    solo_tasks_per_session = models.PositiveSmallIntegerField(
+        default=0, validators=[MaxValueValidator(50)],
+        help_text="How many of a worker's tasks are done without an agent (0: every task with an agent).",
+    )
+    condition_order = models.CharField(
+        max_length=16, choices=ConditionOrder.choices, default=ConditionOrder.COUNTERBALANCED,
+        help_text="Whether a worker's solo tasks come first, last, or (counterbalanced) first or last at random "
+                  "per worker; the order drawn and its probability are stored on each episode.",
+    )
     survey_instrument = models.ForeignKey(
         "surveys.Instrument", null=True, blank=True, on_delete=models.PROTECT, related_name="studies"
     )
@@ -231,6 +248,10 @@ class Study(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        if self.solo_tasks_per_session and self.solo_tasks_per_session >= (self.tasks_per_session or 0):
+            raise ValidationError({"solo_tasks_per_session": "At least one task per session must be done with an "
+                                                             "agent; choose fewer solo tasks than tasks per "
+                                                             "session."})
         if self.gate_mode == self.GateMode.ENFORCE and self.score_source == self.ScoreSource.AUTO:
             raise ValidationError({"gate_mode": "Enforcing the gate holds episodes for experts, but with the "
                                                 "automated score source their expert grades never count; choose "

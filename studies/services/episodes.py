@@ -26,6 +26,7 @@ from studies.services.payments import (
     payment_record_outside_expertise,
     payment_record_task,
 )
+from studies.services.solo_episodes import ensure_with_agent
 from studies.services.uploads import EDITABLE_STATUSES, ensure_editable, episode_file_add, validate_upload
 from studies.task_names import GRADE_EPISODE
 from studies.task_sending import send_task_on_commit
@@ -46,6 +47,7 @@ def episode_setup_save(*, episode: Episode, prior_experience: str, ready: bool) 
     """Save the 'have you used this agent' answer and, once given, the 'agent is ready' confirmation."""
     if prior_experience not in Episode.PriorExperience.values:
         raise SubmitRejected("Please say whether you have used this agent before.")
+    ensure_with_agent(episode)
     with transaction.atomic():
         locked = _locked(episode)
         ensure_editable(locked)
@@ -65,6 +67,7 @@ def episode_skip_setup_failed(*, episode: Episode, description: str, screenshots
 
     Every screenshot is checked before anything is stored, so a bad file leaves the episode as it was.
     """
+    ensure_with_agent(episode)
     description = (description or "").strip()
     if len(description) < 10:
         raise SubmitRejected("Please describe what went wrong during the setup (at least a sentence).")
@@ -92,7 +95,7 @@ def episode_skip_setup_failed(*, episode: Episode, description: str, screenshots
             locked.skip_description = description[:5000]
             locked.save(update_fields=["status", "skip_reason", "skip_description", "updated_at"])
             audit_record(actor=actor, action="episode.skip_setup_failed", obj=locked, study=locked.study,
-                         after={"agent": locked.agent.slug, "position": locked.position})
+                         after={"agent": locked.agent.slug if locked.agent else None, "position": locked.position})
             _unlock_post_survey_if_done(locked)
     except BaseException:
         for record in stored:
@@ -125,7 +128,8 @@ def episode_skip_outside_expertise(*, episode: Episode, reason: str, actor: Any)
         if paid:
             payment_record_outside_expertise(episode=locked)
         audit_record(actor=actor, action="episode.skip_outside_expertise", obj=locked, study=locked.study,
-                     after={"agent": locked.agent.slug, "position": locked.position, "paid": paid})
+                     after={"agent": locked.agent.slug if locked.agent else None, "position": locked.position,
+                            "paid": paid})
         _unlock_post_survey_if_done(locked)
     return locked
 
@@ -176,6 +180,7 @@ def _non_public_address(host: str) -> bool:
 
 def episode_log_save(*, episode: Episode, share_url: str, notes: str) -> Episode:
     """Save the shared-session link and notes (a draft: nothing is submitted)."""
+    ensure_with_agent(episode)
     with transaction.atomic():
         locked = _locked(episode)
         ensure_editable(locked)
@@ -198,6 +203,9 @@ def submission_checklist(episode: Episode, files: list[EpisodeFile]) -> list[Che
     """Everything the final submission needs for this episode's agent, each marked done or not."""
     kinds = {f.kind for f in files}
     has_log_file = EpisodeFile.Kind.LOG in kinds
+    if episode.condition == Episode.Condition.SOLO:
+        # Done without any AI tool: nothing to set up and no collaboration log; the deliverables are the work.
+        return [Check("deliverable", "Upload at least one deliverable file.", EpisodeFile.Kind.DELIVERABLE in kinds)]
     checks = [
         Check("prior", "Say whether you have used this agent before (setup panel).", bool(episode.prior_experience)),
         Check("ready", "Confirm that the agent is set up and ready (setup panel).", episode.ready_at is not None),

@@ -120,6 +120,9 @@ def episode_reassign(*, episode: Episode, actor: Any, agent: Agent) -> Episode:
         locked = Episode.objects.select_for_update().get(pk=episode.pk)
         if locked.status not in OPEN_STATUSES:
             raise StaffActionError(_state_message(locked, "only open tasks can move to another agent"))
+        if locked.condition == Episode.Condition.SOLO:
+            raise StaffActionError(f"Task {locked.pk} is a solo task (done without an agent); it has no agent to "
+                                   "change.")
         if agent.pk == locked.agent_id:
             raise StaffActionError(f"Task {locked.pk} is already paired with {agent.name}.")
         if not agent.is_active:

@@ -92,7 +92,8 @@ def test_demo_covers_eight_sectors_twenty_tasks_five_agents_and_a_simulated_coho
     participants = study.participants.filter(is_simulated=True)
     assert 80 <= participants.count() <= 100
     episodes = study.episodes.filter(is_simulated=True, status=Episode.Status.GRADED)
-    assert 340 <= episodes.count() <= 420
+    assert 340 <= episodes.filter(condition=Episode.Condition.WITH_AGENT).count() <= 420
+    assert episodes.filter(condition=Episode.Condition.SOLO, agent__isnull=True).count() == 2 * participants.count()
     real = study.episodes.filter(is_simulated=False)
     assert real.count() == 3 and set(real.values_list("status", flat=True)) == {Episode.Status.SUBMITTED}
 
@@ -137,8 +138,10 @@ def test_simulated_scores_go_through_the_rating_ledger_and_recover_the_true_agen
 
     call_command("demo")
     study = Study.objects.get(slug="collabskill-demo")
-    scored = study.episodes.filter(is_simulated=True).count()  # the real sample submissions wait for grading
+    # The real sample submissions wait for grading; solo episodes (no agent) never enter the CollabSkill ledger.
+    scored = study.episodes.filter(is_simulated=True, condition=Episode.Condition.WITH_AGENT).count()
     assert Observation.objects.filter(study=study, active=True).count() == scored
+    assert not Observation.objects.filter(study=study, episode__condition=Episode.Condition.SOLO).exists()
     snapshot = RatingSnapshot.objects.filter(study=study).latest()
     ranked = list(snapshot.ratings.filter(entity_kind="agent").order_by("rank").values_list("label", flat=True))
     truth = sorted(Agent.objects.filter(studies=study), key=lambda a: -TRUE_AGENT_SKILL[a.slug])
@@ -174,7 +177,7 @@ def test_the_demo_judges_planted_leniency_and_self_preference_are_found_by_the_g
 
     call_command("demo")
     study = Study.objects.get(slug="collabskill-demo")
-    simulated = study.episodes.filter(is_simulated=True)
+    simulated = study.episodes.filter(is_simulated=True, condition=Episode.Condition.WITH_AGENT)
     assert GradeObservation.objects.filter(study=study, active=True).count() == 2 * simulated.count()
     report = study_grader_report(study)
     for term in report["self_preference"]:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rating import fit as fit_module
+from rating import task_blocks as task_blocks_module
 from rating.fit import ModelSpec, _fit_calibrated, _observations, _structure, fit_model
 from rating.task_blocks import factorise
 from tests.rating.test_fit import dense_reml
@@ -40,6 +41,29 @@ def clustered(
     return {"agent": agent, "human": human, "task": task, "y": y}
 
 
+def connected(
+    rng: np.random.Generator, *, n_agents: int, n_humans: int, n_tasks: int, n_obs: int
+) -> dict[str, np.ndarray]:
+    """InstEval's shape: tasks (lecturers) nested in agents (departments), participants rating mostly their home
+    agent's tasks and some of any other, so the participant x task graph is one connected block."""
+    dept = np.arange(n_tasks) % n_agents
+    home = rng.integers(0, n_agents, n_humans)
+    human = np.concatenate([np.arange(n_humans), rng.integers(0, n_humans, n_obs - n_humans)])
+    rng.shuffle(human)
+    task = rng.integers(0, n_tasks, n_obs)
+    own = rng.random(n_obs) < 0.7
+    task[own] = home[human[own]] + n_agents * rng.integers(0, n_tasks // n_agents, int(own.sum()))
+    agent = dept[task]
+    y = (
+        3.2
+        + rng.normal(0.0, 0.3, n_agents)[agent]
+        + rng.normal(0.0, 0.33, n_humans)[human]
+        + rng.normal(0.0, 0.5, n_tasks)[task]
+        + rng.normal(0.0, 1.2, n_obs)
+    )
+    return {"agent": agent, "human": human, "task": task, "y": y}
+
+
 def both_cores(data: dict[str, np.ndarray], spec: ModelSpec, weights: np.ndarray | None = None, monkeypatch=None):
     task = np.where(data["task"] >= 0, data["task"], None) if (data["task"] < 0).any() else data["task"]
     obs = _observations(data["agent"], data["human"], data["y"], task, weights)
@@ -64,6 +88,7 @@ CASES = [
     (3, 60, 12, 400, 1, 0.0, False),  # one connected block: the border-only elimination
     (5, 150, 60, 900, 3, 0.1, True),  # observations without a task, unequal weights
     (2, 300, 120, 2400, 2, 0.0, False),  # blocks of 60 tasks: factorised one by one with LAPACK
+    (4, 200, 64, 1500, 0, 0.0, False),  # InstEval's shape: tasks nested in agents, one connected block of 64
 ]
 
 
@@ -72,14 +97,15 @@ CASES = [
 def test_block_core_equals_the_dense_core(case, integrate, monkeypatch) -> None:
     n_a, n_h, n_t, n, groups, untasked, weighted = case
     rng = np.random.default_rng(n_h + n_t)
-    data = clustered(
-        rng, n_agents=n_a, n_humans=n_h, n_tasks=n_t, n_obs=n, n_groups=groups, untasked=untasked
-    )
+    if groups == 0:
+        data = connected(rng, n_agents=n_a, n_humans=n_h, n_tasks=n_t, n_obs=n)
+    else:
+        data = clustered(rng, n_agents=n_a, n_humans=n_h, n_tasks=n_t, n_obs=n, n_groups=groups, untasked=untasked)
     weights = rng.uniform(0.5, 2.0, n) if weighted else None
     spec = ModelSpec(kind="calibrated_task", integrate_hyper=integrate)
     dense, block = both_cores(data, spec, weights, monkeypatch)
     assert dense.diagnostics.get("task_blocks") is None
-    assert block.diagnostics["task_blocks"]["blocks"] == groups
+    assert block.diagnostics["task_blocks"]["blocks"] == max(groups, 1)
     for name in ("agent_mu", "agent_cov", "human_mu", "human_sigma", "task_mu", "task_sigma", "residuals"):
         np.testing.assert_allclose(getattr(block, name), getattr(dense, name), rtol=0, atol=1e-10, err_msg=name)
     np.testing.assert_allclose(block.standardized_residuals, dense.standardized_residuals, rtol=0, atol=1e-10)
@@ -108,6 +134,41 @@ def test_block_core_reml_equals_an_independent_dense_reml() -> None:
     assert fit.hyper["sigma_human"]["estimate"] == pytest.approx(sds[1], rel=1e-6)
     assert fit.hyper["sigma_task"]["estimate"] == pytest.approx(sds[2], rel=1e-6)
     assert fit.log_likelihood == pytest.approx(loglik, rel=1e-10)
+
+
+@pytest.mark.parametrize("loop_block", [1, 48])
+def test_connected_block_core_equals_an_independent_reml_and_a_dense_solve(loop_block) -> None:
+    # One connected block (InstEval's shape), through the batched and the one-by-one (LAPACK) factorisation:
+    # the variance components and REML criterion against an independent dense REML, the estimates and their
+    # posterior variances against a dense solve and inverse of the mixed-model equations at those components.
+    rng = np.random.default_rng(11)
+    data = connected(rng, n_agents=3, n_humans=40, n_tasks=12, n_obs=200)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fit_module, "_DENSE_CORE", 0)
+        patch.setattr(task_blocks_module, "_LOOP_BLOCK", loop_block)
+        fit = fit_model(
+            data["agent"], data["human"], data["y"], data["task"],
+            spec=ModelSpec(kind="calibrated_task", integrate_hyper=False),
+        )  # fmt: skip
+    assert fit.diagnostics["task_blocks"] == {"blocks": 1, "largest": 12}
+    sds, loglik = dense_reml(data["agent"], data["human"], data["y"], data["task"])
+    beta, sigma_h, sigma_t = (fit.hyper[k]["estimate"] for k in ("beta", "sigma_human", "sigma_task"))
+    np.testing.assert_allclose([beta, sigma_h, sigma_t], sds, rtol=1e-6)
+    assert fit.log_likelihood == pytest.approx(loglik, rel=1e-10)
+    # Henderson's equations at the fitted components, dense: [X Z]'[X Z] + diag(0, beta^2 / sigma^2).
+    n_a, n_h, n_t = 3, 40, 12
+    design = np.hstack([np.eye(n_a)[data["agent"]], np.eye(n_h)[data["human"]], np.eye(n_t)[data["task"]]])
+    prior = np.r_[np.zeros(n_a), np.full(n_h, (beta / sigma_h) ** 2), np.full(n_t, (beta / sigma_t) ** 2)]
+    inverse = np.linalg.inv(design.T @ design + np.diag(prior))
+    effects = inverse @ (design.T @ data["y"])
+    agents, humans, tasks = (ids.astype(int) for ids in (fit.agent_ids, fit.human_ids, fit.task_ids))
+    np.testing.assert_allclose(fit.agent_mu, effects[agents], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fit.human_mu, effects[n_a + humans], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fit.task_mu, effects[n_a + n_h + tasks], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fit.agent_cov, beta**2 * inverse[np.ix_(agents, agents)], rtol=1e-9, atol=1e-12)
+    variances = beta**2 * np.diag(inverse)
+    np.testing.assert_allclose(fit.human_sigma, np.sqrt(variances[n_a + humans]), rtol=1e-9)
+    np.testing.assert_allclose(fit.task_sigma, np.sqrt(variances[n_a + n_h + tasks]), rtol=1e-9)
 
 
 def test_block_factor_solves_and_inverts_the_assembled_schur_complement() -> None:
