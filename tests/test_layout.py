@@ -33,3 +33,23 @@ def test_tests_of_the_project_package_are_not_filed_under_the_study_domain():
                 if any(name and name.split(".")[0] == "studyapp" for name in names):
                     misfiled.append(path.name)
     assert misfiled == []
+
+
+# Folders whose templates a contrib app or a library looks up by its own name, wherever they are rendered from.
+SHARED_TEMPLATE_FOLDERS = {"admin", "registration", "drf_spectacular"}
+APPS = ("console", "journey", "experts", "grading", "surveys", "pairing", "rating", "studies", "studyapp")
+
+
+def test_templates_live_in_a_folder_named_after_the_app_that_renders_them():
+    """A ``"<folder>/<name>.html"`` string in an app's code names its own folder (or a contrib one)."""
+    misplaced = []
+    for app in APPS:
+        for path in (ROOT / app).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                        and node.value.endswith(".html") and "/" in node.value and " " not in node.value:
+                    folder = node.value.split("/", 1)[0]
+                    if folder not in {app, *SHARED_TEMPLATE_FOLDERS}:
+                        misplaced.append(f"{path.relative_to(ROOT)}: {node.value}")
+    assert misplaced == []
+    assert not (ROOT / "templates" / "worker").exists() and not (ROOT / "templates" / "dashboard").exists()

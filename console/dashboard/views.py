@@ -93,12 +93,12 @@ def _analysis_context(request: HttpRequest, study: Study, kind: str, *, auto: bo
 
 @require_GET
 def index(request: HttpRequest) -> HttpResponse:
-    return _render(request, "dashboard/index.html", None, "", "Study dashboard", studies=selectors.study_list())
+    return _render(request, "console/index.html", None, "", "Study dashboard", studies=selectors.study_list())
 
 
 @require_GET
 def glossary(request: HttpRequest) -> HttpResponse:
-    return _render(request, "dashboard/glossary.html", None, "", "Glossary of the dashboard's terms",
+    return _render(request, "console/glossary.html", None, "", "Glossary of the dashboard's terms",
                    terms=list(GLOSSARY.values()))
 
 
@@ -109,7 +109,7 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
     data = cached.overview(study, monitor_page=int(page) if page.isdigit() and len(page) < 7 else 1)
     study_counts = data["counts"]
     return _render(
-        request, "dashboard/overview.html", study, "overview", f"{study.name}: overview",
+        request, "console/overview.html", study, "overview", f"{study.name}: overview",
         data=data, funnel_chart=pages.funnel_chart(data["funnel"]), counts=study_counts,
         verdicts=pages.overview_verdicts(data, study_counts),
         invite_url=request.build_absolute_uri(reverse("worker:join", args=[study.invite_code])),
@@ -134,7 +134,7 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     graders = _analysis_context(request, study, "graders", auto=True)
     design = power.power_context(study)
     return _render(
-        request, "dashboard/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
+        request, "console/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
         data=data, graders=graders, graders_shown=graders.result or (graders.stale.result if graders.stale else None),
         heatmap=pages.heatmap_chart(data.get("pairwise")), power=design,
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
@@ -146,7 +146,7 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
 def gate(request: HttpRequest, slug: str) -> HttpResponse:
     """Which judges' rubric-category scores pass the expert gate, which fail and why, and the calibration sample."""
     study = _study(slug)
-    return _render(request, "dashboard/gate.html", study, "gate", f"{study.name}: expert gate",
+    return _render(request, "console/gate.html", study, "gate", f"{study.name}: expert gate",
                    data=expert_selectors.study_gate(study))
 
 
@@ -164,7 +164,7 @@ def surveys(request: HttpRequest, slug: str) -> HttpResponse:
     state = _analysis_context(request, study, "surveys", auto=True)
     shown = state.result or (state.stale.result if state.stale else None)
     return _render(
-        request, "dashboard/surveys.html", study, "surveys", f"{study.name}: surveys",
+        request, "console/surveys.html", study, "surveys", f"{study.name}: surveys",
         state=state, result=shown, view=pages.survey_page(shown),
     )
 
@@ -175,7 +175,7 @@ def collaboration(request: HttpRequest, slug: str) -> HttpResponse:
     state = _analysis_context(request, study, "collaboration", auto=True)
     shown = state.result or (state.stale.result if state.stale else None)
     return _render(
-        request, "dashboard/collaboration.html", study, "collaboration", f"{study.name}: collaboration",
+        request, "console/collaboration.html", study, "collaboration", f"{study.name}: collaboration",
         state=state, result=shown, view=pages.collaboration_page(shown),
         transcripts_view=transcript_page(shown, transcript_overview(study)),
     )
@@ -188,7 +188,7 @@ def synergy(request: HttpRequest, slug: str) -> HttpResponse:
     state = _analysis_context(request, study, "synergy", auto=True)
     shown = state.result or (state.stale.result if state.stale else None)
     return _render(
-        request, "dashboard/synergy.html", study, "synergy", f"{study.name}: who benefits from the agent",
+        request, "console/synergy.html", study, "synergy", f"{study.name}: who benefits from the agent",
         state=state, result=shown, view=synergy_page(shown), crossing=crossing_summary(study=study),
         plan=synergy_plan_context(study), plan_inputs=synergy_plan_inputs(study, (shown or {}).get("fit")),
     )
@@ -211,7 +211,7 @@ def synergy_plan_run(request: HttpRequest, slug: str) -> HttpResponse:
 def costs(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(slug)
     rows = economics.episode_economics(study)
-    return _render(request, "dashboard/costs.html", study, "costs", f"{study.name}: time and cost",
+    return _render(request, "console/costs.html", study, "costs", f"{study.name}: time and cost",
                    view=economics.economics_summary(rows), n_episodes=len(rows),
                    n_cost_unknown=sum(1 for r in rows if r.cost.amount is None),
                    unknown_reasons=economics.unknown_reasons(rows), prices=economics.price_table())
@@ -242,7 +242,7 @@ def exports(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method != "GET":
         return HttpResponse(status=405)
     return _render(
-        request, "dashboard/exports.html", study, "exports", f"{study.name}: exports and payouts",
+        request, "console/exports.html", study, "exports", f"{study.name}: exports and payouts",
         jobs=selectors.file_jobs(study, user=request.user), may_pii=may_pii, export_form=ExportForm(),
         payout_form=PayoutForm(), payout_formats=payout_formats_for(may_export_ids=may_pii),
     )

@@ -71,7 +71,7 @@ def _throttled(view):
         verdict = rate_limit_hit("join", client_address(request) or "unknown", limit=limit, window=window)
         if verdict.allowed:
             return view(request, *args, **kwargs)
-        response = render(request, "worker/join_problem.html", {
+        response = render(request, "journey/join_problem.html", {
             "study": None, "error": "Too many requests from your network to invitation links. "
                                     f"Please wait {_minutes(verdict.retry_after)} and open the link again.",
         }, status=429)
@@ -114,7 +114,7 @@ def _invited_study(invite_code: str) -> Study | None:
 
 def _unknown_invitation(request: HttpRequest) -> HttpResponse:
     """A friendly 404 for a mistyped, withdrawn or not-yet-open invitation link."""
-    return render(request, "worker/join_problem.html", {
+    return render(request, "journey/join_problem.html", {
         "study": None, "title": "This invitation link does not work",
         "error": "We could not find an open study for this link. It may be mistyped, incomplete (some e-mail "
                  "programs cut long links), or the study may not be open yet or any more.",
@@ -156,7 +156,7 @@ def _join_anonymous(request: HttpRequest, study: Study, claim: PlatformClaim) ->
         return redirect(journey_state(participant).url)
     # A sign-up posted for a platform id that has joined meanwhile is refused like one that loses the race
     # inside the service: 409, with the page that points to signing in.
-    return render(request, "worker/join.html", {
+    return render(request, "journey/join.html", {
         "study": study, "form": form, "login_url": login_url, "known_id": known_id, "claim": claim,
         "closed": study.status != Study.Status.RECRUITING,
     }, status=409 if known_id and request.method == "POST" else 200)
@@ -177,7 +177,7 @@ def _sign_in_new(request: HttpRequest, participant: Participant) -> None:
 
 
 def _join_problem(request: HttpRequest, study: Study, error: StudyError, *, status: int) -> HttpResponse:
-    return render(request, "worker/join_problem.html", {"study": study, "error": error.message}, status=status)
+    return render(request, "journey/join_problem.html", {"study": study, "error": error.message}, status=status)
 
 
 def resume(request: HttpRequest, token: str) -> HttpResponse:
@@ -187,7 +187,7 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
         return _resume_signed_out(request, token)
     participant_id = participant_id_from_resume_token(token=token, user_id=request.user.pk)
     if participant_id is None:
-        return render(request, "worker/join_problem.html", {
+        return render(request, "journey/join_problem.html", {
             "study": None, "title": "This resume link does not work",
             "error": "This personal link is not valid for the account you are signed in with, or it was cut short. "
                      "Sign in with the account you used for the study, or open “My study” below.",
@@ -214,7 +214,7 @@ def home(request: HttpRequest) -> HttpResponse:
     participations = list(participants_of_user(request.user))
     if len(participations) == 1:
         return redirect("worker:study", participations[0].study.slug)
-    return render(request, "worker/home.html", {"participations": participations})
+    return render(request, "journey/home.html", {"participations": participations})
 
 
 @login_required
@@ -223,7 +223,7 @@ def study(request: HttpRequest, study_slug: str) -> HttpResponse:
     participant = load_participant(request, study_slug)
     state = journey_state(participant)
     payments, total = participant_payments(participant)
-    return render(request, "worker/study.html", {
+    return render(request, "journey/study.html", {
         "participant": participant, "study": participant.study, "state": state, "payments": payments,
         "payments_total": total, "resume_url": request.build_absolute_uri(resume_path(participant)),
         "withdrawn": participant.status == Participant.Status.WITHDRAWN,
@@ -240,7 +240,7 @@ def consent(request: HttpRequest, study_slug: str) -> HttpResponse:
     state = journey_state(participant)
     version = state.consent_required or participant.study.current_consent()
     if version is None:
-        return render(request, "worker/consent.html", {"participant": participant, "study": participant.study,
+        return render(request, "journey/consent.html", {"participant": participant, "study": participant.study,
                                                        "state": state, "version": None})
     if request.method == "POST":
         form = ConsentForm(request.POST)
@@ -264,7 +264,7 @@ def consent(request: HttpRequest, study_slug: str) -> HttpResponse:
             return redirect("worker:study", study_slug)
         return redirect("worker:declined", study_slug)
     step_visit_record(participant=participant, step="consent")
-    return render(request, "worker/consent.html", {
+    return render(request, "journey/consent.html", {
         "participant": participant, "study": participant.study, "state": state, "version": version,
         "text_html": render_markdown(version.text), "providers": consent_providers(version),
         "needs_decision": state.consent_required is not None,
@@ -276,7 +276,7 @@ def consent(request: HttpRequest, study_slug: str) -> HttpResponse:
 @login_required
 def declined(request: HttpRequest, study_slug: str) -> HttpResponse:
     participant = load_participant(request, study_slug)
-    return render(request, "worker/declined.html", {"participant": participant, "study": participant.study})
+    return render(request, "journey/declined.html", {"participant": participant, "study": participant.study})
 
 
 def _minutes(seconds: float) -> str:
@@ -316,7 +316,7 @@ def profile(request: HttpRequest, study_slug: str) -> HttpResponse:
         chosen.reach = reach.get(chosen.sector_id, 0)
     step_visit_record(participant=participant, step="profile")
     offered = occupations_by_sector(participant.study, reach=reach) if not locked else []
-    return render(request, "worker/profile.html", {
+    return render(request, "journey/profile.html", {
         "participant": participant, "study": participant.study, "state": state, "form": form, "query": query,
         "results": results, "chosen": chosen, "locked": locked, "ping_step": "profile",
         "tasks_total": participant.study.tasks_per_session, "offered": offered,
@@ -352,7 +352,7 @@ def complete(request: HttpRequest, study_slug: str) -> HttpResponse:
         if study_obj.return_url else ""
     step_visit_record(participant=participant, step="complete")
     payments, total = participant_payments(participant)
-    return render(request, "worker/complete.html", {
+    return render(request, "journey/complete.html", {
         "participant": participant, "study": study_obj, "state": state, "return_url": return_url,
         "payments": payments, "payments_total": total,
     })
@@ -371,7 +371,7 @@ def withdraw(request: HttpRequest, study_slug: str) -> HttpResponse:
         return redirect("worker:study", study_slug)
     open_tasks = Episode.objects.filter(participant=participant,
                                         status__in=[Episode.Status.ASSIGNED, Episode.Status.IN_PROGRESS]).count()
-    return render(request, "worker/withdraw.html", {"participant": participant, "study": participant.study,
+    return render(request, "journey/withdraw.html", {"participant": participant, "study": participant.study,
                                                     "form": form, "open_tasks": open_tasks})
 
 

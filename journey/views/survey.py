@@ -46,8 +46,8 @@ def take(request: HttpRequest, study_slug: str, phase: str) -> HttpResponse:
         return redirect(state.url)
     instrument = response.instrument if response else instrument_for(participant, phase)
     if instrument is None:
-        return render(request, "surveys/unavailable.html", {"participant": participant, "study": participant.study},
-                      status=503)
+        return render(request, "journey/survey_unavailable.html",
+                      {"participant": participant, "study": participant.study}, status=503)
     errors: dict[str, str] = {}
     overrides = None
     if request.method == "POST":
@@ -75,7 +75,7 @@ def take(request: HttpRequest, study_slug: str, phase: str) -> HttpResponse:
         step_visit_record(participant=participant, step=_STEP[phase].value)
     items = survey_items(participant=participant, instrument=instrument, phase=phase, response=response,
                          overrides=overrides, errors=errors)
-    return render(request, "surveys/take.html", {
+    return render(request, "journey/survey.html", {
         "participant": participant, "study": participant.study, "state": state, "phase": phase,
         "title": _TITLES[phase], "instrument": instrument, "items": items, "has_levels": has_levels(items),
         "errors": errors, "autosave_url": reverse("worker:survey-autosave", args=[study_slug, phase]),

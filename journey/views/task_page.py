@@ -124,7 +124,7 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "prior_choices": Episode.PriorExperience.choices, "ping_step": "task" if editable else "",
         "notes_max": NOTES_MAX_LENGTH,
     }
-    return render(request, "worker/task.html", context, status=status)
+    return render(request, "journey/task.html", context, status=status)
 
 
 def _task_not_started(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
@@ -136,7 +136,7 @@ def _task_not_started(request: HttpRequest, study_slug: str, position: int) -> H
         if position > len(state.episodes) + 1 or position < 1:
             raise Http404("No such task position.")
         return redirect(state.url)
-    return render(request, "worker/task_start.html", {
+    return render(request, "journey/task_start.html", {
         "participant": participant, "study": participant.study, "state": state, "position": position,
     })
 
@@ -153,7 +153,7 @@ def task_start(request: HttpRequest, study_slug: str, position: int) -> HttpResp
         episode = episode_assign(participant=participant, position=position)
     except (NoTaskAvailable, NoAgentAvailable) as exc:
         can_finish = any(e.status in FINISHED and e.status != Episode.Status.SKIPPED for e in state.episodes)
-        return render(request, "worker/no_task.html", {
+        return render(request, "journey/no_task.html", {
             "participant": participant, "study": participant.study, "state": state, "message": exc.message,
             "can_finish_early": can_finish,
         }, status=409)
@@ -315,7 +315,7 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
     files = episode_files(episode)
     uploaded = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
     warnings = episode_log_format_warnings(episode, files)
-    return render(request, "worker/submit_confirm.html", {
+    return render(request, "journey/submit_confirm.html", {
         "episode": episode, "participant": episode.participant, "study": episode.participant.study,
         "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),
         "missing_expected": [n for n in episode.task.expected_deliverables or [] if n not in uploaded],
