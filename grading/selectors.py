@@ -260,7 +260,8 @@ def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) 
                     found = detect_log_format(handle, f.size)
             except OSError:
                 continue
-        if note := log_format_warning(expected=source.format, found=found, agent_name=episode.agent.name):
+        agent_name = episode.agent.name if episode.agent else ""
+        if note := log_format_warning(expected=source.format, found=found, agent_name=agent_name):
             warnings[f.pk] = note
     return warnings
 

@@ -28,6 +28,7 @@ Pure numpy/scipy: no Django, no settings, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.linalg
@@ -206,11 +207,11 @@ def task_blocks(
     elim_aa = _pair_sums(c_agent, c_agent, group, n_groups, agents * n_agents, agents, n_agents * n_agents)
     tasks_idx = np.arange(n_t, dtype=np.int64)
     elim_ta = _pair_sums(c_task, c_agent, group, n_groups, tasks_idx * n_agents, agents, n_t * n_agents)
-    task_local, task_size = layout["task_local"], layout["task_size"]
-    row_base = layout["task_dest"] + task_local * task_size  # type: ignore[operator]
+    task_local, task_size = cast(np.ndarray, layout["task_local"]), cast(np.ndarray, layout["task_size"])
+    row_base = cast(np.ndarray, layout["task_dest"]) + task_local * task_size
     elim_tt = _pair_sums(
-        c_task, c_task, group, n_groups, row_base, task_local, int(layout["storage"]), lower=task_local
-    )  # type: ignore[arg-type]
+        c_task, c_task, group, n_groups, row_base, task_local, int(cast(int, layout["storage"])), lower=task_local
+    )
 
     has_task = task >= 0
     gram_cross = np.bincount(

@@ -82,9 +82,9 @@ def _broker() -> None:
     connection = _Reused.broker
     try:
         connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=_timeout())
-        client = getattr(connection.default_channel, "client", None)
-        if callable(getattr(client, "ping", None)):
-            client.ping()  # Redis: the kept connection still answers (a restart since is found here)
+        ping = getattr(getattr(connection.default_channel, "client", None), "ping", None)
+        if callable(ping):
+            ping()  # Redis: the kept connection still answers (a restart since is found here)
     except Exception:
         _drop_broker()
         raise

@@ -291,7 +291,7 @@ def episode_grades_record(*, episode_id: int, kind: str, grades: Sequence[GradeI
             values = {
                 "study_id": episode.study_id, "agent_id": episode.agent_id, "participant_id": episode.participant_id,
                 "task_id": episode.task_id, "grader_kind": kind, "grader_family": normalise_family(grade.family),
-                "agent_family": normalise_family(episode.agent.family), "y": float(grade.y),
+                "agent_family": normalise_family(episode.agent.family if episode.agent else ""), "y": float(grade.y),
                 "source_id": grade.source_id,
             }
             row = existing.get(grader)

@@ -184,7 +184,10 @@ def episode_log_save(*, episode: Episode, share_url: str, notes: str) -> Episode
     with transaction.atomic():
         locked = _locked(episode)
         ensure_editable(locked)
-        locked.share_url = validate_share_url(agent=locked.agent, url=share_url)
+        agent = locked.agent
+        if agent is None:  # a with-agent episode always has one (a database constraint); solo was refused above
+            raise SubmitRejected("This task has no agent, so there is no session link to save. Nothing was changed.")
+        locked.share_url = validate_share_url(agent=agent, url=share_url)
         locked.notes = (notes or "").strip()[:5000]
         locked.save(update_fields=["share_url", "notes", "updated_at"])
     return locked
@@ -203,7 +206,7 @@ def submission_checklist(episode: Episode, files: list[EpisodeFile]) -> list[Che
     """Everything the final submission needs for this episode's agent, each marked done or not."""
     kinds = {f.kind for f in files}
     has_log_file = EpisodeFile.Kind.LOG in kinds
-    if episode.condition == Episode.Condition.SOLO:
+    if episode.condition == Episode.Condition.SOLO or episode.agent is None:
         # Done without any AI tool: nothing to set up and no collaboration log; the deliverables are the work.
         return [Check("deliverable", "Upload at least one deliverable file.", EpisodeFile.Kind.DELIVERABLE in kinds)]
     checks = [

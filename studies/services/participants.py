@@ -99,7 +99,9 @@ def participant_signup(*, study: Study, claim: PlatformClaim, username: str, pas
 def resume_link_send(*, participant: Participant, url: str) -> bool:
     """E-mail the participant their resume link (the only way back in for an account without a password).
     A mail server that fails does not fail the sign-up, whose page shows the same link; returns whether it went."""
-    study = participant.study
+    study, user = participant.study, participant.user
+    if user is None or not user.email:
+        return False
     try:
         send_mail(
             subject=f"Your link to “{study.name}”",
@@ -107,7 +109,7 @@ def resume_link_send(*, participant: Participant, url: str) -> bool:
                      f"study on any device, signed in:\n\n{url}\n\nKeep it to yourself: anyone with it can "
                      "continue as you. It stays valid for "
                      f"{settings.PERSONAL_LINK_MAX_AGE_DAYS} days.\n"),
-            from_email=settings.DEFAULT_FROM_EMAIL, recipient_list=[participant.user.email],
+            from_email=settings.DEFAULT_FROM_EMAIL, recipient_list=[user.email],
         )
     except Exception:  # noqa: BLE001 - any mail transport error; the page shows the link anyway
         logger.warning("Could not e-mail the resume link of participant %s", participant.pk, exc_info=True)
