@@ -46,6 +46,7 @@ ENDPOINTS = [
              STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/stability/", lambda w: f"/api/studies/{w.study.slug}/stability/",
              STAFF_ONLY),
+    Endpoint("get", "/api/studies/{slug}/costs/", lambda w: f"/api/studies/{w.study.slug}/costs/", STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/survey-statistics/",
              lambda w: f"/api/studies/{w.study.slug}/survey-statistics/", STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/exports/", lambda w: f"/api/studies/{w.study.slug}/exports/", STAFF_ONLY),
