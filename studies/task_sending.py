@@ -62,8 +62,8 @@ def send_task_on_commit(name: str, args: Sequence[Any], **options: Any) -> None:
 
     def send() -> None:
         if broker_skipped():
-            logger.info("not enqueueing %s%s: the broker failed moments ago; the reconciliation sweep will pick "
-                        "it up", name, tuple(args))
+            logger.warning("did not enqueue %s%s: the broker failed moments ago; the reconciliation sweep will pick "
+                           "it up", name, tuple(args))
             return
         try:
             current_app.send_task(name, args=list(args), **options)

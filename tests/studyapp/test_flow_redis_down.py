@@ -177,7 +177,8 @@ def test_submit_and_every_staff_page_answer_with_broker_backend_and_cache_down(
     timings.append(("retry action", time.monotonic() - began))
     assert response.status_code == 302
     assert Episode.objects.get(pk=episode.pk).status == Episode.Status.SUBMITTED
-    dropped = [r for r in caplog.records if "could not enqueue grading.tasks.grade_episode" in r.getMessage()]
+    # Tried and dropped, or (a send failed moments ago) not tried at all: recorded either way.
+    dropped = [r for r in caplog.records if "enqueue grading.tasks.grade_episode" in r.getMessage()]
     assert len(dropped) == 2
     assert attempts[ports["backend"]] == 0, attempts
     print(f"submit with Redis down: {submit_seconds:.2f} s; slowest staff page "

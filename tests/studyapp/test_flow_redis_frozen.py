@@ -110,7 +110,8 @@ def test_submit_next_page_and_staff_overview_complete_while_redis_is_frozen(
         response = worker.post(reverse("worker:episode-submit", args=[episode.pk]))
     assert response.status_code == 302
     assert Episode.objects.get(pk=episode.pk).status == Episode.Status.SUBMITTED, "the submission is saved"
-    dropped = [r for r in caplog.records if "could not enqueue grading.tasks.grade_episode" in r.getMessage()]
+    # Dropped after its timeout, or skipped because a send of this request failed moments before: logged either way.
+    dropped = [r for r in caplog.records if "enqueue grading.tasks.grade_episode" in r.getMessage()]
     assert len(dropped) == 1, "the publish was dropped and logged; the sweep sends it later"
     page = worker.get(response.url)
     assert page.status_code == 200 and "Grading will start shortly" in page.content.decode()
