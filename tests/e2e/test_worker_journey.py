@@ -64,10 +64,11 @@ def test_a_new_worker_completes_the_whole_journey(page, live_url, tmp_path, monk
 
     # Invitation → account creation.
     page.goto(f"/join/{study.invite_code}/?platform=prolific&worker_id=5f0c3a1b2c3d4e5f60e2e001")
+    # A recruit from a platform needs no password; this one chooses one anyway (the optional way in).
     page.get_by_label("Username").fill("e2e-worker")
-    page.get_by_label("Password", exact=True).fill(PASSWORD)
-    page.get_by_label("Password confirmation").fill(PASSWORD)
-    page.get_by_role("button", name="Create account and continue").click()
+    page.get_by_label("Password (optional)", exact=True).fill(PASSWORD)
+    page.get_by_label("Password confirmation (optional)").fill(PASSWORD)
+    page.get_by_role("button", name="Start the study").click()
 
     # Consent: current version, providers named; accept.
     page.wait_for_url(re.compile(r"/study/e2e/consent/$"))
