@@ -138,6 +138,9 @@ def test_uploads_are_never_served_by_the_proxy_and_posts_pass_the_csrf_origin_ch
     name = default_storage.save("episodes/secret-upload.txt", ContentFile(b"private deliverable"))
     location = Path(default_storage.path(name))
     assert stat.S_IMODE(location.stat().st_mode) == 0o600
+    # Django's live test server answers MEDIA_URL from MEDIA_ROOT by itself (a test-harness convenience that
+    # gunicorn does not have); pointed at an empty folder, what the upstream answers is the project's alone.
+    settings.MEDIA_ROOT = work_dir / "live-server-media-handler"
     upstream = int(live_server.url.rsplit(":", 1)[1])
     with _nginx(collected, upstream, work_dir) as base:
         for path in (f"/_private-media-not-served/{name}", f"/media/{name}", f"/static/../media/{name}",
@@ -151,4 +154,5 @@ def test_uploads_are_never_served_by_the_proxy_and_posts_pass_the_csrf_origin_ch
         posted = session.post(base + "/accounts/login/", data={
             "csrfmiddlewaretoken": token, "username": "nobody", "password": "wrong"},
             headers={"Origin": base, "Referer": base + "/accounts/login/"}, timeout=10, allow_redirects=False)
-    assert posted.status_code == 200 and "csrf" not in posted.text.lower()[:2000], posted.status_code
+    # Past the CSRF check (a refusal is a 403 page): the form itself answers that the password is wrong.
+    assert posted.status_code == 200 and "correct username and password" in posted.text, posted.status_code
