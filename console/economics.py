@@ -25,7 +25,8 @@ from grading.costs import Price, UsageCost, usage_cost, usage_tokens
 from grading.models import EpisodeTranscript, ModelPrice
 from studies.models import Episode, Participant, Payment, Study
 
-SCORED = (Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED)
+# Every state an episode reaches once submitted (graded or not): time and cost exist from submission on.
+SUBMITTED_STATES = (Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def episode_economics(study: Study) -> list[EpisodeEconomics]:
     """
     prices = price_table()
     pay, expert, transcripts = _pay_by_episode(study), _expert_time_by_episode(study), _transcripts_by_episode(study)
-    episodes = (Episode.objects.filter(study=study, status__in=SCORED)
+    episodes = (Episode.objects.filter(study=study, status__in=SUBMITTED_STATES)
                 .exclude(participant__status=Participant.Status.WITHDRAWN)
                 .annotate(agent_name=F("agent__name"), sector_name=F("task__sector__name"), task_key=F("task__uuid"))
                 .order_by("pk").values("pk", "agent_name", "sector_name", "task_key", "score", "started_at",
