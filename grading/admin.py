@@ -219,6 +219,20 @@ class FluencyCodingAdmin(ReadOnlyAdmin):
         return _short(obj.error)
 
 
+@admin.register(m.ProcessCoding)
+class ProcessCodingAdmin(ReadOnlyAdmin):
+    """Theory-of-mind and response-quality codings, per judge and instrument version (re-run with the command)."""
+
+    list_display = ("episode", "instrument", "provider", "model", "status", "score", "is_current", "short_reason",
+                    "created_at")
+    list_filter = ("instrument", "status", "is_current", "provider", "is_simulated")
+    search_fields = ("episode__id",)
+
+    @admin.display(description="reason")
+    def short_reason(self, obj: m.ProcessCoding) -> str:
+        return _short(obj.reason or obj.error)
+
+
 @admin.register(m.ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
     """The dated price table that turns recorded usage into model cost (Time & cost page, exports)."""
