@@ -72,8 +72,8 @@ def study_tom_coders(study: Any) -> tuple[JudgeSpec, JudgeSpec]:
 
 def _unreadable_reason(episode: Episode, transcript: EpisodeTranscript) -> str | None:
     """Why the log has no parsed text to code (None when a file was parsed)."""
-    link = (f" The worker shared a session link ({episode.share_url}); it is recorded but not fetched."
-            if episode.share_url else "")
+    # The link itself is the participant's data (exports hold it only with identifying information): not named.
+    link = " The worker shared a session link; it is recorded but not fetched." if episode.share_url else ""
     if transcript.status == EpisodeTranscript.Status.NO_LOG:
         return "No collaboration log file was uploaded." + link
     if transcript.status == EpisodeTranscript.Status.SCREENSHOTS_ONLY:
