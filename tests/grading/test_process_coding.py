@@ -240,3 +240,49 @@ def test_the_selector_gives_the_stats_module_plain_rows(llm_server):
     assert {k: v.score for k, v in row.tom.items()} == {"anthropic/claude-sonnet-4-6": 4, "openai/gpt-4.1": 4}
     assert {k: v.family for k, v in row.response_quality.items()} == {"anthropic/claude-sonnet-4-6": "anthropic",
                                                                       "openai/gpt-4.1": "openai"}
+
+
+def test_a_grade_in_a_tom_study_asks_for_the_coding_and_other_studies_are_untouched(
+        llm_server, sent_tasks, django_capture_on_commit_callbacks):
+    from grading.services.pipeline import episode_grade
+
+    coded, plain = _episode(), _episode(study=StudyFactory())
+    for episode in (coded, plain):
+        with django_capture_on_commit_callbacks(execute=True):
+            assert episode_grade(episode_id=episode.pk).status == "graded"
+    assert (CODE_PROCESS, [coded.pk]) in sent_tasks and (CODE_PROCESS, [plain.pk]) not in sent_tasks
+    assert list(GradingFollowUp.objects.filter(kind="process").values_list("episode_id", flat=True)) == [coded.pk]
+    assert not _bodies(llm_server, "tom")  # grading itself codes nothing
+
+
+def test_the_consent_page_names_the_tom_judges_providers(db):
+    from grading.consent import consent_providers
+    from tests.factories.studies import ConsentVersionFactory
+
+    study = _study(judges=[{"provider": "openai", "model": "gpt-4.1"}, {"provider": "openai", "model": "gpt-4o"}],
+                   tom_coders=[{"provider": "openai", "model": "gpt-4.1"},
+                               {"provider": "anthropic", "model": "claude-sonnet-4-6"}])
+    consent = ConsentVersionFactory(study=study, llm_providers=[])
+    assert consent_providers(consent) == ["OpenAI", "Anthropic"]
+
+
+def test_the_command_queues_owing_episodes_and_refuses_a_study_without_tom_coding(llm_server, sent_tasks):
+    from django.core.management.base import CommandError
+
+    episode = _episode(status="graded")
+    call_command("code_processes", study=episode.study.slug)
+    assert sent_tasks == [(CODE_PROCESS, [episode.pk])]
+    with pytest.raises(CommandError, match="does not code theory of mind"):
+        call_command("code_processes", study=StudyFactory().slug)
+    with pytest.raises(CommandError, match="need --sync"):
+        call_command("code_processes", pending=True, force=True)
+
+
+def test_the_task_reports_in_flight_and_skipped_without_raising(llm_server):
+    from grading.tasks import code_process
+
+    episode = _episode(study=StudyFactory())
+    assert code_process.apply(args=[episode.pk]).get()["status"] == "skipped"
+    coded = _episode()
+    result = code_process.apply(args=[coded.pk]).get()
+    assert result["status"] == "coded" and len(result["codings"]) == 4
