@@ -22,7 +22,9 @@ from grading.models import (
 )
 from grading.prompts import QUALITY_PROMPT_VERSION, TOM_PROMPT_VERSION
 from grading.transcripts.detect import detect_log_format
+from grading.transcripts.effort import edit_ratio
 from grading.transcripts.model import Format
+from grading.transcripts.process_view import worker_prompts
 from grading.transcripts.version import PARSER_VERSION, files_fingerprint
 from studies.log_sources import LogFormat, agent_log_source
 from studies.models import Episode, EpisodeFile, Participant, SoloRun, Study, TaskInstance
@@ -356,8 +358,9 @@ class EpisodeProcessCodes:
     """Plain data for the ToM analysis: one episode, its worker and condition, its codes and effort measures.
 
     `tom` and `response_quality` map "provider/model" to that judge's current coding. Effort: `worker_turns`
-    (the worker's prompts), `worker_chars` (characters the worker wrote); `edit_ratio` is None because the
-    parsed transcripts do not record it (the paper's edit distance to the task text is not measured here).
+    (the worker's prompts), `worker_chars` (characters the worker wrote), `edit_ratio` (normalised edit distance
+    of the prompts from the task's text, :mod:`grading.transcripts.effort`; None when the worker wrote nothing or
+    no log was parsed).
     """
 
     episode_id: int
@@ -373,6 +376,10 @@ class EpisodeProcessCodes:
     response_quality: dict[str, JudgeCode] = field(default_factory=dict)
 
 
+def _edit_ratio(transcript: EpisodeTranscript | None, question: str) -> float | None:
+    return edit_ratio(worker_prompts(transcript.files), question) if transcript else None
+
+
 def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
     """Every episode of the study with its current ToM and response-quality codes per judge (two queries).
 
@@ -380,7 +387,7 @@ def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
     caller sees what is missing. Solo episodes carry their condition "solo" (no agent turns to code).
     """
     episodes = (Episode.objects.filter(study_id=study_id).exclude(participant__status=Participant.Status.WITHDRAWN)
-                .select_related("agent", "transcript").order_by("pk"))
+                .select_related("agent", "transcript", "task").order_by("pk"))
     codes: dict[int, dict[str, dict[str, JudgeCode]]] = {}
     rows = ProcessCoding.objects.filter(episode__study_id=study_id, is_current=True).order_by("provider", "model")
     for row in rows:
@@ -397,7 +404,8 @@ def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
             condition=episode.condition,
             agent=episode.agent.name if episode.agent_id else "", task_id=episode.task_id, score=episode.score,
             worker_turns=transcript.user_prompts if transcript else None,
-            worker_chars=transcript.user_chars if transcript else None, edit_ratio=None,
+            worker_chars=transcript.user_chars if transcript else None,
+            edit_ratio=_edit_ratio(transcript, episode.task.prompt),
             tom=found.get(ProcessCoding.Instrument.TOM, {}),
             response_quality=found.get(ProcessCoding.Instrument.RESPONSE_QUALITY, {})))
     return out

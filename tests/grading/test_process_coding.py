@@ -15,6 +15,7 @@ from grading.selectors import study_process_codes
 from grading.services.process_coding import _claim, episode_code_process
 from grading.services.reconcile import grading_reconcile
 from grading.task_names import CODE_PROCESS
+from grading.transcripts.effort import levenshtein
 from tests.factories import StudyFactory
 from tests.factories.files import png_bytes
 from tests.factories.scenarios import submitted_episode
@@ -236,7 +237,9 @@ def test_the_selector_gives_the_stats_module_plain_rows(llm_server):
     [row] = study_process_codes(episode.study_id)
     assert (row.episode_id, row.worker_id, row.condition) == (episode.pk, episode.participant_id, "with_agent")
     assert row.worker_turns == 2 and row.worker_chars == sum(len(p) for p in PROMPTS)
-    assert row.edit_ratio is None
+    expected = levenshtein("\n".join(PROMPTS), episode.task.prompt) / max(len("\n".join(PROMPTS)),
+                                                                          len(episode.task.prompt))
+    assert row.edit_ratio == pytest.approx(expected) and 0 < row.edit_ratio <= 1
     assert {k: v.score for k, v in row.tom.items()} == {"anthropic/claude-sonnet-4-6": 4, "openai/gpt-4.1": 4}
     assert {k: v.family for k, v in row.response_quality.items()} == {"anthropic/claude-sonnet-4-6": "anthropic",
                                                                       "openai/gpt-4.1": "openai"}
