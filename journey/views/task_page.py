@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from grading.selectors import episode_log_format_warnings
+from grading.selectors import episode_log_file_notes, episode_log_format_warnings
 from journey.drafts import form_draft, form_draft_fields, form_draft_keep
 from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm, SoloForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
@@ -91,9 +91,11 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
     editable = episode.status in EDITABLE_STATUSES and participant.status != Participant.Status.WITHDRAWN
     now = timezone.now()
     checklist = submission_checklist(episode, files) if editable else []
-    warnings = episode_log_format_warnings(episode, files) if editable else {}
+    notes = episode_log_file_notes(episode, files) if editable else {}
     for f in files:
-        f.format_warning = warnings.get(f.pk, "")
+        note = notes.get(f.pk)
+        f.format_warning = note.text if note and note.warning else ""
+        f.format_confirmation = note.text if note and not note.warning else ""
     if editable and log_form is None and solo_form is None:
         # Text refused earlier (kept in the session) comes back marked, so a reload loses nothing.
         log_form, solo_form = _kept_drafts(request, episode)

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
-from grading.selectors import episode_log_format_warnings
+from grading.selectors import LogFileNote, episode_log_file_notes
 from journey.forms import UploadForm
 from journey.views.task_page import task_url
 from journey.views.worker import error_response, wants_json
@@ -94,16 +94,16 @@ def _upload(request: HttpRequest, episode: Episode, limiter: FileSizeLimitHandle
                                           replace=form.cleaned_data["replace"]))
         except StudyError as exc:
             refused.append(exc)
-    warnings = episode_log_format_warnings(episode, saved)  # told at once; submitting stays allowed
+    notes = episode_log_file_notes(episode, saved)  # told at once; submitting stays allowed
     if wants_json(request):
         if refused:
             return error_response(request, refused[0], fallback_url=task_url(episode))
-        return JsonResponse({"ok": True, "files": [{**_file_json(episode, f), "warning": warnings.get(f.pk, "")}
+        return JsonResponse({"ok": True, "files": [{**_file_json(episode, f), **_note_json(notes.get(f.pk))}
                                                    for f in saved]})
     for record in saved:
         messages.success(request, f"“{record.name}” uploaded ({filesizeformat(record.size)}).")
-        if record.pk in warnings:
-            messages.warning(request, f"“{record.name}”: {warnings[record.pk]}")
+        if (note := notes.get(record.pk)) is not None and note.warning:
+            messages.warning(request, f"“{record.name}”: {note.text}")
     for problem in refused:
         messages.error(request, problem.message)
     return redirect(task_url(episode) + "#uploads")
@@ -114,6 +114,12 @@ def _upload_refused(request: HttpRequest, episode: Episode, error: StudyError, s
     if status is not None and wants_json(request):
         response.status_code = status
     return response
+
+
+def _note_json(note: LogFileNote | None) -> dict:
+    """A log file's warning (not the agent's session file) or confirmation (recognised), for the page script."""
+    return {"warning": note.text if note and note.warning else "",
+            "recognised": note.text if note and not note.warning else ""}
 
 
 def _file_json(episode: Episode, record: EpisodeFile) -> dict:

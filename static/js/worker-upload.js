@@ -83,6 +83,11 @@
       var warning = document.createElement("p");
       warning.className = "file-warning"; warning.setAttribute("role", "note"); warning.textContent = file.warning;
       nameCell.appendChild(warning);
+    } else if (file.recognised) {  // the agent's own session file, with what it holds (or that it is counted)
+      var recognised = document.createElement("p");
+      recognised.className = "file-recognised"; recognised.setAttribute("role", "note");
+      recognised.textContent = file.recognised;
+      nameCell.appendChild(recognised);
     }
     var sizeCell = document.createElement("td");
     sizeCell.textContent = file.size_label;
