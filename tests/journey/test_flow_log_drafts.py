@@ -57,6 +57,8 @@ def test_notes_over_the_limit_save_the_valid_link_and_keep_the_notes_across_a_re
     assert "also if you reload it" in html and "Nothing you typed was lost" not in html
     assert 'data-need="log-form"' in html and 'id="submit-checklist" class="is-complete"' not in html
     assert "autofocus" not in _field(html, "notes"), "a later visit does not jump to the field"
+    assert re.search(r'<form[^>]*id="log-form"[^>]*data-kept-draft', html), "nor does the page script focus it"
+    assert "data-kept-draft" not in page.content.decode(), "the refused form's own answer lands on the field"
 
 
 def test_corrected_notes_are_saved_and_the_kept_text_is_forgotten(client, episode):
