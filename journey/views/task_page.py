@@ -54,6 +54,14 @@ WORKER_STATUS = {
 }
 
 
+# The setup panel's "ready" box in the words of the agent's kind: a browser agent is not installed.
+READY_LABELS = {
+    Agent.Interface.TERMINAL: "{name} is installed and running in my terminal, and I am ready to start.",
+    Agent.Interface.DESKTOP: "The {name} desktop app is installed and open on my computer, and I am ready to start.",
+    Agent.Interface.BROWSER: "{name} is open in my browser and I am signed in, and I am ready to start.",
+}
+
+
 def worker_status_label(episode: Episode) -> str:
     """What the worker is told about an episode: grading states and outcomes are not theirs to see."""
     return WORKER_STATUS.get(episode.worker_status, "Submitted")
@@ -105,6 +113,8 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
         "setup_guide_html": render_markdown(agent.setup_guide) if agent else "",
+        "ready_label": READY_LABELS.get(agent.interface, READY_LABELS[Agent.Interface.TERMINAL]).format(
+            name=agent.name) if agent else "",
         "log_instructions_html": render_markdown(agent.log_instructions) if agent else "",
         "log_source": agent_log_source(agent) if agent else None,
         "reference_files": reference_files(task_obj.pk),
@@ -226,7 +236,8 @@ def setup(request: HttpRequest, episode_id: int) -> HttpResponse:
     if episode.ready_at is not None:
         messages.success(request, "Setup saved. The agent is marked as ready; you can work on the task now.")
     else:
-        messages.info(request, "Saved. Tick “the agent is ready” once it runs on your computer.")
+        messages.info(request, f"Saved. Tick the box that says {episode.agent.name} is ready once it is set up."
+                      if episode.agent else "Saved.")
     return redirect(back)
 
 
