@@ -7,11 +7,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from grading.selectors import LogFileNote, episode_log_file_notes
 from journey.forms import UploadForm
@@ -132,19 +132,44 @@ def _file_json(episode: Episode, record: EpisodeFile) -> dict:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def remove(request: HttpRequest, episode_id: int, file_id: int) -> HttpResponse:
+    """Remove an uploaded file once the worker confirms it.
+
+    A removal cannot be undone, so the table's "Remove" opens a confirmation (this page, GET; the page script asks
+    in the row instead) and only a post with ``confirm=1`` removes; the worker is then told which file went.
+    """
     episode = _episode(request, episode_id)
-    if not EpisodeFile.objects.filter(episode=episode, pk=file_id).exists():
+    record = EpisodeFile.objects.filter(episode=episode, pk=file_id).first()
+    if record is None:
         raise Http404("No such file.")
+    back = task_url(episode) + ("#log" if record.kind == EpisodeFile.Kind.LOG else "#uploads")
+    if request.method != "POST" or request.POST.get("confirm") != "1":
+        return _remove_confirmation(request, episode, record, back)
     try:
         episode_file_remove(episode=episode, file_id=file_id)
     except StudyError as exc:
-        return error_response(request, exc, fallback_url=task_url(episode) + "#uploads")
+        return error_response(request, exc, fallback_url=back)
+    done = f"“{record.name}” removed."
     if wants_json(request):
-        return JsonResponse({"ok": True})
-    messages.success(request, "File removed.")
-    return redirect(task_url(episode) + "#uploads")
+        return JsonResponse({"ok": True, "message": done})
+    messages.success(request, done)
+    return redirect(back)
+
+
+def _remove_confirmation(request: HttpRequest, episode: Episode, record: EpisodeFile, back: str) -> HttpResponse:
+    """Ask before removing (an unconfirmed post, e.g. a script that skipped the question, is asked the same)."""
+    if wants_json(request):
+        return JsonResponse({"ok": False, "confirm_needed": True,
+                             "error": f"Please confirm that “{record.name}” should be removed."}, status=400)
+    try:
+        ensure_editable(episode)
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=back)
+    return render(request, "journey/file_remove_confirm.html", {
+        "episode": episode, "participant": episode.participant, "study": episode.participant.study,
+        "file": record, "back": back,
+    })
 
 
 @login_required

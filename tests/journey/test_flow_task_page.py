@@ -194,8 +194,8 @@ def test_removing_a_file_before_submission(client, worker):
     episode = _start(client)
     _upload(client, episode, "a.pdf", PDF)
     record = m.EpisodeFile.objects.get(episode=episode)
-    assert client.post(reverse("worker:episode-file-delete", args=[episode.pk, record.pk]), **JSON).json() == {
-        "ok": True}
+    assert client.post(reverse("worker:episode-file-delete", args=[episode.pk, record.pk]), {"confirm": "1"},
+                       **JSON).json() == {"ok": True, "message": "“a.pdf” removed."}
     assert not m.EpisodeFile.objects.filter(pk=record.pk).exists()
 
 
