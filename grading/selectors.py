@@ -249,34 +249,91 @@ def log_format_warning(*, expected: str | None, found: Format, agent_name: str) 
             f"{agent_name} saved for this task; you can still submit as it is.")
 
 
-def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, str]:
-    """Return per log file of the episode a warning when it is not the task's agent's session file.
+# What a recognised session file is called in the worker's confirmation ("Claude Code session: 14 prompts").
+_SESSION_NAMES = {Format.CLAUDE_CODE: "Claude Code session", Format.CODEX: "Codex CLI session",
+                  Format.GEMINI: "Gemini CLI saved chat", Format.TERMINAL: "Terminal transcript"}
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def log_format_confirmation(*, expected: str | None, found: Format, report: dict | None) -> str:
+    """Return the worker's confirmation that a log file is the agent's session file, with what it holds ("" if
+    the file is not one to confirm).
+
+    ``report`` is the file's stored parse report; ``None`` while the parse is on its way (the file was recognised
+    from its first bytes), and the confirmation then says the counts follow. Terminal text is confirmed only where
+    the agent's log is terminal text: any plain text file reads as one.
+    """
+    if found not in _SESSION_NAMES or (found is Format.TERMINAL and expected != Format.TERMINAL):
+        return ""
+    if expected and found != expected:
+        return ""  # someone else's session file: the warning speaks
+    name = _SESSION_NAMES[found]
+    if report is None:
+        return (f"Recognised as a {LogFormat(str(found)).label}. Its prompts are being counted; reload the page in "
+                "a minute to see them.")
+    if report.get("status") not in ("parsed", "partial"):
+        return ""
+    prompts = _counted(int(report.get("user_prompts") or 0), "prompt")
+    if found is Format.TERMINAL:
+        text = f"{name}: {prompts} found in the text."
+    else:
+        text = f"{name}: {prompts}, {_counted(int(report.get('tool_calls') or 0), 'tool call')}."
+    if bad := int(report.get("bad_lines") or 0):
+        # Broken lines are the worker's to know (a file cut short, edited); record types this parser does not know
+        # yet are ours, and are not mentioned.
+        text += f" {_counted(bad, 'line')} could not be read; the rest is kept."
+    return text
+
+
+@dataclass(frozen=True)
+class LogFileNote:
+    """What the task page tells the worker about one uploaded log file."""
+
+    text: str
+    warning: bool  # True: not the agent's session file (said, never refused); False: recognised
+
+
+def episode_log_file_notes(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, LogFileNote]:
+    """Return per log file of the episode a warning when it is not the task's agent's session file, or a
+    confirmation with its prompts and tool calls when it is.
 
     The parsed transcript answers when it matches the current files; a file uploaded since (its parse
-    message still on its way) is recognised from its first bytes, so the warning shows at once.
+    message still on its way) is recognised from its first bytes, so the note shows at once.
     """
-    source = agent_log_source(episode.agent) if episode.agent else None
     logs = [f for f in files if f.kind == EpisodeFile.Kind.LOG]
-    if source is None or not logs:
+    if not logs:
         return {}
+    source = agent_log_source(episode.agent) if episode.agent else None
+    expected = source.format if source else None
+    agent_name = episode.agent.name if episode.agent else ""
     transcript = EpisodeTranscript.objects.filter(episode=episode).values("files_fingerprint", "files").first()
-    parsed: dict[str, str] = {}
+    reports: dict[str, dict] = {}
     if transcript and transcript["files_fingerprint"] == files_fingerprint((f.name, f.sha256) for f in logs):
-        parsed = {str(f.get("name")): str(f.get("format")) for f in transcript["files"] or ()}
-    warnings = {}
+        reports = {str(r.get("name")): r for r in transcript["files"] or ()}
+    notes = {}
     for f in logs:
-        if f.name in parsed:
-            found = next((fmt for fmt in Format if fmt == parsed[f.name]), Format.UNKNOWN)
+        report = reports.get(f.name)
+        if report is not None:
+            found = next((fmt for fmt in Format if fmt == report.get("format")), Format.UNKNOWN)
         else:
             try:
                 with f.file.storage.open(f.file.name, "rb") as handle:
                     found = detect_log_format(handle, f.size)
             except OSError:
                 continue
-        agent_name = episode.agent.name if episode.agent else ""
-        if note := log_format_warning(expected=source.format, found=found, agent_name=agent_name):
-            warnings[f.pk] = note
-    return warnings
+        if warning := log_format_warning(expected=expected, found=found, agent_name=agent_name):
+            notes[f.pk] = LogFileNote(warning, warning=True)
+        elif confirmation := log_format_confirmation(expected=expected, found=found, report=report):
+            notes[f.pk] = LogFileNote(confirmation, warning=False)
+    return notes
+
+
+def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, str]:
+    """Return per log file of the episode a warning when it is not the task's agent's session file."""
+    return {pk: note.text for pk, note in episode_log_file_notes(episode, files).items() if note.warning}
 
 
 def judge_gates(study: Study) -> dict[tuple[str, str], JudgeGate]:

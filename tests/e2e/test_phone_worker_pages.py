@@ -153,6 +153,7 @@ def test_every_worker_page_fits_the_screen_with_long_names(browser, live_server,
         replace = page.get_by_role("button", name="Replace “same.xlsx”")
         expect(replace).to_be_visible()
         page.get_by_role("button", name="Remove same.xlsx").click()
+        page.get_by_role("button", name="Yes, remove same.xlsx").click()
         expect(deliverables.locator("tr", has_text="same.xlsx")).to_have_count(0)
         expect(replace).to_have_count(0)
         expect(page.locator(".upload-zone[data-kind='deliverable'] .upload-progress li",
