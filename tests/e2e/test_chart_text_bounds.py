@@ -32,6 +32,10 @@ OUTSIDE = """() => Array.from(document.querySelectorAll('svg.dash-chart')).flatM
             bottom: area.bottom - b.bottom};
   }).filter((r) => Math.min(r.left, r.top, r.right, r.bottom) < -0.5);
 })"""
+# How much a chart is shrunk from the size it was drawn for (its text with it); a phone scrolls it instead.
+SCALE = """() => Array.from(document.querySelectorAll('svg.dash-chart')).map((svg) =>
+  ({chart: svg.getAttribute('aria-labelledby'),
+    scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width}))"""
 LONG = "Comfort with delegating high-stakes work to an autonomous agent (A3)"
 
 
@@ -97,4 +101,6 @@ def test_no_chart_text_runs_outside_its_drawing_area_on_any_staff_page(page, mon
                 page.screenshot(path=f"var/e2e-charts-{name}.png", full_page=True)
             outside = page.evaluate(OUTSIDE)
             assert outside == [], f"{name} at {width} px:\n" + "\n".join(str(row) for row in outside)
+            shrunk = [row for row in page.evaluate(SCALE) if row["scale"] < 0.99]
+            assert shrunk == [], f"{name} at {width} px: charts shrunk below their drawn size: {shrunk}"
     assert drawn >= 2 * 7  # funnel, heatmap, residuals, pre/post, two forests, fluency r (and win rates)
