@@ -136,6 +136,7 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "console/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
         data=data, graders=graders, graders_shown=graders.result or (graders.stale.result if graders.stale else None),
+        graded_states=rating_selectors.graded_episode_states(study) if graders.has_data else None,
         heatmap=pages.heatmap_chart(data.get("pairwise")), power=design,
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
         **pages.leaderboard_words(study, data, design),
