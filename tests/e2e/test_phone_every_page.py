@@ -3,8 +3,10 @@
 The page list is derived from the URL resolver: every named route of the worker, expert and dashboard
 namespaces (and the site's own account pages) is either visited by a browser test here or in
 ``test_phone_worker_pages`` (whose walk records the pages it lands on), or excluded below with a reason, so a
-new page cannot be forgotten. Wide tables and charts scroll inside their own box (``.dash-scroll``); the page
-itself never does. One browser and one seeded study serve every page. Screenshots: var/e2e-phone-all-*.png.
+new page cannot be forgotten. A table or chart wider than the screen scrolls inside its own box; the page
+itself never does. One browser and one seeded study serve every page, and the staff pages' charts are
+measured there too, at 390 and 1280 px (see ``test_chart_text_bounds``). Screenshots: var/e2e-phone-all-*.png
+and var/e2e-charts-*.png.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from console.dashboard import services
 from console.dashboard.exceptions import JobRefused
 from tests.e2e.steps import close_quietly, login
+from tests.e2e.test_chart_text_bounds import CHART_PAGES, OUTSIDE, SCALE
 
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "pw-correct-horse"
@@ -110,6 +113,8 @@ class _Visits:
         self.page = page
         self.landed: set[str] = set()
         self.too_wide: list[str] = []
+        self.charts_drawn = 0
+        self.chart_problems: list[str] = []
 
     def check(self, label: str) -> None:
         self.page.wait_for_load_state("load")
@@ -121,6 +126,14 @@ class _Visits:
         # A phone widens its layout viewport to fit a too-wide page, so innerWidth alone would hide the problem.
         if max(scroll, inner) > PHONE["width"]:
             self.too_wide.append(f"{label} ({name}): {scroll} px; widest: {wide}")
+        self.charts(label, PHONE["width"])
+
+    def charts(self, label: str, width: int) -> None:
+        """No chart text outside its drawing area, and no chart shrunk below the size it was drawn for."""
+        self.charts_drawn += self.page.locator("svg.dash-chart").count()
+        self.chart_problems += [f"{label} at {width} px, text outside: {row}" for row in self.page.evaluate(OUTSIDE)]
+        self.chart_problems += [f"{label} at {width} px, shrunk: {row}" for row in self.page.evaluate(SCALE)
+                                if row["scale"] < 0.99]
 
     def open(self, url: str, label: str, *, refused: bool = False) -> None:
         """Open a page that answers 200 (or, ``refused``, its own 4xx page)."""
@@ -179,6 +192,16 @@ def _staff_pages(visits: _Visits, data, assignment) -> None:
         visits.open(url, f"staff-{label}")
 
 
+def _desktop_charts(visits: _Visits, slug: str) -> None:
+    """The same charts at 1280 px (screenshots var/e2e-charts-*.png), then back to the phone."""
+    visits.page.set_viewport_size({"width": 1280, "height": 900})
+    for name in CHART_PAGES:
+        visits.page.goto(reverse(f"dashboard:{name}", args=[slug]))
+        visits.page.screenshot(path=f"var/e2e-charts-{name}.png", full_page=True)
+        visits.charts(name, 1280)
+    visits.page.set_viewport_size(PHONE)
+
+
 def _expert_pages(visits: _Visits, assignment) -> None:
     page = visits.page
     visits.open(reverse("expert:home"), "expert-home")
@@ -219,6 +242,7 @@ def test_every_staff_expert_and_worker_page_fits_a_phone_screen(browser, live_se
         _account_pages(visits)
         login(page, "sam", PASSWORD)
         _staff_pages(visits, data, assignment)
+        _desktop_charts(visits, data.study.slug)
         context.clear_cookies()
         login(page, "eva", PASSWORD)
         _expert_pages(visits, assignment)
@@ -232,3 +256,6 @@ def test_every_staff_expert_and_worker_page_fits_a_phone_screen(browser, live_se
         close_quietly(context)
     assert visits.landed >= VISITED_HERE, f"pages not reached: {sorted(VISITED_HERE - visits.landed)}"
     assert visits.too_wide == [], "pages wider than a 390 px screen:\n" + "\n".join(visits.too_wide)
+    assert visits.chart_problems == [], "\n".join(visits.chart_problems)
+    # Funnel, heatmap, residuals, pre/post, two forests, fluency r, win rates, synergy: at both widths.
+    assert visits.charts_drawn >= 2 * 7
