@@ -575,8 +575,8 @@ def tom_gold_sample(study: Study) -> ToMGoldSample | None:
 def tom_gold_progress(sample: ToMGoldSample) -> list[dict[str, Any]]:
     """Per stratum: N_h, n_h, pi, codes assigned and submitted (for the staff page)."""
     rows = (sample.items.values("stratum", "stratum_population", "stratum_sample", "inclusion_probability")
-            .annotate(items=Count("pk", distinct=True), codes=Count("codes"),
-                      submitted=Count("codes", filter=Q(codes__status=ToMGoldCode.Status.SUBMITTED)))
+            .annotate(n_items=Count("pk", distinct=True), n_codes=Count("codes"),
+                      n_submitted=Count("codes", filter=Q(codes__status=ToMGoldCode.Status.SUBMITTED)))
             .order_by("stratum"))
     return list(rows)
 
