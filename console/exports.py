@@ -31,7 +31,7 @@ from django.utils import timezone
 from console import economics
 from console.jobs import finished_stability_job, finished_synergy_result
 from experts.models import ExpertCriterionGrade, ExpertGrade, ToMGoldCode
-from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding
+from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding, ToMPairCoding
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
@@ -438,7 +438,32 @@ GOLD_TABLES: tuple[Table, ...] = (
                                "identifying information.", pii=True),
     )),
 )
-TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES)}
+PAIR_TABLES: tuple[Table, ...] = (
+    Table("tom_pair_codings.csv", "The pairwise ToM robustness run (studies that ask for it): one row per pair of "
+          "episodes, display order and judge; the judge saw the two workers' prompts only and said which shows more "
+          "theory of mind.", (
+        _c("pair_coding_id", "integer", "Comparison id."),
+        _c("episode_a_id", "string", "Hashed id of the pair's first episode (the lower episode id)."),
+        _c("episode_b_id", "string", "Hashed id of the pair's second episode."),
+        _c("order", "string", "ab: episode a was shown as set A; ba: episode b was shown as set A (each pair is "
+                              "shown in both orders to measure position bias)."),
+        _c("seed", "integer", "Seed of the pair draw."),
+        _c("instrument_version", "string", "Hash of the pairwise prompt and reply schema."),
+        _c("provider", "string", "LLM provider of the judge."),
+        _c("model", "string", "Judge model."),
+        _c("family", "string", "Model family of the judge."),
+        _c("status", "string", "succeeded; failed (see note); running: in flight."),
+        _c("shown_choice", "string", "The judge's answer as shown: A (the set shown first), B or tie."),
+        _c("winner", "string", "The answer mapped back to the pair: a, b or tie."),
+        _c("note", "string", "Why the comparison failed (a consent refusal, no prompts, a provider error)."),
+        _c("cost_usd", "number", "Cost of the judge's call(s) in US dollars."),
+        _c("finished_at", "datetime", "When it was stored."),
+        _c("reason", "string", "The judge's short reason; it may quote the workers' prompts, so it is written only "
+                               "with identifying information.", pii=True),
+    )),
+)
+TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES,
+                                                  *PAIR_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -752,6 +777,21 @@ def _tom_gold_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, An
                "markers": " ".join(out["markers"] or [])}
 
 
+def _tom_pairs(study: Study) -> QuerySet:
+    episodes = _episodes(study)
+    return ToMPairCoding.objects.filter(study=study, episode_a__in=episodes, episode_b__in=episodes).order_by("pk")
+
+
+def _tom_pair_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _tom_pairs(study).values(
+        "pk", "episode_a_id", "episode_b_id", "order", "seed", "prompt_version", "provider", "model", "family",
+        "status", "shown_choice", "winner", "error", "cost_usd", "finished_at", "reason")
+    for row in _stream(rows):
+        yield {**row, "pair_coding_id": row.pop("pk"), "episode_a_id": hasher("episode", row["episode_a_id"]),
+               "episode_b_id": hasher("episode", row["episode_b_id"]), "instrument_version": row.pop("prompt_version"),
+               "note": row.pop("error")}
+
+
 def _transcripts(study: Study) -> QuerySet:
     return EpisodeTranscript.objects.filter(episode__in=_episodes(study)).order_by("episode_id")
 
@@ -1027,6 +1067,7 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
     total += _transcripts(study).count() * (2 if include_pii else 1)
     total += _process_codings(study).count()
     total += _tom_gold_codes(study).count()
+    total += _tom_pairs(study).count()
     total += _answers(study, include_pii).count() * 2
     total += _observations(study).count() * 2
     total += rating_selectors.active_grades(study).count()
@@ -1041,7 +1082,7 @@ def _dictionary(writer: _Writer) -> str:
     rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
-    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES):
+    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -1126,6 +1167,8 @@ def build_export(
             writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))
         if _tom_gold_codes(study).exists():
             writer.table(TABLE_BY_FILE["tom_gold_codes.csv"], _tom_gold_rows(study, hasher))
+        if study.tom_pairwise_pairs > 0 or _tom_pairs(study).exists():
+            writer.table(TABLE_BY_FILE["tom_pair_codings.csv"], _tom_pair_rows(study, hasher))
         writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
         writer.table(TABLE_BY_FILE["episode_costs.csv"], _cost_rows(study, hasher))
         writer.table(TABLE_BY_FILE["model_prices.csv"], _price_rows())

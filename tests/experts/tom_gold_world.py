@@ -37,8 +37,8 @@ def judge_codes(episode, scores: tuple[int, int], *, reason: str = JUDGE_REASON)
                                      score=score, markers=["rapport"], reason=reason, is_current=True)
 
 
-def coded_episode(study, scores=(4, 3), *, agent=None, parsed: bool = True, **fields):
-    episode = submitted_episode(study=study, logs={"session.jsonl": session(*PROMPTS)} if parsed else {},
+def coded_episode(study, scores=(4, 3), *, agent=None, parsed: bool = True, prompts=PROMPTS, **fields):
+    episode = submitted_episode(study=study, logs={"session.jsonl": session(*prompts)} if parsed else {},
                                 **({"agent": agent} if agent is not None else {}), **fields)
     if parsed:
         episode_transcript_build(episode_id=episode.pk)

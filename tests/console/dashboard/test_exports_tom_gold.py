@@ -71,3 +71,29 @@ def test_a_study_without_a_gold_sample_exports_no_gold_file():
     archive = _export(populated.study)
     assert "tom_gold_codes.csv" not in archive.namelist()
     assert "tom_gold_codes.csv" not in archive.read("data_dictionary.csv").decode()
+    assert "tom_pair_codings.csv" not in archive.namelist()
+
+
+@pytest.mark.django_db
+def test_pairwise_comparisons_are_exported_per_pair_order_and_judge_with_the_dictionary():
+    from grading.models import ToMPairCoding
+    from grading.prompts import TOM_PAIR_PROMPT_VERSION
+
+    populated = populated_study(extras=False, refresh=False, surveys=False, n_participants=2)
+    Study.objects.filter(pk=populated.study.pk).update(tom_coding=True, tom_pairwise_pairs=3)
+    populated.study.refresh_from_db()
+    a, b = sorted(populated.episodes[:2], key=lambda e: e.pk)
+    for order, choice, winner in (("ab", "A", "a"), ("ba", "A", "b")):
+        ToMPairCoding.objects.create(study=populated.study, episode_a=a, episode_b=b, order=order, seed=2,
+                                     prompt_version=TOM_PAIR_PROMPT_VERSION, provider="openai", model="gpt-4.1",
+                                     family="openai", status="succeeded", shown_choice=choice, winner=winner,
+                                     reason="Worker Ana Lopez said so.")
+    archive = _export(populated.study)
+    rows = _rows(archive, "tom_pair_codings.csv")
+    hasher = Pseudonymizer(populated.study)
+    assert [(r["episode_a_id"], r["episode_b_id"], r["order"], r["shown_choice"], r["winner"]) for r in rows] == [
+        (hasher("episode", a.pk), hasher("episode", b.pk), "ab", "A", "a"),
+        (hasher("episode", a.pk), hasher("episode", b.pk), "ba", "A", "b")]
+    assert "Ana Lopez" not in archive.read("tom_pair_codings.csv").decode()
+    described = {r["column"] for r in _rows(archive, "data_dictionary.csv") if r["file"] == "tom_pair_codings.csv"}
+    assert described == {"", *rows[0].keys()}
