@@ -118,3 +118,15 @@ def test_the_command_runs_the_study_s_pairs_once(llm_server, pair, capsys):
     assert "12 succeeded" in capsys.readouterr().out
     call_command("code_tom_pairs", "--study", study.slug, "--seed", "4")
     assert len(_pair_requests(llm_server)) == 12 and ToMPairCoding.objects.filter(seed=4).count() == 12
+
+
+def test_a_worker_who_did_not_consent_to_a_provider_is_never_sent_to_it(llm_server, pair):
+    study, one, _two = pair
+    shy = coded_episode(study, prompts=("SHY-PROMPT: hello",), providers=("openai",))
+    rows = tom_pair_code(study=study, pair=(one.pk, shy.pk), seed=0)
+    by_provider = {(r.order, r.provider): r for r in rows}
+    assert {k: r.status for k, r in by_provider.items()} == {
+        ("ab", "openai"): "succeeded", ("ba", "openai"): "succeeded",
+        ("ab", "anthropic"): "failed", ("ba", "anthropic"): "failed"}
+    assert "not sent to anthropic" in by_provider[("ab", "anthropic")].error
+    assert {r.provider for r in _pair_requests(llm_server)} == {"openai"}
