@@ -30,8 +30,8 @@ from django.utils import timezone
 
 from console import economics
 from console.jobs import finished_stability_job, finished_synergy_result
-from experts.models import ExpertCriterionGrade, ExpertGrade
-from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding
+from experts.models import ExpertCriterionGrade, ExpertGrade, ToMGoldCode
+from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding, ToMPairCoding
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
@@ -412,7 +412,58 @@ PROCESS_TABLES: tuple[Table, ...] = (
                                "with identifying information.", pii=True),
     )),
 )
-TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES)}
+# Written only for a study with a ToM gold sample (experts' codes of a stratified sample of ToM-coded episodes).
+GOLD_TABLES: tuple[Table, ...] = (
+    Table("tom_gold_codes.csv", "Experts' theory-of-mind codes of the study's stratified gold sample, one row per "
+          "sampled episode and assigned expert (the expert saw only the worker's prompts, as the ToM judges did).", (
+        _c("gold_code_id", "integer", "Gold code id."), EID,
+        _c("expert_id", "string", "Expert pseudonym (the same pseudonym as in expert_grades.csv)."),
+        _c("stratum", "string", "band|condition when the sample was drawn: the ToM judges' mean score band (low < 2, "
+                                "mid 2 to < 3.5, high >= 3.5) and the episode's condition."),
+        _c("stratum_population", "integer", "N_h: ToM-coded episodes in the stratum when the sample was drawn."),
+        _c("stratum_sample", "integer", "n_h: episodes sampled from the stratum."),
+        _c("inclusion_probability", "number", "pi = n_h / N_h (stratified simple random sampling without "
+                                              "replacement); weight estimates by 1/pi."),
+        _c("judge_mean", "number", "The ToM judges' mean score of the episode when the sample was drawn."),
+        _c("sample_seed", "integer", "Seed of the draw (re-running the draw on the same population reproduces it)."),
+        _c("status", "string", "assigned (not opened), draft (opened or saved, not submitted) or submitted; only "
+                               "submitted codes are gold."),
+        _c("score", "integer", "The expert's 0-5 theory-of-mind score (the judges' scale); empty until chosen."),
+        _c("markers", "string", "Space-separated ToM marker codes the expert found (the judges' marker list)."),
+        _c("time_spent_seconds", "integer", "Seconds the coding page was visible, capped by the wall time since "
+                                            "it was first opened."),
+        _c("assigned_at", "datetime", "When the item was assigned to the expert."),
+        _c("submitted_at", "datetime", "When the expert submitted the code."),
+        _c("reason", "string", "The expert's reason; it may quote the worker's prompts, so it is written only with "
+                               "identifying information.", pii=True),
+    )),
+)
+PAIR_TABLES: tuple[Table, ...] = (
+    Table("tom_pair_codings.csv", "The pairwise ToM robustness run (studies that ask for it): one row per pair of "
+          "episodes, display order and judge; the judge saw the two workers' prompts only and said which shows more "
+          "theory of mind.", (
+        _c("pair_coding_id", "integer", "Comparison id."),
+        _c("episode_a_id", "string", "Hashed id of the pair's first episode (the lower episode id)."),
+        _c("episode_b_id", "string", "Hashed id of the pair's second episode."),
+        _c("order", "string", "ab: episode a was shown as set A; ba: episode b was shown as set A (each pair is "
+                              "shown in both orders to measure position bias)."),
+        _c("seed", "integer", "Seed of the pair draw."),
+        _c("instrument_version", "string", "Hash of the pairwise prompt and reply schema."),
+        _c("provider", "string", "LLM provider of the judge."),
+        _c("model", "string", "Judge model."),
+        _c("family", "string", "Model family of the judge."),
+        _c("status", "string", "succeeded; failed (see note); running: in flight."),
+        _c("shown_choice", "string", "The judge's answer as shown: A (the set shown first), B or tie."),
+        _c("winner", "string", "The answer mapped back to the pair: a, b or tie."),
+        _c("note", "string", "Why the comparison failed (a consent refusal, no prompts, a provider error)."),
+        _c("cost_usd", "number", "Cost of the judge's call(s) in US dollars."),
+        _c("finished_at", "datetime", "When it was stored."),
+        _c("reason", "string", "The judge's short reason; it may quote the workers' prompts, so it is written only "
+                               "with identifying information.", pii=True),
+    )),
+)
+TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES,
+                                                  *PAIR_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -709,6 +760,38 @@ def _process_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any
                "note": row.pop("error")}
 
 
+def _tom_gold_codes(study: Study) -> QuerySet:
+    return ToMGoldCode.objects.filter(item__sample__study=study, item__episode__in=_episodes(study)).order_by(
+        "item__episode_id", "pk")
+
+
+def _tom_gold_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _tom_gold_codes(study).values(
+        "pk", "item__episode_id", "expert_id", "item__stratum", "item__stratum_population", "item__stratum_sample",
+        "item__inclusion_probability", "item__judge_mean", "item__sample__seed", "status", "score", "markers",
+        "time_spent_seconds", "assigned_at", "submitted_at", "reason")
+    for row in _stream(rows):
+        out = {key.removeprefix("item__"): value for key, value in row.items()}
+        yield {**out, "gold_code_id": out.pop("pk"), "episode_id": hasher("episode", out.pop("episode_id")),
+               "expert_id": hasher("expert", out["expert_id"]), "sample_seed": out.pop("sample__seed"),
+               "markers": " ".join(out["markers"] or [])}
+
+
+def _tom_pairs(study: Study) -> QuerySet:
+    episodes = _episodes(study)
+    return ToMPairCoding.objects.filter(study=study, episode_a__in=episodes, episode_b__in=episodes).order_by("pk")
+
+
+def _tom_pair_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _tom_pairs(study).values(
+        "pk", "episode_a_id", "episode_b_id", "order", "seed", "prompt_version", "provider", "model", "family",
+        "status", "shown_choice", "winner", "error", "cost_usd", "finished_at", "reason")
+    for row in _stream(rows):
+        yield {**row, "pair_coding_id": row.pop("pk"), "episode_a_id": hasher("episode", row["episode_a_id"]),
+               "episode_b_id": hasher("episode", row["episode_b_id"]), "instrument_version": row.pop("prompt_version"),
+               "note": row.pop("error")}
+
+
 def _transcripts(study: Study) -> QuerySet:
     return EpisodeTranscript.objects.filter(episode__in=_episodes(study)).order_by("episode_id")
 
@@ -983,6 +1066,8 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
     total += ExpertGrade.objects.filter(episode__in=episodes).count()
     total += _transcripts(study).count() * (2 if include_pii else 1)
     total += _process_codings(study).count()
+    total += _tom_gold_codes(study).count()
+    total += _tom_pairs(study).count()
     total += _answers(study, include_pii).count() * 2
     total += _observations(study).count() * 2
     total += rating_selectors.active_grades(study).count()
@@ -997,7 +1082,7 @@ def _dictionary(writer: _Writer) -> str:
     rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
-    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES):
+    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -1080,6 +1165,10 @@ def build_export(
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
         if has_process_codings(study):
             writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))
+        if _tom_gold_codes(study).exists():
+            writer.table(TABLE_BY_FILE["tom_gold_codes.csv"], _tom_gold_rows(study, hasher))
+        if study.tom_pairwise_pairs > 0 or _tom_pairs(study).exists():
+            writer.table(TABLE_BY_FILE["tom_pair_codings.csv"], _tom_pair_rows(study, hasher))
         writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
         writer.table(TABLE_BY_FILE["episode_costs.csv"], _cost_rows(study, hasher))
         writer.table(TABLE_BY_FILE["model_prices.csv"], _price_rows())

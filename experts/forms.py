@@ -162,6 +162,25 @@ class ExpertAssignForm(forms.Form):
         )
 
 
+class ToMGoldDrawForm(forms.Form):
+    """Staff draw a ToM study's gold sample: how many episodes, the seed, the experts and experts per episode."""
+
+    size = forms.IntegerField(min_value=1, max_value=10000, initial=40)
+    seed = forms.IntegerField(min_value=0, max_value=2**62, initial=20260101)
+    experts = forms.ModelMultipleChoiceField(queryset=ExpertProfile.objects.none())
+    raters_per_episode = forms.IntegerField(min_value=1, max_value=20, initial=2)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["experts"].queryset = ExpertProfile.objects.filter(is_active=True).select_related("user")
+        self.fields["experts"].label_from_instance = lambda p: p.user.get_username()
+
+    def draw_kwargs(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {"size": data["size"], "seed": data["seed"], "experts": list(data["experts"].order_by("pk")),
+                "raters_per_episode": data["raters_per_episode"]}
+
+
 class GoldPlantForm(forms.Form):
     """Known answers per criterion key, and who receives the gold copy."""
 

@@ -100,3 +100,68 @@ class ExpertCriterionGrade(models.Model):
     class Meta:
         db_table = "grading_expertcriteriongrade"
         constraints = [models.UniqueConstraint(fields=["grade", "criterion"], name="uniq_expert_verdict")]
+
+
+class ToMGoldSample(models.Model):
+    """A study's stratified sample of ToM-coded episodes for experts to code as the gold standard (one per study).
+
+    Strata are the LLM judges' mean ToM score band crossed with the condition, fixed when the sample is drawn;
+    each item keeps its stratum's population and sample counts so estimates can be weighted by 1/pi.
+    """
+
+    study = models.OneToOneField("studyapp.Study", on_delete=models.CASCADE, related_name="tom_gold_sample")
+    size = models.PositiveIntegerField(help_text="Episodes asked for (capped at the population).")
+    seed = models.BigIntegerField(help_text="Seed of the draw, so it can be reproduced.")
+    population = models.PositiveIntegerField(help_text="ToM-coded episodes the sample was drawn from.")
+    raters_per_episode = models.PositiveSmallIntegerField(default=1)
+    prompt_version = models.CharField(max_length=32, help_text="ToM instrument version the strata were read from.")
+    drawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"ToM gold sample of study {self.study_id}"
+
+
+class ToMGoldItem(models.Model):
+    """One sampled episode, its stratum and its inclusion probability pi = n_h / N_h."""
+
+    sample = models.ForeignKey(ToMGoldSample, on_delete=models.CASCADE, related_name="items")
+    episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="tom_gold_items")
+    stratum = models.CharField(max_length=64, help_text="band|condition, e.g. high|agent.")
+    stratum_population = models.PositiveIntegerField(help_text="N_h: coded episodes in the stratum.")
+    stratum_sample = models.PositiveIntegerField(help_text="n_h: sampled episodes in the stratum.")
+    inclusion_probability = models.FloatField()
+    judge_mean = models.FloatField(help_text="The judges' mean ToM score when the sample was drawn.")
+
+    class Meta:
+        ordering = ["sample", "pk"]
+        constraints = [models.UniqueConstraint(fields=["sample", "episode"], name="uniq_tom_gold_item_episode")]
+
+
+class ToMGoldCode(models.Model):
+    """An expert's 0-5 ToM code of one sampled episode's worker prompts; created when the expert is assigned."""
+
+    class Status(models.TextChoices):
+        ASSIGNED = "assigned", "Assigned"
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+
+    item = models.ForeignKey(ToMGoldItem, on_delete=models.CASCADE, related_name="codes")
+    expert = models.ForeignKey(ExpertProfile, on_delete=models.CASCADE, related_name="tom_gold_codes")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ASSIGNED)
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    markers = models.JSONField(default=list, blank=True)
+    reason = models.TextField(blank=True)
+    time_spent_seconds = models.PositiveIntegerField(default=0)
+    assigned_at = models.DateTimeField(auto_now_add=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["item", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "expert"], name="uniq_tom_gold_code_expert"),
+            models.CheckConstraint(condition=models.Q(score__isnull=True) | models.Q(score__lte=5),
+                                   name="tom_gold_score_0_5"),
+        ]

@@ -15,11 +15,20 @@ from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from experts import metrics
 from experts.conf import experts_settings
-from experts.models import ExpertAssignment, ExpertCriterionGrade, ExpertGrade, ExpertProfile
+from experts.models import (
+    ExpertAssignment,
+    ExpertCriterionGrade,
+    ExpertGrade,
+    ExpertProfile,
+    ToMGoldCode,
+    ToMGoldSample,
+)
+from grading.conf import grading_settings
 from grading.extract import Extraction as ExtractedContent
-from grading.models import Criterion, CriterionScore, JudgeGate, JudgeRun, Rubric
+from grading.models import Criterion, CriterionScore, EpisodeTranscript, JudgeGate, JudgeRun, Rubric
 from grading.models import Extraction as ExtractionRow
 from grading.selectors import current_judge_runs
+from grading.transcripts.process_view import bounded, worker_prompts
 from studies.models import Episode, EpisodeFile, Study, TaskFile, TaskInstance
 
 OPEN = (ExpertAssignment.Status.ASSIGNED, ExpertAssignment.Status.IN_PROGRESS)
@@ -539,3 +548,72 @@ def graded_episodes_with_current_runs(study: Study) -> QuerySet[Episode]:
             .prefetch_related(Prefetch("judge_runs", queryset=JudgeRun.objects.filter(
                 is_current=True, status=JudgeRun.Status.SUCCEEDED).order_by("provider", "model"),
                 to_attr="current_runs")).order_by("pk"))
+
+
+# ------------------------------------------------------------------------------------------ ToM gold standard
+
+
+def expert_tom_gold_codes(profile: ExpertProfile) -> QuerySet[ToMGoldCode]:
+    """The expert's own ToM gold codings (the only ones they may open), unsubmitted first."""
+    return (ToMGoldCode.objects.filter(expert=profile)
+            .select_related("item").order_by("submitted_at", "pk"))
+
+
+def tom_gold_prompts(code: ToMGoldCode) -> tuple[list[str], bool]:
+    """The worker's prompts exactly as the ToM judges read them (same view, same budget), and whether cut."""
+    transcript = EpisodeTranscript.objects.filter(episode_id=code.item.episode_id).first()
+    if transcript is None:
+        return [], False
+    kept, cut = bounded(worker_prompts(transcript.files), int(grading_settings()["EXTRACT_MAX_CHARS"]))
+    return kept, cut or transcript.truncated
+
+
+def tom_gold_sample(study: Study) -> ToMGoldSample | None:
+    return ToMGoldSample.objects.filter(study=study).first()
+
+
+def tom_gold_progress(sample: ToMGoldSample) -> list[dict[str, Any]]:
+    """Per stratum: N_h, n_h, pi, codes assigned and submitted (for the staff page)."""
+    rows = (sample.items.values("stratum", "stratum_population", "stratum_sample", "inclusion_probability")
+            .annotate(n_items=Count("pk", distinct=True), n_codes=Count("codes"),
+                      n_submitted=Count("codes", filter=Q(codes__status=ToMGoldCode.Status.SUBMITTED)))
+            .order_by("stratum"))
+    return list(rows)
+
+
+def tom_gold_expert_progress(sample: ToMGoldSample) -> list[dict[str, Any]]:
+    return list(ToMGoldCode.objects.filter(item__sample=sample).values("expert__user__username")
+                .annotate(codes=Count("pk"), submitted=Count("pk", filter=Q(status=ToMGoldCode.Status.SUBMITTED)))
+                .order_by("expert__user__username"))
+
+
+@dataclass(frozen=True)
+class GoldToMCode:
+    """One expert's submitted ToM code of one sampled episode, with the sampling design (plain data for stats).
+
+    `weight` is 1 / inclusion_probability; within a stratum the weights of its sampled episodes sum to N_h.
+    """
+
+    episode_id: int
+    expert_id: int
+    stratum: str
+    stratum_population: int
+    stratum_sample: int
+    inclusion_probability: float
+    weight: float
+    judge_mean: float
+    score: int
+    markers: tuple[str, ...]
+    time_spent_seconds: int
+
+
+def study_tom_gold(study_id: int) -> list[GoldToMCode]:
+    """Every submitted expert ToM gold code of the study (one query), ordered by episode then expert."""
+    rows = (ToMGoldCode.objects.filter(item__sample__study_id=study_id, status=ToMGoldCode.Status.SUBMITTED)
+            .select_related("item").order_by("item__episode_id", "expert_id"))
+    return [GoldToMCode(episode_id=r.item.episode_id, expert_id=r.expert_id, stratum=r.item.stratum,
+                        stratum_population=r.item.stratum_population, stratum_sample=r.item.stratum_sample,
+                        inclusion_probability=r.item.inclusion_probability,
+                        weight=1.0 / r.item.inclusion_probability, judge_mean=r.item.judge_mean,
+                        score=int(r.score), markers=tuple(r.markers or ()), time_spent_seconds=r.time_spent_seconds)
+            for r in rows if r.score is not None]

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from experts.views import grading, home, rubrics, staff
+from experts.views import grading, home, rubrics, staff, tom_gold
 
 app_name = "expert"
 urlpatterns = [
@@ -28,6 +28,10 @@ urlpatterns = [
     path("staff/routing/", staff.routing_page, name="staff_routing"),
     path("staff/assignments/<int:assignment_id>/cancel/", staff.assignment_cancel,
          name="staff_assignment_cancel"),
+    path("tom/", tom_gold.tom_gold_list, name="tom_gold_list"),
+    path("tom/<int:code_id>/", tom_gold.tom_gold_code, name="tom_gold_code"),
+    path("tom/<int:code_id>/autosave/", tom_gold.tom_gold_autosave, name="tom_gold_autosave"),
+    path("staff/tom-gold/", tom_gold.staff_tom_gold, name="staff_tom_gold"),
     path("staff/gold/", staff.gold, name="staff_gold"),
     path("staff/gold/<int:episode_id>/", staff.gold_plant, name="staff_gold_plant"),
     path("staff/adjudication/", staff.adjudication, name="staff_adjudication"),

@@ -233,6 +233,16 @@ class ProcessCodingAdmin(ReadOnlyAdmin):
         return _short(obj.reason or obj.error)
 
 
+@admin.register(m.ToMPairCoding)
+class ToMPairCodingAdmin(ReadOnlyAdmin):
+    """Pairwise ToM comparisons per pair, order and judge (run with manage.py code_tom_pairs)."""
+
+    list_display = ("study", "episode_a", "episode_b", "order", "provider", "model", "status", "shown_choice",
+                    "winner", "finished_at")
+    list_filter = ("status", "order", "provider", "winner")
+    search_fields = ("episode_a__id", "episode_b__id")
+
+
 @admin.register(m.ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
     """The dated price table that turns recorded usage into model cost (Time & cost page, exports)."""

@@ -334,3 +334,10 @@ class ResponseQualityOut(_Lenient):
     reason: str = Field(min_length=1, max_length=1500,
                         description="A short paragraph on how helpful and sound the agent's responses were.")
     score: int = Field(ge=SCORE_MIN, le=SCORE_MAX, description="0: unhelpful or wrong; 5: very helpful and sound.")
+
+
+class ToMPairOut(_Lenient):
+    """A judge's pairwise ToM comparison: which of two workers' message sets shows more theory of mind."""
+
+    reason: str = Field(min_length=1, max_length=1500, description="A short paragraph comparing the two sets.")
+    choice: Literal["A", "B", "tie"] = Field(description="A or B: that set shows more theory of mind; tie: neither.")

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
@@ -19,6 +20,7 @@ from grading.models import (
     LLMUsage,
     ProcessCoding,
     Rubric,
+    ToMPairCoding,
 )
 from grading.prompts import QUALITY_PROMPT_VERSION, TOM_PROMPT_VERSION
 from grading.transcripts.detect import detect_log_format
@@ -466,3 +468,45 @@ def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
             tom=found.get(ProcessCoding.Instrument.TOM, {}),
             response_quality=found.get(ProcessCoding.Instrument.RESPONSE_QUALITY, {})))
     return out
+
+
+# ------------------------------------------------------------------------------------------ pairwise ToM
+
+
+def tom_pair_population(study_id: int) -> list[int]:
+    """Episodes of the study with a succeeded current ToM coding (their worker prompts exist and were coded)."""
+    return list(Episode.objects.filter(study_id=study_id, status__in=CODABLE_STATUSES)
+                .exclude(participant__status=Participant.Status.WITHDRAWN)
+                .filter(Exists(ProcessCoding.objects.filter(episode=OuterRef("pk"), instrument="tom",
+                                                            is_current=True, status=ProcessCoding.Status.SUCCEEDED)))
+                .order_by("pk").values_list("pk", flat=True))
+
+
+def tom_pair_done(**key: Any) -> ToMPairCoding | None:
+    """The stored comparison for this pair, order, judge and version (succeeded or failed), if any."""
+    return ToMPairCoding.objects.filter(**key).exclude(status=ToMPairCoding.Status.RUNNING).first()
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """One judge's pairwise ToM comparison in one order: `winner` is "a", "b" or "tie" (episode_a < episode_b);
+    `shown_choice` is what the judge answered ("A" is the episode shown first: a for order "ab", b for "ba")."""
+
+    episode_a: int
+    episode_b: int
+    order: str
+    provider: str
+    model: str
+    family: str
+    prompt_version: str
+    shown_choice: str
+    winner: str
+
+
+def study_tom_pair_results(study_id: int) -> list[PairComparison]:
+    """Every succeeded pairwise ToM comparison of the study, as plain data for the stats module (one query)."""
+    rows = (ToMPairCoding.objects.filter(study_id=study_id, status=ToMPairCoding.Status.SUCCEEDED)
+            .order_by("episode_a_id", "episode_b_id", "order", "provider", "model"))
+    return [PairComparison(episode_a=r.episode_a_id, episode_b=r.episode_b_id, order=r.order, provider=r.provider,
+                           model=r.model, family=r.family, prompt_version=r.prompt_version,
+                           shown_choice=r.shown_choice, winner=r.winner) for r in rows]

@@ -37,6 +37,7 @@ def home(request: HttpRequest) -> HttpResponse:
                                "paused": profile is not None and not profile.is_active}
     if profile is not None and profile.is_active:
         context["queue"] = sel.expert_queue(profile)
+        context["tom_gold_open"] = sel.expert_tom_gold_codes(profile).exclude(status="submitted").count()
         if is_expert:
             context["tasks"] = list(sel.expert_tasks(profile)[:200])
             context["rubrics"] = list(sel.own_rubrics(profile)[:50])

@@ -56,3 +56,51 @@ class ProcessCoding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.instrument} of episode {self.episode_id} by {self.provider}/{self.model}"
+
+
+class ToMPairCoding(models.Model):
+    """One judge's pairwise ToM comparison of two episodes' worker prompts, in one display order.
+
+    Each drawn pair (episode_a < episode_b) is shown in both orders ("ab": a as set A; "ba": b as set A) to measure
+    position bias. One row per pair x order x judge x instrument version (unique), claimed RUNNING with a lease
+    and finished in place, so a duplicate message or a killed worker never pays for a second comparison.
+    """
+
+    class Order(models.TextChoices):
+        AB = "ab", "Episode a shown first"
+        BA = "ba", "Episode b shown first"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="tom_pair_codings")
+    episode_a = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="+")
+    episode_b = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="+")
+    order = models.CharField(max_length=2, choices=Order.choices)
+    seed = models.BigIntegerField(help_text="Seed of the pair draw that produced this pair.")
+    prompt_version = models.CharField(max_length=32)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=100)
+    family = models.CharField(max_length=32, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    shown_choice = models.CharField(max_length=3, blank=True, help_text="A, B or tie as the judge answered.")
+    winner = models.CharField(max_length=3, blank=True,
+                              help_text="a, b or tie: the shown choice mapped back to the pair's episodes.")
+    reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    claim = models.CharField(max_length=32, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study", "episode_a", "episode_b", "order", "provider"]
+        constraints = [
+            models.UniqueConstraint(fields=["episode_a", "episode_b", "order", "provider", "model", "prompt_version"],
+                                    name="one_tom_pair_coding"),
+            models.CheckConstraint(condition=models.Q(episode_a__lt=models.F("episode_b")),
+                                   name="tom_pair_a_before_b"),
+        ]

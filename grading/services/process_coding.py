@@ -11,10 +11,8 @@ not store a second coding (its cost is still recorded: it was paid). An episode 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,6 +29,7 @@ from grading.prompts import RenderedPrompt, render_quality_prompt, render_tom_pr
 from grading.providers import JudgeSpec, not_configured_note, provider_config, provider_configured, tom_coders
 from grading.schemas import ResponseQualityOut, ToMOut, one_line
 from grading.selectors import CODABLE_STATUSES, PROCESS_VERSIONS, process_coding_done, process_codings_missing
+from grading.services import claims
 from grading.services.budget import budget_ensure_available, llm_usage_record
 from grading.services.follow_ups import follow_ups_close
 from grading.services.judging import lease_seconds
@@ -130,30 +129,20 @@ def _store_outcome(episode: Episode, instrument: str, spec: JudgeSpec, *, force:
 
 def _claim(episode: Episode, instrument: str, spec: JudgeSpec, *, force: bool) -> ProcessCoding:
     """Return a stored coding (nothing to do) or a RUNNING row this worker now holds; CodingInFlight if held."""
-    now = timezone.now()
-    lease = now + timedelta(seconds=lease_seconds())
-    token = uuid.uuid4().hex
     with transaction.atomic():
         _lock(episode)
         if not force and (done := process_coding_done(episode_id=episode.pk, instrument=instrument,
                                                       provider=spec.provider, model=spec.model)) is not None:
             return done
-        running = ProcessCoding.objects.filter(**_key(episode, instrument, spec), status=Status.RUNNING).first()
-        if running is None:
-            return ProcessCoding.objects.create(**_key(episode, instrument, spec), family=spec.family,
-                                                prompt_version=PROCESS_VERSIONS[instrument], status=Status.RUNNING,
-                                                claim=token, lease_expires_at=lease)
-        if running.lease_expires_at is not None and running.lease_expires_at >= now:
-            raise CodingInFlight(f"episode {episode.pk}: its {instrument} coding by {spec.label} is in flight")
-        running.claim, running.lease_expires_at = token, lease  # a dead or released claim: take it over
-        running.prompt_version = PROCESS_VERSIONS[instrument]
-        running.save(update_fields=["claim", "lease_expires_at", "prompt_version"])
-        return running
+        version = PROCESS_VERSIONS[instrument]
+        return claims.running_claim(
+            ProcessCoding, _key(episode, instrument, spec), create={"family": spec.family, "prompt_version": version},
+            take_over={"prompt_version": version},
+            in_flight=f"episode {episode.pk}: its {instrument} coding by {spec.label} is in flight")
 
 
 def _renew(row_id: int, token: str) -> int:
-    return ProcessCoding.objects.filter(pk=row_id, status=Status.RUNNING, claim=token).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()))
+    return claims.lease_renew(ProcessCoding, row_id, token)
 
 
 def _release(row: ProcessCoding, token: str, *, purpose: str, responses: Sequence[llm.LLMResponse]) -> None:
@@ -161,7 +150,7 @@ def _release(row: ProcessCoding, token: str, *, purpose: str, responses: Sequenc
     with transaction.atomic():
         llm_usage_record(study=row.episode.study, purpose=purpose, prompt_version=row.prompt_version,
                          responses=responses, accepted_last=False)
-        ProcessCoding.objects.filter(pk=row.pk, claim=token).update(lease_expires_at=None)
+        claims.lease_drop(ProcessCoding, row.pk, token)
 
 
 def _finish(row: ProcessCoding, token: str, *, purpose: str, responses: Sequence[llm.LLMResponse],
@@ -172,7 +161,7 @@ def _finish(row: ProcessCoding, token: str, *, purpose: str, responses: Sequence
         _lock(episode)
         cost = llm_usage_record(study=episode.study, purpose=purpose, prompt_version=row.prompt_version,
                                 responses=responses, accepted_last=accepted)
-        if not ProcessCoding.objects.filter(pk=row.pk, status=Status.RUNNING, claim=token).exists():
+        if not claims.claim_held(ProcessCoding, row.pk, token):
             logger.warning("process coding %s was taken over while its call ran; this reply is not stored", row.pk)
             return ProcessCoding.objects.get(pk=row.pk)
         ProcessCoding.objects.filter(episode=episode, instrument=row.instrument, provider=row.provider,
@@ -203,7 +192,7 @@ def _call(row: ProcessCoding, spec: JudgeSpec, prompt: RenderedPrompt, *, final_
         return _finish(row, token, purpose=instrument.purpose, responses=exc.responses, accepted=False,
                        status=Status.FAILED, error=exc.reason[:4000])
     except BaseException:  # a time limit or shutdown: the next message takes the claim over at once
-        ProcessCoding.objects.filter(pk=row.pk, claim=token).update(lease_expires_at=None)
+        claims.lease_drop(ProcessCoding, row.pk, token)
         raise
     markers = sorted(set(getattr(out, "markers", ())))
     return _finish(row, token, purpose=instrument.purpose, responses=responses, accepted=True,

@@ -158,6 +158,11 @@ class Study(models.Model):
                   '"model": "gpt-4.1"}, {"provider": "anthropic", "model": "claude-sonnet-4-6"}]; empty uses '
                   "GRADING['TOM_CODERS'].",
     )
+    tom_pairwise_pairs = models.PositiveIntegerField(
+        default=0,
+        help_text="Pairwise ToM robustness run: at most this many pairs of ToM-coded episodes, each compared in both "
+                  "orders by both ToM judges (manage.py code_tom_pairs); 0 turns the pairwise run off.",
+    )
     disagreement_threshold = models.FloatField(
         null=True, blank=True, help_text="Judge spread (points) that flags an episode for expert review."
     )

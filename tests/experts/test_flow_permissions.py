@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 STAFF_PAGES = [
     ("expert:staff_experts", {}), ("expert:staff_invite", {}), ("expert:staff_rubrics", {}),
     ("expert:staff_routing", {}), ("expert:staff_gold", {}), ("expert:staff_adjudication", {}),
-    ("expert:staff_metrics", {}),
+    ("expert:staff_metrics", {}), ("expert:staff_tom_gold", {}),
 ]
 
 
