@@ -701,8 +701,11 @@ def _comparison_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, 
             .values("pk", "comparison_set_id", "expert_id", "comparison_set__task__uuid", "status", "shown_count",
                     "order_probability", "time_spent_seconds", "submitted_at", "justification"))
     for row in _stream(rows):
-        yield {**row, "comparison_id": hasher("comparison", row.pop("pk")), "set_id": row.pop("comparison_set_id"),
-               "expert_id": hasher("expert", row["expert_id"]), "task_id": row.pop("comparison_set__task__uuid")}
+        row["comparison_id"] = hasher("comparison", row.pop("pk"))
+        row["set_id"] = row.pop("comparison_set_id")
+        row["expert_id"] = hasher("expert", row["expert_id"])
+        row["task_id"] = row.pop("comparison_set__task__uuid")
+        yield row
 
 
 def _comparison_ranking_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:

@@ -251,6 +251,20 @@ class SubmittedComparison:
     shown: tuple[ComparedDeliverable, ...] = field(default_factory=tuple)
 
 
+def deliverable_sizes(study: Study) -> dict[tuple[str, int], int]:
+    """Total deliverable bytes of the study's compared episodes and solo runs, keyed ("episode"|"solo_run", id)."""
+    items = ComparisonItem.objects.filter(comparison_set__study=study)
+    out: dict[tuple[str, int], int] = defaultdict(int)
+    for episode_id, size in EpisodeFile.objects.filter(
+            episode_id__in=items.filter(episode__isnull=False).values("episode_id"),
+            kind=EpisodeFile.Kind.DELIVERABLE).values_list("episode_id", "size"):
+        out[("episode", episode_id)] += size
+    for run_id, size in SoloRunFile.objects.filter(
+            run_id__in=items.filter(solo_run__isnull=False).values("solo_run_id")).values_list("run_id", "size"):
+        out[("solo_run", run_id)] += size
+    return dict(out)
+
+
 def _sizes(items: list[ComparisonItem]) -> tuple[dict[int, int], dict[int, int], dict[int, int], dict[int, int]]:
     episode_ids = [i.episode_id for i in items if i.episode_id]
     run_ids = [i.solo_run_id for i in items if i.solo_run_id]

@@ -186,3 +186,12 @@ def test_the_staff_page_is_staff_only(client, ctx):
     response = client.get(reverse("expert:staff_comparisons"))
     assert response.status_code in (302, 403, 404)
     assert "Raw win" not in response.content.decode()
+
+
+def test_the_admin_shows_sets_and_answers_read_only(client, ctx):
+    client.force_login(UserFactory(username="root", is_superuser=True, is_staff=True))
+    for name, pk in (("comparisonset", ctx["set"].pk), ("comparisonassignment", ctx["assignment"].pk)):
+        assert client.get(reverse(f"admin:experts_{name}_changelist")).status_code == 200
+        page = client.get(reverse(f"admin:experts_{name}_change", args=[pk]))
+        assert page.status_code == 200 and 'type="submit" value="Save"' not in page.content.decode()
+        assert client.get(reverse(f"admin:experts_{name}_add")).status_code == 403
