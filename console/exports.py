@@ -38,7 +38,7 @@ from experts.models import (
     ExpertCriterionGrade,
     ExpertGrade,
 )
-from grading.models import CriterionScore, EpisodeTranscript, Extraction, FluencyCoding, JudgeRun
+from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
@@ -713,10 +713,7 @@ def _comparison_ranking_rows(study: Study, hasher: Pseudonymizer) -> Iterator[di
     placements = (ComparisonPlacement.objects.filter(assignment__in=_comparisons(study))
                   .select_related("assignment", "item__episode__agent", "item__solo_run__agent")
                   .order_by("assignment_id", "position"))
-    lengths = {("episode", e): n for e, n in Extraction.objects.filter(episode__study=study)
-               .values_list("episode_id", "total_chars")}
-    lengths.update({("solo_run", r): n for r, n in Extraction.objects.filter(solo_run__study=study)
-                    .values_list("solo_run_id", "total_chars")})
+    lengths = comparison_selectors.deliverable_lengths(study)
     sizes = comparison_selectors.deliverable_sizes(study)
     for placement in placements.iterator(chunk_size=CHUNK):
         item = placement.item

@@ -251,7 +251,7 @@ class SubmittedComparison:
     shown: tuple[ComparedDeliverable, ...] = field(default_factory=tuple)
 
 
-def deliverable_sizes(study: Study) -> dict[tuple[str, int], int]:
+def deliverable_sizes(study: Study | int) -> dict[tuple[str, int], int]:
     """Total deliverable bytes of the study's compared episodes and solo runs, keyed ("episode"|"solo_run", id)."""
     items = ComparisonItem.objects.filter(comparison_set__study=study)
     out: dict[tuple[str, int], int] = defaultdict(int)
@@ -265,19 +265,17 @@ def deliverable_sizes(study: Study) -> dict[tuple[str, int], int]:
     return dict(out)
 
 
-def _sizes(items: list[ComparisonItem]) -> tuple[dict[int, int], dict[int, int], dict[int, int], dict[int, int]]:
-    episode_ids = [i.episode_id for i in items if i.episode_id]
-    run_ids = [i.solo_run_id for i in items if i.solo_run_id]
-    ep_bytes: dict[int, int] = defaultdict(int)
-    for episode_id, size in EpisodeFile.objects.filter(episode_id__in=episode_ids, kind=EpisodeFile.Kind.DELIVERABLE
-                                                       ).values_list("episode_id", "size"):
-        ep_bytes[episode_id] += size
-    run_bytes: dict[int, int] = defaultdict(int)
-    for run_id, size in SoloRunFile.objects.filter(run_id__in=run_ids).values_list("run_id", "size"):
-        run_bytes[run_id] += size
-    ep_chars = dict(Extraction.objects.filter(episode_id__in=episode_ids).values_list("episode_id", "total_chars"))
-    run_chars = dict(Extraction.objects.filter(solo_run_id__in=run_ids).values_list("solo_run_id", "total_chars"))
-    return ep_bytes, run_bytes, ep_chars, run_chars
+def deliverable_lengths(study: Study | int) -> dict[tuple[str, int], int]:
+    """Characters of extracted text of the study's episodes and solo runs (only those grading extracted)."""
+    out = {("episode", e): n for e, n in Extraction.objects.filter(episode__study=study, episode__isnull=False)
+           .values_list("episode_id", "total_chars")}
+    out.update({("solo_run", r): n for r, n in Extraction.objects.filter(solo_run__study=study, solo_run__isnull=False)
+                .values_list("solo_run_id", "total_chars")})
+    return out
+
+
+def _source_key(item: ComparisonItem) -> tuple[str, int]:
+    return ("episode", item.episode_id) if item.episode_id else ("solo_run", item.solo_run_id)
 
 
 def study_submitted_comparisons(study: Study | int) -> list[SubmittedComparison]:
@@ -294,8 +292,7 @@ def study_submitted_comparisons(study: Study | int) -> list[SubmittedComparison]
         .prefetch_related(Prefetch("placements", ComparisonPlacement.objects.select_related(
             "item__episode__agent", "item__solo_run__agent").order_by("position")))
         .order_by("submitted_at", "pk"))
-    items = [p.item for a in assignments for p in a.placements.all()]
-    ep_bytes, run_bytes, ep_chars, run_chars = _sizes(items)
+    sizes, lengths = deliverable_sizes(study_id), deliverable_lengths(study_id)
     out = []
     for assignment in assignments:
         shown = []
@@ -308,9 +305,7 @@ def study_submitted_comparisons(study: Study | int) -> list[SubmittedComparison]
                 agent_name=arm.agent_name, participant_id=item.episode.participant_id if item.episode_id else None,
                 task_id=source.task_id, rank=int(placement.rank or 0), acceptability=placement.acceptability,
                 acceptability_code=ACCEPTABILITY_CODE.get(placement.acceptability, 0),
-                length_chars=(ep_chars.get(item.episode_id) if item.episode_id else run_chars.get(item.solo_run_id)),
-                size_bytes=(ep_bytes.get(item.episode_id, 0) if item.episode_id
-                            else run_bytes.get(item.solo_run_id, 0))))
+                length_chars=lengths.get(_source_key(item)), size_bytes=sizes.get(_source_key(item), 0)))
         out.append(SubmittedComparison(
             assignment_id=assignment.pk, set_id=assignment.comparison_set_id, expert_id=assignment.expert_id,
             task_id=assignment.comparison_set.task_id, order_probability=assignment.order_probability,

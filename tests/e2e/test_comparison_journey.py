@@ -95,7 +95,7 @@ def test_staff_build_a_set_experts_rank_it_blind_on_desktop_and_phone_and_staff_
     expect(page.locator("input[name='accept_2'][value='ready']")).to_be_checked()  # kept
     _rank(page, {3: "2"}, {3: "major"}, "Deliverable 2 answers the client's question in one page; 1 and 3 ramble.")
     page.click("button:has-text('Submit comparison')")
-    expect(page.locator(".messages")).to_contain_text("Comparison submitted")
+    expect(page.locator(".messages")).to_contain_text("Comparison submitted", timeout=20_000)
     assert "Hidden Agent Q" not in page.content()  # nothing revealed afterwards either
     eva = ComparisonAssignment.objects.get(comparison_set=comparison_set, expert__user__username="eva")
     assert eva.status == "submitted"
@@ -116,8 +116,9 @@ def test_staff_build_a_set_experts_rank_it_blind_on_desktop_and_phone_and_staff_
           "Two are equally usable for the client; the third misreads the rule.")
     _no_horizontal_scroll(page)
     page.click("button:has-text('Submit comparison')")
-    expect(page.locator(".messages")).to_contain_text("Comparison submitted")
+    expect(page.locator(".messages")).to_contain_text("Comparison submitted", timeout=20_000)
     _no_horizontal_scroll(page)
+    page.screenshot(path="var/e2e-comparison-phone.png", full_page=True)
     ana = ComparisonAssignment.objects.get(comparison_set=comparison_set, expert__user__username="ana")
     assert ana.status == "submitted" and [p.rank for p in ana.placements.order_by("position")] == [1, 1, 3]
     sign_out(page)
