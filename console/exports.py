@@ -38,7 +38,7 @@ from experts.models import (
     ExpertCriterionGrade,
     ExpertGrade,
 )
-from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun
+from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
 from rating.selectors import latest_snapshot, study_model_spec, study_rating_config
@@ -420,7 +420,40 @@ COMPARISON_TABLES: tuple[Table, ...] = (
         _c("size_bytes", "integer", "Total size of the deliverable files."),
     )),
 )
-TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *COMPARISON_TABLES)}
+# Written only for a study that codes theory of mind or holds such codings, so other studies' exports keep their files.
+PROCESS_TABLES: tuple[Table, ...] = (
+    Table("process_codings.csv", "Every theory-of-mind and response-quality coding of an episode's parsed log, one "
+          "row per episode, instrument version and judge (earlier codings kept beside the current one).", (
+        _c("coding_id", "integer", "Coding id."), EID,
+        _c("instrument", "string", "tom: theory of mind in the worker's prompts (the coder saw only the worker's "
+                                   "messages); response_quality: quality of the agent's responses (the coder saw "
+                                   "the worker-agent dialogue without tool traffic). Neither saw task or gold "
+                                   "information."),
+        _c("instrument_version", "string", "Hash of the instrument's prompt and reply schema; a new version is a "
+                                           "new instrument, coded again."),
+        _c("provider", "string", "LLM provider of the judge."),
+        _c("model", "string", "Judge model."),
+        _c("family", "string", "Model family of the judge (the two judges of a study differ in family)."),
+        _c("status", "string", "succeeded; not_coded: no parsable log (see note), never a score of 0; failed: the "
+                               "call failed or consent did not name the provider (see note); running: in flight."),
+        _c("is_current", "boolean", "The judge's current coding of this instrument for the episode."),
+        _c("score", "integer", "0-5: theory of mind (0 none, 5 several clear signs) or response quality (0 "
+                               "unhelpful, 5 very helpful); empty unless succeeded."),
+        _c("markers", "string", "Space-separated ToM marker codes the judge found (grading.schemas.TOM_MARKERS: "
+                                "rapport, knowledge_gap_detection, perspective_taking, plan_coordination, "
+                                "confirmation_seeking, challenges_ai, … and the low-ToM markers "
+                                "irrelevant_information, assumes_shared_context, delegates_trivial, "
+                                "treats_ai_as_search); empty for response quality."),
+        _c("note", "string", "Why the episode was not coded or the coding failed."),
+        _c("cost_usd", "number", "Cost of the judge's call(s) in US dollars."),
+        _c("is_simulated", "boolean", "Demonstration coding drawn from a model, not a judge's reply."),
+        _c("created_at", "datetime", "When the coding was started."),
+        _c("finished_at", "datetime", "When it was stored."),
+        _c("reason", "string", "The judge's short reason; it may quote the worker's prompts, so it is written only "
+                               "with identifying information.", pii=True),
+    )),
+)
+TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *COMPARISON_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -745,6 +778,25 @@ def _fluency_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any
                 yield {"episode_id": episode_id, "behaviour": code, "present": present, "model": row["model"]}
 
 
+def _process_codings(study: Study) -> QuerySet:
+    return ProcessCoding.objects.filter(episode__in=_episodes(study)).order_by("episode_id", "instrument", "pk")
+
+
+def has_process_codings(study: Study) -> bool:
+    """Whether the export carries process_codings.csv: the study codes theory of mind, or once did."""
+    return study.tom_coding or ProcessCoding.objects.filter(episode__study=study).exists()
+
+
+def _process_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = _process_codings(study).values(
+        "pk", "episode_id", "instrument", "prompt_version", "provider", "model", "family", "status", "is_current",
+        "score", "markers", "error", "cost_usd", "is_simulated", "created_at", "finished_at", "reason")
+    for row in _stream(rows):
+        yield {**row, "coding_id": row.pop("pk"), "episode_id": hasher("episode", row["episode_id"]),
+               "instrument_version": row.pop("prompt_version"), "markers": " ".join(row["markers"] or []),
+               "note": row.pop("error")}
+
+
 def _transcripts(study: Study) -> QuerySet:
     return EpisodeTranscript.objects.filter(episode__in=_episodes(study)).order_by("episode_id")
 
@@ -1018,6 +1070,7 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
     total += CriterionScore.objects.filter(judge_run__episode__in=episodes).count()
     total += ExpertGrade.objects.filter(episode__in=episodes).count()
     total += _transcripts(study).count() * (2 if include_pii else 1)
+    total += _process_codings(study).count()
     total += _answers(study, include_pii).count() * 2
     total += _observations(study).count() * 2
     total += rating_selectors.active_grades(study).count()
@@ -1032,7 +1085,7 @@ def _dictionary(writer: _Writer) -> str:
     rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
-    for table in (*TABLES, *SYNERGY_TABLES, *COMPARISON_TABLES):
+    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *COMPARISON_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -1116,6 +1169,8 @@ def build_export(
             writer.table(TABLE_BY_FILE["comparisons.csv"], _comparison_rows(study, hasher))
             writer.table(TABLE_BY_FILE["comparison_rankings.csv"], _comparison_ranking_rows(study, hasher))
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
+        if has_process_codings(study):
+            writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))
         writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
         writer.table(TABLE_BY_FILE["episode_costs.csv"], _cost_rows(study, hasher))
         writer.table(TABLE_BY_FILE["model_prices.csv"], _price_rows())

@@ -219,6 +219,20 @@ class FluencyCodingAdmin(ReadOnlyAdmin):
         return _short(obj.error)
 
 
+@admin.register(m.ProcessCoding)
+class ProcessCodingAdmin(ReadOnlyAdmin):
+    """Theory-of-mind and response-quality codings, per judge and instrument version (re-run with the command)."""
+
+    list_display = ("episode", "instrument", "provider", "model", "status", "score", "is_current", "short_reason",
+                    "created_at")
+    list_filter = ("instrument", "status", "is_current", "provider", "is_simulated")
+    search_fields = ("episode__id",)
+
+    @admin.display(description="reason")
+    def short_reason(self, obj: m.ProcessCoding) -> str:
+        return _short(obj.reason or obj.error)
+
+
 @admin.register(m.ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
     """The dated price table that turns recorded usage into model cost (Time & cost page, exports)."""
@@ -293,7 +307,7 @@ class EpisodeGradingAdmin(ReadOnlyAdmin):
               "score", "score_source", "needs_expert_review", "grading_note")
     readonly_fields = fields
     inlines = [JudgeRunInline]
-    actions = ["retry_grading", "code_logs"]
+    actions = ["retry_grading", "code_logs", "code_processes"]
 
     @admin.display(description="grading note")
     def note(self, obj: sm.Episode) -> str:
@@ -324,6 +338,20 @@ class EpisodeGradingAdmin(ReadOnlyAdmin):
             send_task_on_commit(task_names.CODE_LOG, [pk])
         self.message_user(request, f"Queued log coding for {len(ids)} episode(s).", messages.SUCCESS)
 
+
+    @admin.action(description="Code theory of mind and response quality of selected episodes")
+    def code_processes(self, request: HttpRequest, queryset: QuerySet[sm.Episode]) -> None:
+        """Queue the coding for episodes of ToM studies; the coding skips what each judge already coded."""
+        ids = list(queryset.filter(study__tom_coding=True).values_list("pk", flat=True))
+        for pk in ids:
+            send_task_on_commit(task_names.CODE_PROCESS, [pk])
+        self.message_user(request, f"Queued ToM and response-quality coding for {len(ids)} episode(s).",
+                          messages.SUCCESS)
+        if len(ids) < queryset.count():
+            self.message_user(request, "Episodes of studies that do not code theory of mind were left alone (turn "
+                                       "ToM coding on in the study first).", messages.WARNING)
+        self.message_user(request, "To replace current codings run `manage.py code_processes --episode ID --sync "
+                                   "--force`.", messages.INFO)
 
 # --------------------------------------------------------------------------------------- solo runs
 

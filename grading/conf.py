@@ -20,6 +20,9 @@ DEFAULTS: dict[str, Any] = {
     "RUBRIC_GENERATOR": {"provider": "openai", "model": DEFAULT_MODELS["openai"]},
     # Log coding uses the rubric generator unless a deployment names its own coder.
     "FLUENCY_CODER": None,
+    # The two judges (of different model families) that code theory of mind and response quality in studies that
+    # turn ToM coding on and name no pair of their own; None: the default judges.
+    "TOM_CODERS": None,
     "OPENAI_API_KEY": None,
     "OPENAI_BASE_URL": None,
     "ANTHROPIC_API_KEY": None,
@@ -80,4 +83,6 @@ def grading_settings() -> dict[str, Any]:
     merged = {**DEFAULTS, **getattr(settings, "GRADING", {})}
     if merged["FLUENCY_CODER"] is None:
         merged["FLUENCY_CODER"] = merged["RUBRIC_GENERATOR"]
+    if merged["TOM_CODERS"] is None:
+        merged["TOM_CODERS"] = merged["DEFAULT_JUDGES"]
     return merged

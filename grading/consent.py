@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ImproperlyConfigured
 
 from grading.conf import grading_settings
-from grading.providers import JudgeSpec, rubric_generator, study_judges
+from grading.providers import JudgeSpec, rubric_generator, study_judges, tom_coders
 from studies.models import ConsentVersion, Participant
 
 PROVIDER_NAMES = {
@@ -27,11 +27,15 @@ def consent_providers(version: ConsentVersion) -> list[str]:
     if not keys:
         try:
             keys = [spec.provider for spec in study_judges(version.study)] + [rubric_generator().provider]
+            if version.study.tom_coding:  # the ToM judges receive the logs too
+                keys += [spec.provider for spec in tom_coders(version.study)]
         except ImproperlyConfigured:
             # A malformed judge list stops grading with its own error; the consent page still names every
             # provider the list mentions rather than failing.
             entries = list(version.study.judges or grading_settings()["DEFAULT_JUDGES"])
             entries.append(grading_settings()["RUBRIC_GENERATOR"] or {})
+            if version.study.tom_coding:
+                entries += list(version.study.tom_coders or grading_settings()["TOM_CODERS"] or [])
             keys = [str(e.get("provider", "")).strip().lower() for e in entries if isinstance(e, dict)]
     names: list[str] = []
     for key in keys:

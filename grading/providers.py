@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from grading.conf import grading_settings
 from grading.llm import ProviderConfig
 from grading.rate_limits import LocalWindow, RateLimiter, RedisWindow
-from studies.model_families import judge_family
+from studies.model_families import judge_family, tom_coder_problem
 
 PROVIDERS = ("openai", "anthropic")
 
@@ -59,6 +59,20 @@ def rubric_generator() -> JudgeSpec:
 
 def fluency_coder() -> JudgeSpec:
     return _spec(grading_settings()["FLUENCY_CODER"], "GRADING['FLUENCY_CODER']")
+
+
+def tom_coders(study: Any) -> tuple[JudgeSpec, JudgeSpec]:
+    """Return the study's two ToM / response-quality judges (its own pair, else GRADING['TOM_CODERS']).
+
+    Raise ImproperlyConfigured, naming where the pair came from, when it is not two judges of different families.
+    """
+    entries = list(getattr(study, "tom_coders", None) or [])
+    where = f"study {getattr(study, 'slug', '?')} tom_coders" if entries else "GRADING['TOM_CODERS']"
+    entries = entries or list(grading_settings()["TOM_CODERS"] or [])
+    if (problem := tom_coder_problem(entries)) is not None:
+        raise ImproperlyConfigured(f"{where}: {problem}")
+    first, second = (_spec(entry, where) for entry in entries)
+    return first, second
 
 
 def provider_configured(provider: str) -> bool:

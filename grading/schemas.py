@@ -257,3 +257,80 @@ def one_line(text: str, limit: int = 300) -> str:
     """Collapse a model's reason to one line of bounded length for storage and tables."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------------ theory of mind / response quality
+
+
+@dataclass(frozen=True)
+class ToMMarker:
+    code: str
+    label: str
+    definition: str
+    high: bool = True  # False: a marker of low theory of mind
+
+
+#: The named markers of the synergy paper's ToM instrument (App. C), in our own wording; codes are stable keys.
+TOM_MARKERS: tuple[ToMMarker, ...] = (
+    ToMMarker("rapport", "Builds rapport", "Greets the agent or acknowledges its replies (hello, thanks, okay)."),
+    ToMMarker("belief_tracking", "Tracks the agent's beliefs",
+              "Infers what the agent currently believes about the work and how that changes during the session."),
+    ToMMarker("knowledge_gap_detection", "Detects knowledge gaps",
+              "Notices what the worker knows that the agent does not (or the reverse) and says so."),
+    ToMMarker("perspective_taking", "Takes the agent's perspective",
+              "Shows awareness of what the agent needs to know to do the work, and what is irrelevant to it."),
+    ToMMarker("goal_inference", "Infers the agent's goals", "Reads from the dialogue what the agent is trying to do."),
+    ToMMarker("communication_intent", "States communicative intent",
+              "Says why information is shared or what the worker is after (\"help me check this\")."),
+    ToMMarker("mental_state_attribution", "Attributes capabilities and limits",
+              "Treats the agent as having its own knowledge, capabilities and limitations."),
+    ToMMarker("plan_coordination", "Coordinates a plan",
+              "Aligns on a strategy or lays out how the two will work together (\"first do X, then I will ...\")."),
+    ToMMarker("explanatory_dialogue", "Explains own knowledge and expectations",
+              "Gives context about the worker's own expertise, expectations or the level of detail wanted."),
+    ToMMarker("confirmation_seeking", "Seeks confirmation",
+              "Checks understanding or asks for explanation (\"is this approach right?\")."),
+    ToMMarker("positioning", "Coordinates viewpoints", "Acknowledges and reconciles different viewpoints."),
+    ToMMarker("builds_on_ideas", "Builds on the agent's ideas",
+              "Elaborates on or corrects what the agent understood (\"this is not what I meant\")."),
+    ToMMarker("references_back", "Refers back", "Explicitly recalls something the agent said or did earlier."),
+    ToMMarker("challenges_ai", "Challenges the agent",
+              "Points out mistakes or questions the agent's answer (\"could you be wrong here?\")."),
+    ToMMarker("epistemic_markers", "Speaks about knowledge states", "Language such as \"I think you know ...\"."),
+    ToMMarker("justification_requests", "Asks for justification", "Asks how or why the agent reached a result."),
+    ToMMarker("evaluative_language", "Weighs the agent's credibility",
+              "Judges how far the agent's output can be trusted."),
+    ToMMarker("metacognitive_references", "Talks about thinking",
+              "Discusses the thinking process itself (\"this is a hard one, let's slow down\")."),
+    ToMMarker("conversational_adaptation", "Adapts to the agent",
+              "Adjusts phrasing or approach in response to how the agent communicates."),
+    ToMMarker("irrelevant_information", "Shares irrelevant information",
+              "Gives material that does not help the agent, missing the real knowledge asymmetry.", high=False),
+    ToMMarker("assumes_shared_context", "Assumes shared context",
+              "Refers to things the agent was never shown (\"do the task\" without saying what it is).", high=False),
+    ToMMarker("delegates_trivial", "Delegates the trivial",
+              "Hands over something trivial or something the worker is plainly better placed to judge.", high=False),
+    ToMMarker("treats_ai_as_search", "Treats the agent as a search box",
+              "Types keyword fragments as if into a search engine instead of addressing a collaborator.", high=False),
+)
+TOM_MARKER_CODES: tuple[str, ...] = tuple(m.code for m in TOM_MARKERS)
+ToMMarkerCode = Literal[TOM_MARKER_CODES]  # type: ignore[valid-type]
+SCORE_MIN, SCORE_MAX = 0, 5
+
+
+class ToMOut(_Lenient):
+    """A judge's theory-of-mind coding of the worker's prompts: reasoning, markers found, a 0-5 score."""
+
+    reason: str = Field(min_length=1, max_length=1500,
+                        description="A short paragraph: which signs of theory of mind the prompts show or lack.")
+    markers: list[ToMMarkerCode] = Field(
+        default_factory=list, description="Codes of every marker (high or low) clearly present in the prompts.")
+    score: int = Field(ge=SCORE_MIN, le=SCORE_MAX, description="0: no sign of theory of mind; 5: many clear signs.")
+
+
+class ResponseQualityOut(_Lenient):
+    """A judge's coding of how helpful the agent's responses were to the worker, 0-5."""
+
+    reason: str = Field(min_length=1, max_length=1500,
+                        description="A short paragraph on how helpful and sound the agent's responses were.")
+    score: int = Field(ge=SCORE_MIN, le=SCORE_MAX, description="0: unhelpful or wrong; 5: very helpful and sound.")

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from grading.models import EpisodeTranscript, FluencyCoding, JudgeGate, JudgeRun, LLMUsage, Rubric
+from grading.models import (
+    EpisodeTranscript,
+    FluencyCoding,
+    GradingFollowUp,
+    JudgeGate,
+    JudgeRun,
+    LLMUsage,
+    ProcessCoding,
+    Rubric,
+)
+from grading.prompts import QUALITY_PROMPT_VERSION, TOM_PROMPT_VERSION
 from grading.transcripts.detect import detect_log_format
+from grading.transcripts.effort import edit_ratio
 from grading.transcripts.model import Format
+from grading.transcripts.process_view import worker_prompts
 from grading.transcripts.version import PARSER_VERSION, files_fingerprint
 from studies.log_sources import LogFormat, agent_log_source
 from studies.models import Episode, EpisodeFile, Participant, SoloRun, Study, TaskInstance
@@ -236,36 +249,220 @@ def log_format_warning(*, expected: str | None, found: Format, agent_name: str) 
             f"{agent_name} saved for this task; you can still submit as it is.")
 
 
-def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, str]:
-    """Return per log file of the episode a warning when it is not the task's agent's session file.
+# What a recognised session file is called in the worker's confirmation ("Claude Code session: 14 prompts").
+_SESSION_NAMES = {Format.CLAUDE_CODE: "Claude Code session", Format.CODEX: "Codex CLI session",
+                  Format.GEMINI: "Gemini CLI saved chat", Format.TERMINAL: "Terminal transcript"}
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def log_format_confirmation(*, expected: str | None, found: Format, report: dict | None) -> str:
+    """Return the worker's confirmation that a log file is the agent's session file, with what it holds ("" if
+    the file is not one to confirm).
+
+    ``report`` is the file's stored parse report; ``None`` while the parse is on its way (the file was recognised
+    from its first bytes), and the confirmation then says the counts follow. Terminal text is confirmed only where
+    the agent's log is terminal text: any plain text file reads as one.
+    """
+    if found not in _SESSION_NAMES or (found is Format.TERMINAL and expected != Format.TERMINAL):
+        return ""
+    if expected and found != expected:
+        return ""  # someone else's session file: the warning speaks
+    name = _SESSION_NAMES[found]
+    if report is None:
+        return (f"Recognised as a {LogFormat(str(found)).label}. Its prompts are being counted; reload the page in "
+                "a minute to see them.")
+    if report.get("status") not in ("parsed", "partial"):
+        return ""
+    prompts = _counted(int(report.get("user_prompts") or 0), "prompt")
+    if found is Format.TERMINAL:
+        text = f"{name}: {prompts} found in the text."
+    else:
+        text = f"{name}: {prompts}, {_counted(int(report.get('tool_calls') or 0), 'tool call')}."
+    if bad := int(report.get("bad_lines") or 0):
+        # Broken lines are the worker's to know (a file cut short, edited); record types this parser does not know
+        # yet are ours, and are not mentioned.
+        text += f" {_counted(bad, 'line')} could not be read; the rest is kept."
+    return text
+
+
+@dataclass(frozen=True)
+class LogFileNote:
+    """What the task page tells the worker about one uploaded log file."""
+
+    text: str
+    warning: bool  # True: not the agent's session file (said, never refused); False: recognised
+
+
+def episode_log_file_notes(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, LogFileNote]:
+    """Return per log file of the episode a warning when it is not the task's agent's session file, or a
+    confirmation with its prompts and tool calls when it is.
 
     The parsed transcript answers when it matches the current files; a file uploaded since (its parse
-    message still on its way) is recognised from its first bytes, so the warning shows at once.
+    message still on its way) is recognised from its first bytes, so the note shows at once.
     """
-    source = agent_log_source(episode.agent) if episode.agent else None
     logs = [f for f in files if f.kind == EpisodeFile.Kind.LOG]
-    if source is None or not logs:
+    if not logs:
         return {}
+    source = agent_log_source(episode.agent) if episode.agent else None
+    expected = source.format if source else None
+    agent_name = episode.agent.name if episode.agent else ""
     transcript = EpisodeTranscript.objects.filter(episode=episode).values("files_fingerprint", "files").first()
-    parsed: dict[str, str] = {}
+    reports: dict[str, dict] = {}
     if transcript and transcript["files_fingerprint"] == files_fingerprint((f.name, f.sha256) for f in logs):
-        parsed = {str(f.get("name")): str(f.get("format")) for f in transcript["files"] or ()}
-    warnings = {}
+        reports = {str(r.get("name")): r for r in transcript["files"] or ()}
+    notes = {}
     for f in logs:
-        if f.name in parsed:
-            found = next((fmt for fmt in Format if fmt == parsed[f.name]), Format.UNKNOWN)
+        report = reports.get(f.name)
+        if report is not None:
+            found = next((fmt for fmt in Format if fmt == report.get("format")), Format.UNKNOWN)
         else:
             try:
                 with f.file.storage.open(f.file.name, "rb") as handle:
                     found = detect_log_format(handle, f.size)
             except OSError:
                 continue
-        agent_name = episode.agent.name if episode.agent else ""
-        if note := log_format_warning(expected=source.format, found=found, agent_name=agent_name):
-            warnings[f.pk] = note
-    return warnings
+        if warning := log_format_warning(expected=expected, found=found, agent_name=agent_name):
+            notes[f.pk] = LogFileNote(warning, warning=True)
+        elif confirmation := log_format_confirmation(expected=expected, found=found, report=report):
+            notes[f.pk] = LogFileNote(confirmation, warning=False)
+    return notes
+
+
+def episode_log_format_warnings(episode: Episode, files: Iterable[EpisodeFile]) -> dict[int, str]:
+    """Return per log file of the episode a warning when it is not the task's agent's session file."""
+    return {pk: note.text for pk, note in episode_log_file_notes(episode, files).items() if note.warning}
 
 
 def judge_gates(study: Study) -> dict[tuple[str, str], JudgeGate]:
     """The study's stored gate verdicts by (judge "provider/model", rubric category)."""
     return {(g.judge, g.category): g for g in JudgeGate.objects.filter(study=study)}
+
+
+# ----------------------------------------------------------------------------------- process codings (ToM)
+
+#: Instrument code -> the version its codings are current under now.
+PROCESS_VERSIONS: dict[str, str] = {ProcessCoding.Instrument.TOM: TOM_PROMPT_VERSION,
+                                    ProcessCoding.Instrument.RESPONSE_QUALITY: QUALITY_PROMPT_VERSION}
+PROCESS_DONE = (ProcessCoding.Status.SUCCEEDED, ProcessCoding.Status.NOT_CODED, ProcessCoding.Status.FAILED)
+CODABLE_STATUSES = (Episode.Status.SUBMITTED, Episode.Status.GRADING, Episode.Status.GRADED, Episode.Status.FAILED)
+GAVE_UP = "gave up"
+
+
+def process_coding_done(*, episode_id: int, instrument: str, provider: str, model: str) -> ProcessCoding | None:
+    """The current coding of this judge under the instrument's current version, if one is stored (any outcome)."""
+    return ProcessCoding.objects.filter(
+        episode_id=episode_id, instrument=instrument, provider=provider, model=model, is_current=True,
+        prompt_version=PROCESS_VERSIONS[instrument], status__in=PROCESS_DONE).first()
+
+
+def process_codings_missing(*, episode_id: int, coders: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(instrument, provider, model) of every coding the episode still owes its study's two judges."""
+    done = set(ProcessCoding.objects.filter(episode_id=episode_id, is_current=True, status__in=PROCESS_DONE)
+               .values_list("instrument", "provider", "model", "prompt_version"))
+    return [(instrument, provider, model) for instrument, version in PROCESS_VERSIONS.items()
+            for provider, model in coders if (instrument, provider, model, version) not in done]
+
+
+def process_coding_in_flight(episode_id: int) -> bool:
+    """True while a worker holds a live claim on one of the episode's process codings."""
+    return ProcessCoding.objects.filter(episode_id=episode_id, status=ProcessCoding.Status.RUNNING,
+                                        lease_expires_at__gte=timezone.now()).exists()
+
+
+def episodes_owing_process_coding(study: Study, coders: Sequence[tuple[str, str]], *, limit: int,
+                                  with_follow_up: bool = False) -> list[int]:
+    """Codable episodes of a ToM-coding study that lack a current coding of some instrument by some judge.
+
+    Unless `with_follow_up`, episodes with an open process follow-up (already on their way) or one the sweep gave
+    up on (staff re-run those with `manage.py code_processes`) are left out, so the sweep opens one row each.
+    """
+    episodes = (Episode.objects.filter(study=study, status__in=CODABLE_STATUSES)
+                .exclude(participant__status=Participant.Status.WITHDRAWN))
+    complete = Q()
+    for instrument, version in PROCESS_VERSIONS.items():
+        for provider, model in coders:
+            complete &= Q(Exists(ProcessCoding.objects.filter(
+                episode=OuterRef("pk"), instrument=instrument, provider=provider, model=model, is_current=True,
+                prompt_version=version, status__in=PROCESS_DONE)))
+    owing = episodes.exclude(complete)
+    if not with_follow_up:
+        rows = GradingFollowUp.objects.filter(episode=OuterRef("pk"), kind=GradingFollowUp.Kind.PROCESS)
+        owing = owing.exclude(Exists(rows.filter(done_at__isnull=True))).exclude(
+            Exists(rows.filter(note__startswith=GAVE_UP)))
+    return list(owing.order_by("pk").values_list("pk", flat=True)[:limit])
+
+
+@dataclass(frozen=True)
+class JudgeCode:
+    """One judge's current coding of one instrument: its score (None unless succeeded) and how it was reached."""
+
+    provider: str
+    model: str
+    family: str
+    prompt_version: str
+    status: str
+    score: int | None
+    markers: tuple[str, ...] = ()
+    reason: str = ""
+    is_simulated: bool = False
+
+
+@dataclass(frozen=True)
+class EpisodeProcessCodes:
+    """Plain data for the ToM analysis: one episode, its worker and condition, its codes and effort measures.
+
+    `tom` and `response_quality` map "provider/model" to that judge's current coding. Effort: `worker_turns`
+    (the worker's prompts), `worker_chars` (characters the worker wrote), `edit_ratio` (normalised edit distance
+    of the prompts from the task's text, :mod:`grading.transcripts.effort`; None when the worker wrote nothing or
+    no log was parsed).
+    """
+
+    episode_id: int
+    worker_id: int
+    condition: str
+    agent: str
+    task_id: int
+    score: float | None
+    worker_turns: int | None
+    worker_chars: int | None
+    edit_ratio: float | None
+    tom: dict[str, JudgeCode] = field(default_factory=dict)
+    response_quality: dict[str, JudgeCode] = field(default_factory=dict)
+
+
+def _edit_ratio(transcript: EpisodeTranscript | None, question: str) -> float | None:
+    return edit_ratio(worker_prompts(transcript.files), question) if transcript else None
+
+
+def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
+    """Every episode of the study with its current ToM and response-quality codes per judge (two queries).
+
+    Withdrawn participants are left out; episodes without any coding are included with empty code maps, so the
+    caller sees what is missing. Solo episodes carry their condition "solo" (no agent turns to code).
+    """
+    episodes = (Episode.objects.filter(study_id=study_id).exclude(participant__status=Participant.Status.WITHDRAWN)
+                .select_related("agent", "transcript", "task").order_by("pk"))
+    codes: dict[int, dict[str, dict[str, JudgeCode]]] = {}
+    rows = ProcessCoding.objects.filter(episode__study_id=study_id, is_current=True).order_by("provider", "model")
+    for row in rows:
+        code = JudgeCode(provider=row.provider, model=row.model, family=row.family, prompt_version=row.prompt_version,
+                         status=row.status, score=row.score, markers=tuple(row.markers or ()), reason=row.reason,
+                         is_simulated=row.is_simulated)
+        codes.setdefault(row.episode_id, {}).setdefault(row.instrument, {})[f"{row.provider}/{row.model}"] = code
+    out = []
+    for episode in episodes:
+        transcript = getattr(episode, "transcript", None)
+        found = codes.get(episode.pk, {})
+        out.append(EpisodeProcessCodes(
+            episode_id=episode.pk, worker_id=episode.participant_id,
+            condition=episode.condition,
+            agent=episode.agent.name if episode.agent_id else "", task_id=episode.task_id, score=episode.score,
+            worker_turns=transcript.user_prompts if transcript else None,
+            worker_chars=transcript.user_chars if transcript else None,
+            edit_ratio=_edit_ratio(transcript, episode.task.prompt),
+            tom=found.get(ProcessCoding.Instrument.TOM, {}),
+            response_quality=found.get(ProcessCoding.Instrument.RESPONSE_QUALITY, {})))
+    return out

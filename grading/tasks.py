@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from grading import task_names
 from grading.conf import grading_settings
 from grading.exceptions import CodingInFlight, GradingWaiting, NotGradable, RetryLater, RubricGenerationFailed
-from grading.services import fluency, follow_ups, pipeline, rubric_generation, solo_runs, transcripts
+from grading.services import fluency, follow_ups, pipeline, process_coding, rubric_generation, solo_runs, transcripts
 from grading.services.judging import judge_runs_hold_for_retry
 from studies.instrumented_task import DATABASE_RETRY, TimeLimits, instrumented_task
 from studies.models import Episode, SoloRun, TaskInstance
@@ -136,6 +136,23 @@ def code_log(self: Any, episode_id: int) -> dict[str, Any]:
     except RetryLater as exc:
         raise self.retry(exc=exc, countdown=_countdown(self.request.retries, exc.countdown), max_retries=limit + 1)
     return {"status": coding.status, "coding": coding.pk, "behaviours": coding.behaviour_count}
+
+
+@instrumented_task(name=task_names.CODE_PROCESS, limits=TimeLimits(soft=15 * 60, hard=20 * 60), **_COMMON)
+def code_process(self: Any, episode_id: int) -> dict[str, Any]:
+    """Code one episode for theory of mind and response quality by the study's two judges."""
+    if not Episode.objects.filter(pk=episode_id).exists():
+        return {"status": "missing"}
+    final, limit = _attempt(self)
+    try:
+        codings = process_coding.episode_code_process(episode_id=episode_id, final_attempt=final)
+    except (NotGradable, GradingWaiting) as exc:
+        return {"status": "skipped", "note": exc.reason}
+    except CodingInFlight as exc:  # a duplicate message: the codings under their leases finish the work
+        return {"status": "in_flight", "note": exc.reason}
+    except RetryLater as exc:
+        raise self.retry(exc=exc, countdown=_countdown(self.request.retries, exc.countdown), max_retries=limit + 1)
+    return {"status": "coded", "codings": [c.pk for c in codings]}
 
 
 @instrumented_task(name=task_names.PARSE_LOG, limits=TimeLimits(soft=5 * 60, hard=6 * 60), **_COMMON)

@@ -132,7 +132,7 @@ class LogForm(forms.Form):
     })
     notes = forms.CharField(max_length=NOTES_MAX_LENGTH, required=False, error_messages={
         "max_length": "Notes can be at most %(limit_value)d characters; yours have %(show_value)d. Please shorten "
-                      "them (or upload longer notes as a log file). Nothing you typed was lost.",
+                      "them (or upload longer notes as a log file).",
     })
 
 
@@ -142,7 +142,7 @@ class SoloForm(forms.Form):
     used_ai_anyway = forms.BooleanField(required=False)
     notes = forms.CharField(max_length=NOTES_MAX_LENGTH, required=False, error_messages={
         "max_length": "Notes can be at most %(limit_value)d characters; yours have %(show_value)d. Please shorten "
-                      "them. Nothing you typed was lost.",
+                      "them.",
     })
 
 

@@ -205,6 +205,10 @@ class PendingRatingRows(models.Model):
     rows = models.PositiveIntegerField(help_text="How many rows the refit was about to write.")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name = "pending rating rows"
+        verbose_name_plural = "pending rating rows"  # not Django's "rowss"
+
     def __str__(self) -> str:
         return f"rating rows written ahead of snapshot {self.snapshot_id}"
 

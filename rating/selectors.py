@@ -20,7 +20,7 @@ from rating.engine import RatingConfig
 from rating.fit import ModelSpec
 from rating.grader_fit import REFERENCE_WEIGHTING
 from rating.models import EntityRating, GradeObservation, Observation, PosteriorState, RatingSnapshot
-from studies.models import Agent, Participant, Study
+from studies.models import Agent, Episode, Participant, Study
 
 logger = logging.getLogger(__name__)
 
@@ -397,6 +397,17 @@ def grade_ledger_fingerprint(study: Study | int) -> str | None:
     if not stats["n"]:
         return None
     return f"{stats['n']}.{stats['total']}.{int(stats['at'].timestamp() * 1000)}"
+
+
+def graded_episode_states(study: Study | int) -> dict[str, int]:
+    """Count the episodes with active grades and how many of them are graded, so the graders panel's "N grades
+    of M episodes" says how many of those M the overview counts as graded and how many still wait for their
+    score (an episode's grades are recorded as they come, before its score is decided)."""
+    rows = (GradeObservation.objects.filter(study_id=_study_id(study), active=True)
+            .values("episode__status").annotate(n=Count("episode", distinct=True)))
+    states = {row["episode__status"]: row["n"] for row in rows}
+    graded = states.get(Episode.Status.GRADED, 0)
+    return {"episodes": sum(states.values()), "graded": graded, "not_graded": sum(states.values()) - graded}
 
 
 def study_model_settings(study: Study) -> dict[str, Any]:

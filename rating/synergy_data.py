@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 
-__all__ = ["Design", "SynergyData", "SynergyInputError", "build_design", "subset"]
+__all__ = ["CollinearCovariates", "Design", "SynergyData", "SynergyInputError", "build_design", "subset"]
 
 # Above this many bytes of per-pattern dense matrices the worker elimination is recomputed sparsely per
 # evaluation instead (many distinct (solo, with agent) task counts per worker and many tasks).
@@ -20,6 +20,10 @@ PATTERN_BYTES_LIMIT = 300_000_000
 
 class SynergyInputError(ValueError):
     """The episodes cannot be fitted as given; the message says which rows and why."""
+
+
+class CollinearCovariates(SynergyInputError):
+    """Covariates added to the fixed effects cannot be told apart from the arms and positions."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +126,8 @@ class Patterns:
 class Design:
     """The fixed effects and task effects ("small set", size d = p + 2T) and the worker sums eliminated onto it.
 
-    Small-set columns: ``fixed_names`` (arms present, then positions other than the reference), then β_t for
-    every task code, then γ_t for every task code.
+    Small-set columns: ``fixed_names`` (arms present, then positions other than the reference, then any
+    covariates), then β_t for every task code, then γ_t for every task code.
     """
 
     n: int
@@ -225,9 +229,36 @@ def _patterns(m_solo: scipy.sparse.csr_matrix, m_team: scipy.sparse.csr_matrix, 
     )
 
 
-def build_design(data: SynergyData, n_humans: int, n_tasks: int) -> Design:
+def _add_covariates(data: SynergyData, rows: scipy.sparse.csr_matrix, p: int, n_tasks: int,
+                    covariates: dict[str, np.ndarray]) -> tuple[scipy.sparse.csr_matrix, list[str]]:
+    """Insert the covariate columns right after the arm and position columns (before the task effects), so
+    the REML search treats them as ordinary fixed effects."""
+    c = len(covariates)
+    values = np.zeros((data.n, c))
+    for j, (name, column) in enumerate(covariates.items()):
+        arr = np.asarray(column, dtype=float)
+        if arr.shape != (data.n,) or not np.all(np.isfinite(arr)):
+            raise SynergyInputError(f"covariate {name!r} must hold one finite value per episode")
+        values[:, j] = arr
+    rows = rows.tocsc()
+    fixed, tasks = rows[:, :p], rows[:, p:]
+    widened = scipy.sparse.hstack([fixed, scipy.sparse.csc_matrix(values), tasks], format="csr")
+    if not _full_rank(widened, p + c):
+        raise CollinearCovariates(
+            f"the covariates {list(covariates)} are constant or collinear with the arms and positions: their "
+            "effects cannot be told apart")
+    return widened, list(covariates)
+
+
+def build_design(data: SynergyData, n_humans: int, n_tasks: int,
+                 covariates: dict[str, np.ndarray] | None = None) -> Design:
     """The parameter-free arrays of the fit. Positions are dropped (and the reason kept) when the session
-    order makes them collinear with the arms: then position and condition cannot be told apart."""
+    order makes them collinear with the arms: then position and condition cannot be told apart.
+
+    ``covariates`` (name -> one value per episode) become extra fixed columns after the positions, e.g. the
+    ToM moderation's ToM x [solo] and ToM x [with agent] (`rating/tom_moderation.py`); the fit is unchanged
+    otherwise, so one REML serves both models.
+    """
     dropped: dict[str, str] = {}
     arm_columns, position_columns, reference, names = _fixed_columns(data, positions=True)
     p = len(names)
@@ -241,6 +272,10 @@ def build_design(data: SynergyData, n_humans: int, n_tasks: int) -> Design:
         arm_columns, position_columns, reference, names = _fixed_columns(data, positions=False)
         p = len(names)
         rows = _small_rows(data, arm_columns, position_columns, p, n_tasks)
+    if covariates:
+        rows, extra = _add_covariates(data, rows, p, n_tasks, covariates)
+        names += extra
+        p = len(names)
     team = data.team.astype(float)
     solo = 1.0 - team
     z_solo = scipy.sparse.csr_matrix((solo, (data.human, np.arange(data.n))), shape=(n_humans, data.n))

@@ -1,6 +1,7 @@
 # The synergy model fitted by lme4 (the independent reference of tests/rating/test_synergy_lme4.py and
 # bench/synergy.py). Usage: Rscript scripts/synergy_lme4.R episodes.csv full|restricted tight|default
-# The CSV has columns y, arm (labels, sorted like the Python fixed columns), human, task, position, solo, team.
+# The CSV has columns y, arm (labels, sorted like the Python fixed columns), human, task, position, solo, team,
+# and optionally cov_<name> covariate columns.
 # Prints "key value" lines: the REML criterion, fixed effects, variance components and the fit's CPU time.
 suppressPackageStartupMessages(library(lme4))
 args <- commandArgs(trailingOnly = TRUE)
@@ -11,7 +12,10 @@ d$task <- factor(d$task)
 d$position <- factor(d$position)
 workers <- if (args[2] == "full") "(0 + solo + team | human)" else "(1 | human)"
 positions <- if (length(args) < 4 || args[4] == "positions") "position +" else ""
-form <- as.formula(paste("y ~ 0 + arm +", positions, workers, "+ (1 | task) + (0 + team | task)"))
+# Columns named cov_* are extra fixed effects (the ToM moderation's covariates, rating/tom_moderation.py).
+covs <- grep("^cov_", names(d), value = TRUE)
+extra <- if (length(covs)) paste(paste(covs, collapse = " + "), "+") else ""
+form <- as.formula(paste("y ~ 0 + arm +", positions, extra, workers, "+ (1 | task) + (0 + team | task)"))
 ctrl <- if (args[3] == "tight") {
   lmerControl(optimizer = "nloptwrap", calc.derivs = FALSE, check.conv.singular = "ignore",
               optCtrl = list(ftol_abs = 1e-15, ftol_rel = 1e-15, xtol_abs = 1e-12, xtol_rel = 1e-12,

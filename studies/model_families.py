@@ -60,3 +60,25 @@ def judge_family(*, provider: str, model: str, family: str = "") -> str:
     if family.strip():
         return normalise_family(family)
     return family_from_name(model) or PROVIDER_FAMILIES.get(provider.strip().lower(), provider.strip().lower())
+
+
+def tom_coder_problem(entries: object) -> str | None:
+    """Say what is wrong with a ToM judge pair (two entries of different families), or None when it is usable.
+
+    The paper checks its ToM coder against a second model family; two judges of one family would agree for the
+    wrong reason (shared training), so the pair is refused rather than silently accepted.
+    """
+    if not isinstance(entries, list) or len(entries) != 2:
+        return ("name exactly two ToM judges, e.g. [{\"provider\": \"openai\", \"model\": \"gpt-4.1\"}, "
+                "{\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-6\"}]")
+    families = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not str(entry.get("provider") or "").strip() \
+                or not str(entry.get("model") or "").strip():
+            return f'each ToM judge needs "provider" and "model", got {entry!r}'
+        families.append(judge_family(provider=str(entry["provider"]), model=str(entry["model"]),
+                                     family=str(entry.get("family") or "")))
+    if families[0] == families[1]:
+        return (f"both ToM judges are of the {families[0]} family; choose two judges of different model families "
+                "so their agreement is not a shared bias")
+    return None

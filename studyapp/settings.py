@@ -425,6 +425,9 @@ GRADING: dict[str, Any] = {
         "provider": os.environ.get("GRADING_RUBRIC_PROVIDER", _GRADING_DEFAULTS["RUBRIC_GENERATOR"]["provider"]),
         "model": os.environ.get("GRADING_RUBRIC_MODEL", _GRADING_DEFAULTS["RUBRIC_GENERATOR"]["model"]),
     },
+    # "provider:model,provider:model" -- the two ToM judges (different families); unset: the default judges.
+    "TOM_CODERS": [dict(zip(("provider", "model"), item.split(":", 1), strict=False))
+                   for item in _env_list("GRADING_TOM_CODERS")] or None,
     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY") or None,
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL") or None,
     "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY") or None,

@@ -6,7 +6,9 @@ the study domain may not call up into the console), so the figures live for a sh
 refreshing the page, or three of them, costs one computation per ``DASHBOARD_CACHE_SECONDS`` whatever the
 rate, and the page says how old its figures are. A staff action on the overview forgets the study's entry, so
 its effect shows on the very next page. The leaderboard's key also names the latest snapshot, so a posterior
-refresh shows at once.
+refresh shows at once, and so does the newest stability job (its id and status): a job just requested, or just
+finished, shows on the very next page like every other background job -- with its progress bar, which reloads
+the page when the job is done -- instead of hiding behind the window.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.utils import timezone
 
 from console.dashboard import counts, selectors
 from rating import selectors as rating_selectors
-from studies.models import Study
+from studies.models import BackgroundJob, Study
 
 
 def _seconds() -> int:
@@ -58,9 +60,18 @@ def leaderboard(study: Study, page: int | str | None = None, *, cluster: str = "
     if _seconds() <= 0:
         return selectors.leaderboard(study, page, cluster=cluster)
     snapshot = rating_selectors.latest_snapshot(study)
-    key = f"dashboard:leaderboard:{study.pk}:{snapshot.pk if snapshot else 0}:{cluster}:{str(page or 1)[:12]}"
+    key = (f"dashboard:leaderboard:{study.pk}:{snapshot.pk if snapshot else 0}:{cluster}:{str(page or 1)[:12]}:"
+           f"{_stability_stamp(study)}")
     data = cache.get(key)
     if data is None:
         data = selectors.leaderboard(study, page, cluster=cluster)
         cache.set(key, data, _seconds())
     return data
+
+
+def _stability_stamp(study: Study) -> str:
+    """Name the study's newest stability job and its status (one indexed query), so the cached leaderboard is
+    never older than the job's state."""
+    job = BackgroundJob.objects.filter(study=study, kind="stability").order_by("-created_at").values(
+        "pk", "status").first()
+    return f"j{job['pk']}.{job['status']}" if job else "j0"

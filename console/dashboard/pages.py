@@ -33,7 +33,8 @@ def survey_page(result: dict[str, Any] | None) -> dict[str, Any]:
     if not result:
         return {}
     items = {item["code"]: item for item in result.get("items", [])}
-    paired = [{**row, "label": _item_label(row, items)} for row in result["paired"]]
+    paired = [{**row, "label": _item_label(row, items), "kind": items.get(str(row.get("item")), {}).get("kind", "")}
+              for row in result["paired"]]
     pre = [{**row, "label": _item_label(row, items, "x_label")} for row in result["pre_correlations"]]
     change = [{**row, "label": _item_label(row, items, "x_label")} for row in result["change_correlations"]]
     # The section heading says "change"; the chart labels need only the item.

@@ -491,6 +491,11 @@ def analysis_state(
     )
 
 
+def latest_job(study: Study, kind: str) -> BackgroundJob | None:
+    """Return the study's newest job of ``kind`` (for a page that shows its progress or its failure)."""
+    return BackgroundJob.objects.filter(study=study, kind=kind).order_by("-created_at").first()
+
+
 def job_get(study: Study, job_id: int, *, user: Any) -> BackgroundJob | None:
     """Return one of the study's jobs the user may open, or None (a job they may not open is not found)."""
     return file_jobs_visible(BackgroundJob.objects.all(), user).filter(pk=job_id, study=study).first()

@@ -25,6 +25,7 @@ from console.dashboard import selectors
 from console.dashboard.collaboration import collaboration_analysis
 from console.dashboard.exceptions import JobRefused
 from console.dashboard.stability import study_stability
+from experts.services.gate import study_gate_evaluate
 from rating import selectors as rating_selectors
 from rating.services import analysis as rating_analysis
 from rating.services.synergy import study_synergy, synergy_plan
@@ -89,6 +90,25 @@ def analysis_request(*, study: Study, kind: str, actor: Any, cluster: str = "obs
         job = BackgroundJob.objects.create(
             kind=kind, study=study, requested_by=_user_or_none(actor), params=params, cache_key=key
         )
+        _enqueue(task_names.RUN_ANALYSIS, job)
+    return job
+
+
+def gate_evaluation_request(*, study: Study, actor: Any) -> BackgroundJob:
+    """Queue the study's expert-gate evaluation as a job like the others (a progress bar that reloads the page
+    when it is done), audited; while one is queued or running, that one is returned instead of a second."""
+    with transaction.atomic():
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        existing = (
+            BackgroundJob.objects.filter(
+                study=study, kind="gate", status__in=(BackgroundJob.Status.QUEUED, BackgroundJob.Status.RUNNING),
+                created_at__gte=timezone.now() - ABANDONED_AFTER,
+            ).order_by("-created_at").first()
+        )
+        if existing is not None:
+            return existing
+        audit_record(actor=actor, action="study.expert_gate_request", obj=study, study=study)
+        job = BackgroundJob.objects.create(kind="gate", study=study, requested_by=_user_or_none(actor), params={})
         _enqueue(task_names.RUN_ANALYSIS, job)
     return job
 
@@ -198,7 +218,8 @@ def _study_of(job: BackgroundJob) -> Study:
 
 
 def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
-    """Compute a stored analysis (stability, surveys, collaboration or graders) for its job."""
+    """Compute a stored analysis (stability, surveys, collaboration, graders, synergy) or evaluate the expert
+    gate for its job."""
 
     def work(job: BackgroundJob, progress: ProgressReporter) -> dict[str, Any]:
         study = _study_of(job)
@@ -224,6 +245,8 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
             result = study_synergy(study)
         elif job.kind == "synergy_plan":
             result = synergy_plan(job.params)
+        elif job.kind == "gate":
+            result = {"judge_gates": len(study_gate_evaluate(study_id=study.pk))}
         else:
             raise JobRefused(f"Job kind “{job.kind}” is not an analysis.")
         progress(1, 1)

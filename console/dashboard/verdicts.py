@@ -118,6 +118,15 @@ def design_verdict(power: dict[str, Any]) -> str:
     return text
 
 
+def change_direction(row: dict[str, Any]) -> str:
+    """Say which way an item moved in the words of its scale: a Human Agency Scale item is coded H1 = 1 (the
+    agent fully autonomous) ... H5 = 5 (continuous human involvement), so "down" would read backwards there."""
+    if row.get("kind") == "has":
+        return ("toward human involvement (H5)" if row["delta"] > 0
+                else "toward agent autonomy (H1)")
+    return "up" if row["delta"] > 0 else "down"
+
+
 def survey_verdict(paired: list[dict[str, Any]]) -> str:
     """Return how many attitudes changed after the tasks, after the Holm adjustment."""
     if not paired:
@@ -126,7 +135,7 @@ def survey_verdict(paired: list[dict[str, Any]]) -> str:
     if not changed:
         return (f"No attitude changed clearly between the surveys: none of the {len(paired)} items passes the "
                 "Holm-adjusted test (p < 0.05).")
-    names = ", ".join(f"{row['label']} ({'up' if row['delta'] > 0 else 'down'})" for row in changed[:4])
+    names = ", ".join(f"{row['label']} ({change_direction(row)})" for row in changed[:4])
     return (f"{len(changed)} of {len(paired)} attitudes changed clearly after the tasks (Holm-adjusted p < 0.05): "
             f"{names}.")
 

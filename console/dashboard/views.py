@@ -24,7 +24,6 @@ from console.dashboard.synergy_planning import synergy_plan_context, synergy_pla
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
 from experts import selectors as expert_selectors
-from experts.services.gate import study_gate_evaluate_request
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
@@ -136,6 +135,7 @@ def leaderboard(request: HttpRequest, slug: str) -> HttpResponse:
     return _render(
         request, "console/leaderboard.html", study, "leaderboard", f"{study.name}: leaderboard",
         data=data, graders=graders, graders_shown=graders.result or (graders.stale.result if graders.stale else None),
+        graded_states=rating_selectors.graded_episode_states(study) if graders.has_data else None,
         heatmap=pages.heatmap_chart(data.get("pairwise")), power=design,
         residual_chart=pages.residual_chart((data.get("model_checks") or {}).get("residual_qq")),
         **pages.leaderboard_words(study, data, design),
@@ -147,14 +147,13 @@ def gate(request: HttpRequest, slug: str) -> HttpResponse:
     """Which judges' rubric-category scores pass the expert gate, which fail and why, and the calibration sample."""
     study = _study(slug)
     return _render(request, "console/gate.html", study, "gate", f"{study.name}: expert gate",
-                   data=expert_selectors.study_gate(study))
+                   data=expert_selectors.study_gate(study), job=selectors.latest_job(study, "gate"))
 
 
 @require_POST
 def gate_evaluate(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(slug)
-    study_gate_evaluate_request(study=study, actor=request.user)
-    messages.success(request, "The gate is being evaluated from the calibration sample; reload in a moment.")
+    services.gate_evaluation_request(study=study, actor=request.user)
     return redirect("dashboard:gate", slug=study.slug)
 
 

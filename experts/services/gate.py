@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 from django.db import transaction
@@ -111,12 +110,6 @@ def _regrade_affected(study: Study, *, judges: Iterable[str]) -> None:
                 .values_list("pk", flat=True).distinct())
     for episode_id in affected:
         send_task_on_commit(GRADE_EPISODE, [episode_id])
-
-
-def study_gate_evaluate_request(*, study: Study, actor: Any) -> None:
-    """Queue the study's gate evaluation (a bootstrap per judge and category: never in a page request)."""
-    audit_record(actor=actor, action="study.expert_gate_request", obj=study, study=study)
-    send_task_on_commit(EVALUATE_EXPERT_GATE, [study.pk])
 
 
 def episode_gate_follow_up(*, episode: Episode) -> None:

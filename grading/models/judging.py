@@ -119,6 +119,8 @@ class LLMUsage(models.Model):
         RUBRIC = "rubric", "Rubric generation"
         JUDGE = "judge", "Judging"
         FLUENCY = "fluency", "Log coding"
+        TOM = "tom", "Theory-of-mind coding"
+        RESPONSE_QUALITY = "response_quality", "Response-quality coding"
 
     study = models.ForeignKey("studyapp.Study", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     purpose = models.CharField(max_length=16, choices=Purpose.choices)
@@ -184,6 +186,7 @@ class GradingFollowUp(models.Model):
     class Kind(models.TextChoices):
         OBSERVATION = "observation", "Record the rating observation"
         FLUENCY = "fluency", "Code the collaboration log"
+        PROCESS = "process", "Code theory of mind and response quality"
 
     episode = models.ForeignKey("studyapp.Episode", on_delete=models.CASCADE, related_name="grading_follow_ups")
     kind = models.CharField(max_length=16, choices=Kind.choices)

@@ -64,7 +64,7 @@ from grading.services.judging import (
 )
 from grading.services.leases import LeaseKeeper
 from grading.services.rubric_generation import rubric_ensure
-from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, RECORD_OBSERVATION
+from grading.task_names import CODE_LOG, CODE_PROCESS, GRADE_EPISODE, GRADE_SOLO_RUN, RECORD_OBSERVATION
 from rating import selectors as rating_selectors
 from rating.services.ledger import GradeInput, episode_grades_record
 from studies.model_families import judge_family
@@ -356,6 +356,11 @@ def subject_combine(subject: Subject, *, run_ids: list[int], notes: list[str]) -
             if current_fluency_coding(obj) is None:
                 GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.FLUENCY)
                 send_task_on_commit(CODE_LOG, [obj.pk])
+            if subject.study.tom_coding and not GradingFollowUp.objects.filter(
+                    episode_id=obj.pk, kind=GradingFollowUp.Kind.PROCESS, done_at__isnull=True).exists():
+                # ToM and response quality: the coding itself skips whatever is already coded (per judge).
+                GradingFollowUp.objects.create(episode_id=obj.pk, kind=GradingFollowUp.Kind.PROCESS)
+                send_task_on_commit(CODE_PROCESS, [obj.pk])
     return GradingOutcome("graded", note=note, score=score, judge_runs=sorted(new_ids))
 
 

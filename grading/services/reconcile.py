@@ -10,6 +10,8 @@ worker or a broker outage left behind:
 - open follow-up rows a grade wrote in its own transaction (the message path closes them when it does the
   work): the rating observation is recorded here directly (the same idempotent service the message calls),
   the log coding is re-sent with backoff from its last send, never while a coding of it holds its lease;
+- episodes of studies that code theory of mind and still owe a coding (graded before the study turned it on,
+  or before a new instrument version) get a follow-up row, re-sent like the log coding's;
 - submissions whose judges wait for a failing provider are sent again once a probe finds it answering
   (`grading.services.outages`: one free probe per waiting provider per sweep);
 - a withdrawn participant's still-active observations are retracted (a lost retraction message);
@@ -25,22 +27,28 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F
 from django.utils import timezone
 
 from grading.conf import grading_settings
 from grading.models import GradingFollowUp
+from grading.providers import tom_coders
 from grading.selectors import (
+    GAVE_UP,
     current_fluency_coding,
+    episodes_owing_process_coding,
     episodes_owing_transcript,
     episodes_pending_grading,
+    process_coding_in_flight,
+    process_codings_missing,
     solo_runs_pending_grading,
 )
 from grading.services.outages import provider_outages_recheck
-from grading.task_names import CODE_LOG, GRADE_EPISODE, GRADE_SOLO_RUN, PARSE_LOG
+from grading.task_names import CODE_LOG, CODE_PROCESS, GRADE_EPISODE, GRADE_SOLO_RUN, PARSE_LOG
 from rating import selectors as rating_selectors
 from rating.services.ledger import observation_record, observations_retract_participant
-from studies.models import Episode
+from studies.models import Episode, Study
 from studies.task_sending import send_task_now
 
 logger = logging.getLogger(__name__)
@@ -56,6 +64,8 @@ class ReconcileReport:
     solo_runs_sent: int = 0
     observations_recorded: int = 0
     codings_sent: int = 0
+    process_codings_opened: int = 0
+    process_codings_sent: int = 0
     follow_ups_closed: int = 0
     retractions: int = 0
     parses_sent: int = 0
@@ -108,7 +118,7 @@ def _finish_follow_ups(report: ReconcileReport) -> None:
     grace = float(conf["FOLLOW_UP_GRACE_SECONDS"])
     limit = int(conf["FOLLOW_UP_MAX_ATTEMPTS"])
     now = timezone.now()
-    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True).select_related("episode")
+    open_rows = (GradingFollowUp.objects.filter(done_at__isnull=True).select_related("episode__study")
                  .order_by("created_at")[:BATCH])
     for row in open_rows:
         if row.kind == GradingFollowUp.Kind.OBSERVATION:
@@ -122,23 +132,71 @@ def _finish_follow_ups(report: ReconcileReport) -> None:
             _close(row)
             report.follow_ups_closed += 1
             continue
+        if row.kind == GradingFollowUp.Kind.PROCESS:
+            if not _process_owed(row):
+                _close(row)
+                report.follow_ups_closed += 1
+            elif not process_coding_in_flight(row.episode_id) and not _resend(
+                    row, CODE_PROCESS, report, now=now, grace=grace, limit=limit):
+                return
+            continue
         if current_fluency_coding(row.episode) is not None:
             _close(row)
             report.follow_ups_closed += 1
             continue
         if row.lease_expires_at is not None and row.lease_expires_at >= now:
             continue  # a coding is in flight; it closes the row when it is stored
-        due = (row.last_sent_at or row.created_at) + timedelta(seconds=grace * 2 ** row.attempts)
-        if now < due:
+        if not _resend(row, CODE_LOG, report, now=now, grace=grace, limit=limit):
+            return
+
+
+def _resend(row: GradingFollowUp, task: str, report: ReconcileReport, *, now, grace: float, limit: int) -> bool:
+    """Re-send a coding row's message once its backoff ran out (or give it up); False when the broker is down."""
+    due = (row.last_sent_at or row.created_at) + timedelta(seconds=grace * 2 ** row.attempts)
+    if now < due:
+        return True
+    if row.attempts >= limit:
+        command = "code_processes" if task == CODE_PROCESS else "code_logs"
+        _close(row, f"{GAVE_UP} after {limit} sends; run `manage.py {command}` once the coder works")
+        report.follow_ups_closed += 1
+        return True
+    if not _send(task, [row.episode_id], report):
+        return False
+    GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, last_sent_at=now)
+    if task == CODE_PROCESS:
+        report.process_codings_sent += 1
+    else:
+        report.codings_sent += 1
+    return True
+
+
+def _process_owed(row: GradingFollowUp) -> bool:
+    """Whether the row's episode still owes a ToM / response-quality coding (False once the study stopped)."""
+    study = row.episode.study
+    if not study.tom_coding:
+        return False
+    try:
+        coders = tom_coders(study)
+    except ImproperlyConfigured:
+        return True  # kept open (and given up in time): staff fix the pair, the row's work is still owed
+    return bool(process_codings_missing(episode_id=row.episode_id, coders=[(c.provider, c.model) for c in coders]))
+
+
+def _open_process_codings(report: ReconcileReport) -> None:
+    """Open a follow-up row for each episode of a ToM-coding study that owes a coding and has none on its way.
+
+    This finds episodes graded before the study turned coding on, or before a new instrument version; the rows
+    are then sent (with backoff) by `_finish_follow_ups` like any coding the grade itself asked for.
+    """
+    for study in Study.objects.filter(tom_coding=True).order_by("pk"):
+        try:
+            coders = [(c.provider, c.model) for c in tom_coders(study)]
+        except ImproperlyConfigured as exc:
+            logger.warning("reconcile: study %s cannot code theory of mind: %s", study.slug, exc)
             continue
-        if row.attempts >= limit:
-            _close(row, f"gave up after {limit} sends; run `manage.py code_logs` once the coder works")
-            report.follow_ups_closed += 1
-        else:
-            if not _send(CODE_LOG, [row.episode_id], report):
-                return
-            GradingFollowUp.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, last_sent_at=now)
-            report.codings_sent += 1
+        for pk in episodes_owing_process_coding(study, coders, limit=BATCH):
+            GradingFollowUp.objects.create(episode_id=pk, kind=GradingFollowUp.Kind.PROCESS)
+            report.process_codings_opened += 1
 
 
 def _retract_withdrawn(report: ReconcileReport) -> None:
@@ -166,6 +224,7 @@ def _recheck_outages(report: ReconcileReport) -> None:
 def grading_reconcile() -> ReconcileReport:
     """Run one reconciliation sweep and report what it did."""
     report = ReconcileReport()
+    _open_process_codings(report)
     _finish_follow_ups(report)
     _retract_withdrawn(report)
     _resend_grading(report)

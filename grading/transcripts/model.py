@@ -150,7 +150,7 @@ class TranscriptBuilder:
     def __init__(self, name: str, fmt: Format) -> None:
         self.result = FileTranscript(name=name, format=fmt)
         self._text_left = TEXT_BUDGET
-        self._prev_at: datetime | None = None
+        self._times: list[datetime] = []  # every event time, for active time once the file is read
         self._agent_key: Any = None  # id of the agent message the last agent text belonged to
         self.usage = UsageLedger()
 
@@ -184,13 +184,9 @@ class TranscriptBuilder:
                 r.first_at = at
             if r.last_at is None or at > r.last_at:
                 r.last_at = at
-            if self._prev_at is not None:
-                gap = (at - self._prev_at).total_seconds()
-                if 0 < gap <= IDLE_GAP_SECONDS:
-                    r.active_seconds += gap
         except TypeError:  # naive and aware mixed in one file: keep what is consistent
             return None
-        self._prev_at = at
+        self._times.append(at)
         return at
 
     def interrupt(self, at: Any = None, *, sidechain: bool = False) -> None:
@@ -262,6 +258,7 @@ class TranscriptBuilder:
         """Return the file transcript, marking it partial when lines were broken or unknown."""
         r = self.result
         r.usage = self.usage.totals()
+        r.active_seconds = active_seconds(self._times)
         if status is not None:
             r.status = status
         elif r.bad_lines or r.unknown:
@@ -276,6 +273,15 @@ class TranscriptBuilder:
             notes.append(f"{r.non_utf8_lines} line(s) had bytes that are not UTF-8 (replaced)")
         r.note = "; ".join(notes)
         return r
+
+
+def active_seconds(times: list[datetime]) -> float:
+    """Sum the gaps of at most IDLE_GAP_SECONDS between events in time order, not file order: records out of
+    order (a sub-agent's events written after the main thread's) would otherwise count a stretch twice and
+    give more active time than the session lasted. The result never exceeds last minus first."""
+    ordered = sorted(times)
+    gaps = ((later - earlier).total_seconds() for earlier, later in zip(ordered, ordered[1:], strict=False))
+    return float(sum(gap for gap in gaps if 0 < gap <= IDLE_GAP_SECONDS))
 
 
 def unreadable(name: str, fmt: Format, note: str) -> FileTranscript:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
@@ -10,7 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from grading.selectors import episode_log_format_warnings
+from grading.selectors import episode_log_file_notes, episode_log_format_warnings
+from journey.drafts import form_draft, form_draft_fields, form_draft_keep
 from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm, SoloForm
 from journey.views.worker import error_response, guard, load_participant, wants_json
 from pairing.services import episode_assign
@@ -47,6 +51,14 @@ WORKER_STATUS = {
     Episode.Status.ASSIGNED: "Not started",
     Episode.Status.IN_PROGRESS: "In progress",
     Episode.Status.SKIPPED: "Skipped",
+}
+
+
+# The setup panel's "ready" box in the words of the agent's kind: a browser agent is not installed.
+READY_LABELS = {
+    Agent.Interface.TERMINAL: "{name} is installed and running in my terminal, and I am ready to start.",
+    Agent.Interface.DESKTOP: "The {name} desktop app is installed and open on my computer, and I am ready to start.",
+    Agent.Interface.BROWSER: "{name} is open in my browser and I am signed in, and I am ready to start.",
 }
 
 
@@ -87,13 +99,22 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
     editable = episode.status in EDITABLE_STATUSES and participant.status != Participant.Status.WITHDRAWN
     now = timezone.now()
     checklist = submission_checklist(episode, files) if editable else []
-    warnings = episode_log_format_warnings(episode, files) if editable else {}
+    notes = episode_log_file_notes(episode, files) if editable else {}
     for f in files:
-        f.format_warning = warnings.get(f.pk, "")
+        note = notes.get(f.pk)
+        f.format_warning = note.text if note and note.warning else ""
+        f.format_confirmation = note.text if note and not note.warning else ""
+    if editable and log_form is None and solo_form is None:
+        # Text refused earlier (kept in the session) comes back marked, so a reload loses nothing.
+        log_form, solo_form = _kept_drafts(request, episode)
+    log_unsaved = bool(log_form is not None and log_form.errors)
+    solo_unsaved = bool(solo_form is not None and solo_form.errors)
     context = {
         "episode": episode, "participant": participant, "study": study, "agent": agent, "task": task_obj,
         "total": study.tasks_per_session, "editable": editable, "status_label": worker_status_label(episode),
         "setup_guide_html": render_markdown(agent.setup_guide) if agent else "",
+        "ready_label": READY_LABELS.get(agent.interface, READY_LABELS[Agent.Interface.TERMINAL]).format(
+            name=agent.name) if agent else "",
         "log_instructions_html": render_markdown(agent.log_instructions) if agent else "",
         "log_source": agent_log_source(agent) if agent else None,
         "reference_files": reference_files(task_obj.pk),
@@ -102,12 +123,12 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "screenshots": [f for f in files if f.kind == EpisodeFile.Kind.SKIP_SCREENSHOT],
         "expected": [{"name": n, "uploaded": n in uploaded_names} for n in task_obj.expected_deliverables or []],
         "checklist": checklist,
-        "checklist_complete": all(c.done for c in checklist) and not (log_form is not None and log_form.errors),
+        "checklist_complete": all(c.done for c in checklist) and not (log_unsaved or solo_unsaved),
         "setup_form": setup_form or SetupForm(initial={"prior_experience": episode.prior_experience}),
         "setup_failed_form": setup_failed_form or SetupFailedForm(),
         "outside_form": outside_form or OutsideExpertiseForm(),
         "match": task_match(episode),
-        "log_unsaved": bool(log_form is not None and log_form.errors),
+        "log_unsaved": log_unsaved, "solo_unsaved": solo_unsaved,
         "page_address": f"{task_url(episode)}#{section}" if section else "",
         "log_form": log_form or LogForm(initial={"share_url": episode.share_url, "notes": episode.notes}),
         "wants_files_log": bool(agent) and agent.log_mode in (Agent.LogMode.UPLOAD, Agent.LogMode.EITHER),
@@ -125,6 +146,15 @@ def _render_task(request: HttpRequest, episode: Episode, *, status: int = 200, s
         "notes_max": NOTES_MAX_LENGTH,
     }
     return render(request, "journey/task.html", context, status=status)
+
+
+def _kept_drafts(request: HttpRequest, episode: Episode) -> tuple[LogForm | None, SoloForm | None]:
+    """The log and solo forms as the worker left them, if a refused field of either is kept for correction."""
+    log_form = form_draft(request.session, episode_id=episode.pk, form_name="log", form_class=LogForm,
+                          saved={"share_url": episode.share_url, "notes": episode.notes})
+    solo_form = form_draft(request.session, episode_id=episode.pk, form_name="solo", form_class=SoloForm,
+                           saved={"used_ai_anyway": episode.used_ai_anyway, "notes": episode.notes})
+    return log_form, solo_form  # type: ignore[return-value]
 
 
 def _task_not_started(request: HttpRequest, study_slug: str, position: int) -> HttpResponse:
@@ -206,7 +236,8 @@ def setup(request: HttpRequest, episode_id: int) -> HttpResponse:
     if episode.ready_at is not None:
         messages.success(request, "Setup saved. The agent is marked as ready; you can work on the task now.")
     else:
-        messages.info(request, "Saved. Tick “the agent is ready” once it runs on your computer.")
+        messages.info(request, f"Saved. Tick the box that says {episode.agent.name} is ready once it is set up."
+                      if episode.agent else "Saved.")
     return redirect(back)
 
 
@@ -266,34 +297,22 @@ def log(request: HttpRequest, episode_id: int) -> HttpResponse:
     if (back_response := _back_to_section(request, episode_id, "log")) is not None:
         return back_response
     episode = _episode(request, episode_id)
-    form = LogForm(request.POST)
-    if not form.is_valid():
-        if wants_json(request):
-            return JsonResponse({"ok": False, "errors": {k: [str(e) for e in v] for k, v in form.errors.items()}},
-                                status=400)
-        return _render_task(request, episode, status=400, log_form=form, section="log")
-    share_url, notes = form.cleaned_data["share_url"], form.cleaned_data["notes"]
-    try:
-        episode = episode_log_save(episode=episode, share_url=share_url, notes=notes)
-    except InvalidShareUrl as exc:
-        if wants_json(request):
-            # The link is still being typed or is wrong: keep the notes anyway, answer the link's problem.
-            try:
-                episode_log_save(episode=episode, share_url=episode.share_url, notes=notes)
-            except StudyError as inner:
-                return error_response(request, inner, fallback_url=task_url(episode))
-            return JsonResponse({"ok": False, "errors": {"share_url": [exc.message]}, "notes_saved": True},
-                                status=400)
-        form.add_error("share_url", exc.message)
-        return _render_task(request, episode, status=400, log_form=form, section="log")
-    except StudyError as exc:
-        return error_response(request, exc, fallback_url=task_url(episode))
-    if wants_json(request):
-        return JsonResponse({"ok": True, "share_url_saved": bool(episode.share_url)})
-    if request.POST.get("next") == "review":
-        return redirect("worker:episode-submit", episode.pk)
-    messages.success(request, "Collaboration log details saved.")
-    return redirect(task_url(episode) + "#log")
+
+    def save(form: forms.Form) -> Episode:
+        valid = form.cleaned_data
+        try:
+            return episode_log_save(episode=episode, share_url=valid.get("share_url"), notes=valid.get("notes"))
+        except InvalidShareUrl as exc:
+            # The link is still being typed or points elsewhere: the notes are saved anyway.
+            form.add_error("share_url", exc.message)
+            return episode_log_save(episode=episode, share_url=None, notes=valid.get("notes"))
+
+    return _save_notes_panel(request, episode, form=LogForm(request.POST), section="log", save=save,
+                             saved_message="Collaboration log details saved.")
+
+
+# How the review page names a field still waiting for a correction on the task page.
+_FIELD_NAMES = {"notes": "your notes", "share_url": "your shared-session link"}
 
 
 @login_required
@@ -315,7 +334,10 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
     files = episode_files(episode)
     uploaded = {f.name for f in files if f.kind == EpisodeFile.Kind.DELIVERABLE}
     warnings = episode_log_format_warnings(episode, files)
+    section = "solo" if episode.is_solo else "log"
+    unsaved = form_draft_fields(request.session, episode_id=episode.pk, form_name=section)
     return render(request, "journey/submit_confirm.html", {
+        "unsaved": [_FIELD_NAMES.get(name, name) for name in unsaved], "unsaved_url": f"{back}#{section}",
         "episode": episode, "participant": episode.participant, "study": episode.participant.study,
         "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),
         "missing_expected": [n for n in episode.task.expected_deliverables or [] if n not in uploaded],
@@ -330,15 +352,37 @@ def solo(request: HttpRequest, episode_id: int) -> HttpResponse:
     if (back_response := _back_to_section(request, episode_id, "solo")) is not None:
         return back_response
     episode = _episode(request, episode_id)
-    form = SoloForm(request.POST)
-    if not form.is_valid():
-        return _render_task(request, episode, status=400, solo_form=form, section="solo")
+
+    def save(form: forms.Form) -> Episode:
+        return episode_solo_save(episode=episode, used_ai_anyway=form.cleaned_data["used_ai_anyway"],
+                                 notes=form.cleaned_data.get("notes"), actor=request.user)
+
+    return _save_notes_panel(request, episode, form=SoloForm(request.POST), section="solo", save=save,
+                             saved_message="Saved.")
+
+
+def _save_notes_panel(request: HttpRequest, episode: Episode, *, form: forms.Form, section: str,
+                      save: Callable[[forms.Form], Episode], saved_message: str) -> HttpResponse:
+    """Save every valid field of a notes panel (the log, or a solo task's) and keep the refused ones.
+
+    A refused field (notes over the limit, a wrong link) keeps its stored value; its text is kept in the session
+    (journey/drafts.py), so the page and a reload show it marked for correction, and the other fields are saved.
+    """
+    form.is_valid()  # cleaned_data then holds exactly the valid fields
     try:
-        episode = episode_solo_save(episode=episode, used_ai_anyway=form.cleaned_data["used_ai_anyway"],
-                                    notes=form.cleaned_data["notes"], actor=request.user)
+        episode = save(form)
     except StudyError as exc:
         return error_response(request, exc, fallback_url=task_url(episode))
+    form_draft_keep(request.session, episode_id=episode.pk, form_name=section, form=form)
+    if form.errors:
+        if wants_json(request):
+            return JsonResponse({"ok": False, "errors": {k: [str(e) for e in v] for k, v in form.errors.items()},
+                                 "saved": sorted(form.cleaned_data), "share_url_saved": bool(episode.share_url)},
+                                status=400)
+        return _render_task(request, episode, status=400, section=section, **{f"{section}_form": form})
+    if wants_json(request):
+        return JsonResponse({"ok": True, "share_url_saved": bool(episode.share_url)})
     if request.POST.get("next") == "review":
         return redirect("worker:episode-submit", episode.pk)
-    messages.success(request, "Saved.")
-    return redirect(task_url(episode) + "#solo")
+    messages.success(request, saved_message)
+    return redirect(task_url(episode) + f"#{section}")

@@ -7,13 +7,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
-from grading.selectors import episode_log_format_warnings
+from grading.selectors import LogFileNote, episode_log_file_notes
 from journey.forms import UploadForm
 from journey.views.task_page import task_url
 from journey.views.worker import error_response, wants_json
@@ -94,16 +94,16 @@ def _upload(request: HttpRequest, episode: Episode, limiter: FileSizeLimitHandle
                                           replace=form.cleaned_data["replace"]))
         except StudyError as exc:
             refused.append(exc)
-    warnings = episode_log_format_warnings(episode, saved)  # told at once; submitting stays allowed
+    notes = episode_log_file_notes(episode, saved)  # told at once; submitting stays allowed
     if wants_json(request):
         if refused:
             return error_response(request, refused[0], fallback_url=task_url(episode))
-        return JsonResponse({"ok": True, "files": [{**_file_json(episode, f), "warning": warnings.get(f.pk, "")}
+        return JsonResponse({"ok": True, "files": [{**_file_json(episode, f), **_note_json(notes.get(f.pk))}
                                                    for f in saved]})
     for record in saved:
         messages.success(request, f"“{record.name}” uploaded ({filesizeformat(record.size)}).")
-        if record.pk in warnings:
-            messages.warning(request, f"“{record.name}”: {warnings[record.pk]}")
+        if (note := notes.get(record.pk)) is not None and note.warning:
+            messages.warning(request, f"“{record.name}”: {note.text}")
     for problem in refused:
         messages.error(request, problem.message)
     return redirect(task_url(episode) + "#uploads")
@@ -116,6 +116,12 @@ def _upload_refused(request: HttpRequest, episode: Episode, error: StudyError, s
     return response
 
 
+def _note_json(note: LogFileNote | None) -> dict:
+    """A log file's warning (not the agent's session file) or confirmation (recognised), for the page script."""
+    return {"warning": note.text if note and note.warning else "",
+            "recognised": note.text if note and not note.warning else ""}
+
+
 def _file_json(episode: Episode, record: EpisodeFile) -> dict:
     return {
         "id": record.pk, "name": record.name, "size": record.size, "size_label": filesizeformat(record.size),
@@ -126,19 +132,44 @@ def _file_json(episode: Episode, record: EpisodeFile) -> dict:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def remove(request: HttpRequest, episode_id: int, file_id: int) -> HttpResponse:
+    """Remove an uploaded file once the worker confirms it.
+
+    A removal cannot be undone, so the table's "Remove" opens a confirmation (this page, GET; the page script asks
+    in the row instead) and only a post with ``confirm=1`` removes; the worker is then told which file went.
+    """
     episode = _episode(request, episode_id)
-    if not EpisodeFile.objects.filter(episode=episode, pk=file_id).exists():
+    record = EpisodeFile.objects.filter(episode=episode, pk=file_id).first()
+    if record is None:
         raise Http404("No such file.")
+    back = task_url(episode) + ("#log" if record.kind == EpisodeFile.Kind.LOG else "#uploads")
+    if request.method != "POST" or request.POST.get("confirm") != "1":
+        return _remove_confirmation(request, episode, record, back)
     try:
         episode_file_remove(episode=episode, file_id=file_id)
     except StudyError as exc:
-        return error_response(request, exc, fallback_url=task_url(episode) + "#uploads")
+        return error_response(request, exc, fallback_url=back)
+    done = f"“{record.name}” removed."
     if wants_json(request):
-        return JsonResponse({"ok": True})
-    messages.success(request, "File removed.")
-    return redirect(task_url(episode) + "#uploads")
+        return JsonResponse({"ok": True, "message": done})
+    messages.success(request, done)
+    return redirect(back)
+
+
+def _remove_confirmation(request: HttpRequest, episode: Episode, record: EpisodeFile, back: str) -> HttpResponse:
+    """Ask before removing (an unconfirmed post, e.g. a script that skipped the question, is asked the same)."""
+    if wants_json(request):
+        return JsonResponse({"ok": False, "confirm_needed": True,
+                             "error": f"Please confirm that “{record.name}” should be removed."}, status=400)
+    try:
+        ensure_editable(episode)
+    except StudyError as exc:
+        return error_response(request, exc, fallback_url=back)
+    return render(request, "journey/file_remove_confirm.html", {
+        "episode": episode, "participant": episode.participant, "study": episode.participant.study,
+        "file": record, "back": back,
+    })
 
 
 @login_required

@@ -1,6 +1,7 @@
 /* Collaboration-log autosave: the share link and notes are saved while the worker types (debounced) and
    flushed when the page is hidden, so notes typed but never "saved" are not lost. Errors appear next to the
-   field they concern; the notes show how many characters remain. */
+   field they concern; the notes show how many characters remain. A field the server refuses is kept by the
+   server for correction (a reload shows it again), while the other field is saved: the status says which. */
 (function () {
   "use strict";
   var form = document.getElementById("log-form");
@@ -14,10 +15,13 @@
     var field = form.querySelector("[name=" + name + "]");
     if (!field) { return; }
     var id = name + "-live-errors";
+    // The server's answer replaces the errors the page was rendered with: they spoke of earlier text.
+    Array.prototype.forEach.call(field.parentNode.querySelectorAll(".errorlist:not([id$='-live-errors'])"),
+      function (list) { list.remove(); });
     var box = document.getElementById(id);
     if (!messages || !messages.length) {
       if (box) { box.remove(); }
-      if (!field.parentNode.querySelector(".errorlist:not([id$='-live-errors'])")) { field.removeAttribute("aria-invalid"); }
+      field.removeAttribute("aria-invalid");
       return;
     }
     if (!box) {
@@ -39,6 +43,44 @@
     counter.classList.toggle("over-limit", left < 0);
   }
 
+  // The "before you can submit" list follows what the server says is saved (it checks again on submit).
+  function checklist(reply) {
+    var box = document.getElementById("submit-checklist");
+    if (!box) { return; }
+    var linkSaved = !!reply.share_url_saved;
+    box.dataset.shareUrlSaved = linkSaved ? "1" : "";
+    var logs = document.querySelectorAll(".file-table[data-kind='log'] tr[data-file-id]").length;
+    var link = box.querySelector("li[data-need='share_url']");
+    if (link) { link.hidden = linkSaved; }
+    var either = box.querySelector("li[data-need='log_or_link']");
+    if (either) { either.hidden = linkSaved || logs > 0; }
+    var pending = box.querySelector("li[data-need='log-form']");
+    if (!pending && !reply.ok) {
+      pending = document.createElement("li");
+      pending.dataset.need = "log-form";
+      var to = document.createElement("a");
+      to.href = "#log"; to.textContent = "Correct the collaboration-log details";
+      pending.appendChild(to);
+      pending.appendChild(document.createTextNode(": they are not saved yet."));
+      box.querySelector(".todo-list").appendChild(pending);
+    }
+    if (pending) { pending.hidden = !!reply.ok; }
+    box.classList.toggle("is-complete", !box.querySelector("li[data-need]:not([hidden])"));
+  }
+
+  function refused(reply, errors) {
+    var saved = reply.saved || [];
+    var kept = " What you typed stays on this page, also if you reload it.";
+    if (errors.notes && errors.share_url) { return "Not saved: the link and the notes need a correction." + kept; }
+    if (errors.notes) {
+      return (saved.indexOf("share_url") >= 0 && form.querySelector("[name=share_url]") ?
+        "The link is saved; the notes are not saved yet: please shorten them." :
+        "The notes are not saved yet: please shorten them.") + kept;
+    }
+    if (errors.share_url) { return "The notes are saved; the link is not saved yet: please correct it." + kept; }
+    return reply.error || "Not saved; please check the fields above.";
+  }
+
   function body() {
     var data = new FormData(form);
     data.set("csrfmiddlewaretoken", window.workerCsrfToken());
@@ -57,21 +99,13 @@
       var errors = reply.errors || {};
       fieldError("share_url", errors.share_url);
       fieldError("notes", errors.notes);
+      if ("share_url_saved" in reply) { checklist(reply); }
+      status.classList.toggle("is-error", !reply.ok);
       if (reply.ok) {
-        var pending = document.querySelector("#submit-checklist li[data-need='log-form']");
-        if (pending) {
-          pending.hidden = true;
-          var box = document.getElementById("submit-checklist");
-          box.classList.toggle("is-complete", !box.querySelector("li[data-need]:not([hidden])"));
-        }
-        status.classList.remove("is-error");
         var t = new Date();
         status.textContent = "Saved (" + t.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) + ").";
-      } else if (errors.notes) {
-        status.textContent = "Not saved yet: the notes need a correction. What you typed stays on this page.";
       } else {
-        status.textContent = reply.notes_saved ? "Notes saved; the link needs a correction." :
-          (reply.error || "Not saved; please check the fields above.");
+        status.textContent = refused(reply, errors);
       }
     }).catch(function () {
       dirty = true;
@@ -91,5 +125,6 @@
       dirty = false;
     }
   });
+  if (!status.dataset.unsaved) { status.textContent = "Saved automatically as you type."; }
   count();
 })();

@@ -83,15 +83,17 @@
       var warning = document.createElement("p");
       warning.className = "file-warning"; warning.setAttribute("role", "note"); warning.textContent = file.warning;
       nameCell.appendChild(warning);
+    } else if (file.recognised) {  // the agent's own session file, with what it holds (or that it is counted)
+      var recognised = document.createElement("p");
+      recognised.className = "file-recognised"; recognised.setAttribute("role", "note");
+      recognised.textContent = file.recognised;
+      nameCell.appendChild(recognised);
     }
     var sizeCell = document.createElement("td");
     sizeCell.textContent = file.size_label;
     var actionCell = document.createElement("td");
     var form = document.createElement("form");
-    form.method = "post"; form.action = file.delete_url; form.className = "inline-form js-remove";
-    var token = document.createElement("input");
-    token.type = "hidden"; token.name = "csrfmiddlewaretoken"; token.value = window.workerCsrfToken();
-    form.appendChild(token);
+    form.method = "get"; form.action = file.delete_url; form.className = "inline-form js-remove";
     var button = document.createElement("button");
     button.type = "submit"; button.className = "link-button"; button.textContent = "Remove";
     button.setAttribute("aria-label", "Remove " + file.name);
@@ -224,28 +226,69 @@
 
   Array.prototype.forEach.call(document.querySelectorAll("form.js-upload"), setupZone);
 
-  // Removing a file: answer in place instead of reloading the page.
-  document.addEventListener("submit", function (event) {
-    var form = event.target;
-    if (!form.classList || !form.classList.contains("js-remove")) { return; }
-    event.preventDefault();
-    var row = form.closest("tr");
+  // Removing a file: asked in its row (a removal cannot be undone), then answered in place without a reload.
+  // Without script the same "Remove" opens the confirmation page.
+  function tableStatus(kind, text) {
+    var status = document.querySelector(".file-table-status[data-kind='" + kind + "']");
+    if (status) { status.textContent = text; }
+  }
+
+  function removeConfirmed(form, row) {
+    var kind = row.closest(".file-table").dataset.kind;
+    var data = new FormData();
+    data.append("confirm", "1");
+    data.append("csrfmiddlewaretoken", window.workerCsrfToken());
     fetch(form.action, {
-      method: "POST", credentials: "same-origin",
+      method: "POST", credentials: "same-origin", body: data,
       headers: { "X-CSRFToken": window.workerCsrfToken(), "Accept": "application/json" }
     }).then(function (r) { return r.json().then(function (data) { return { status: r.status, data: data }; }); })
       .then(function (reply) {
         if (reply.data.ok) {
-          var kind = row.closest(".file-table").dataset.kind;
           if (kind === "deliverable") { markExpected(row.dataset.name, false); }
           forgetProgress(kind, row.dataset.name);
           var body = row.parentNode;
           body.removeChild(row);
           if (!body.querySelector("tr[data-file-id]")) { body.appendChild(emptyRow()); }
           refreshChecklist();
+          tableStatus(kind, reply.data.message || "File removed.");
         } else {
-          window.alert(reply.data.error || "The file could not be removed.");
+          askAgain(form);
+          tableStatus(kind, reply.data.error || "The file could not be removed.");
         }
       }).catch(function () { form.submit(); });
+  }
+
+  function askAgain(form) {
+    var question = form.parentNode.querySelector(".remove-question");
+    if (question) { question.parentNode.removeChild(question); }
+    form.hidden = false;
+    form.querySelector("button").focus();
+  }
+
+  function ask(form) {
+    var row = form.closest("tr");
+    var name = row.dataset.name;
+    var question = document.createElement("span");
+    question.className = "remove-question";
+    question.appendChild(document.createTextNode("Remove “" + name + "”? This cannot be undone. "));
+    var yes = document.createElement("button");
+    yes.type = "button"; yes.className = "link-button danger-link"; yes.textContent = "Yes, remove";
+    yes.setAttribute("aria-label", "Yes, remove " + name);
+    var keep = document.createElement("button");
+    keep.type = "button"; keep.className = "link-button"; keep.textContent = "Keep";
+    keep.setAttribute("aria-label", "Keep " + name);
+    yes.addEventListener("click", function () { yes.disabled = true; keep.disabled = true; removeConfirmed(form, row); });
+    keep.addEventListener("click", function () { askAgain(form); });
+    question.appendChild(yes); question.appendChild(document.createTextNode(" ")); question.appendChild(keep);
+    form.hidden = true;
+    form.parentNode.appendChild(question);
+    keep.focus();
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.classList || !form.classList.contains("js-remove") || !window.fetch) { return; }
+    event.preventDefault();
+    ask(form);
   });
 })();

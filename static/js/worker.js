@@ -56,8 +56,9 @@
   if (address && address.dataset.url && window.history && window.history.replaceState) {
     window.history.replaceState(null, "", address.dataset.url);
   }
+  // Text kept from an earlier visit is marked where it is, but a later visit opens the page as usual.
   var invalid = document.querySelector("[aria-invalid='true']");
-  if (invalid) {
+  if (invalid && !invalid.closest("[data-kept-draft]")) {
     var details = invalid.closest("details");
     if (details) { details.open = true; }
     // After the load event: focus given while the page is still loading does not always stay.

@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from studies.model_families import tom_coder_problem
+
 
 def _invite_code() -> str:
     return secrets.token_urlsafe(12)
@@ -145,6 +147,17 @@ class Study(models.Model):
         help_text='Judge list, e.g. [{"provider": "openai", "model": "gpt-4.1", "family": "openai"}]; empty uses '
                   'the defaults. "family" (for the judge-aware rating) defaults to the model name\'s family.',
     )
+    tom_coding = models.BooleanField(
+        default=False,
+        help_text="Code each episode's log for theory of mind in the worker's prompts and for the quality of the "
+                  "agent's responses (0-5, by two judges of different model families).",
+    )
+    tom_coders = models.JSONField(
+        default=list, blank=True,
+        help_text='The two ToM/response-quality judges, of different families, e.g. [{"provider": "openai", '
+                  '"model": "gpt-4.1"}, {"provider": "anthropic", "model": "claude-sonnet-4-6"}]; empty uses '
+                  "GRADING['TOM_CODERS'].",
+    )
     disagreement_threshold = models.FloatField(
         null=True, blank=True, help_text="Judge spread (points) that flags an episode for expert review."
     )
@@ -256,6 +269,9 @@ class Study(models.Model):
             raise ValidationError({"gate_mode": "Enforcing the gate holds episodes for experts, but with the "
                                                 "automated score source their expert grades never count; choose "
                                                 "the blended or expert score source first."})
+
+        if self.tom_coders and (problem := tom_coder_problem(self.tom_coders)) is not None:
+            raise ValidationError({"tom_coders": problem})
 
     def current_consent(self) -> ConsentVersion | None:
         return self.consent_versions.order_by("-version").first()

@@ -178,8 +178,11 @@ def _non_public_address(host: str) -> bool:
     return any(not address.is_global or address.is_multicast for address in addresses)
 
 
-def episode_log_save(*, episode: Episode, share_url: str, notes: str) -> Episode:
-    """Save the shared-session link and notes (a draft: nothing is submitted)."""
+def episode_log_save(*, episode: Episode, share_url: str | None, notes: str | None) -> Episode:
+    """Save the shared-session link and notes (a draft: nothing is submitted).
+
+    ``None`` keeps the stored value, so a page can save the fields that are right while another one is corrected.
+    """
     ensure_with_agent(episode)
     with transaction.atomic():
         locked = _locked(episode)
@@ -187,8 +190,10 @@ def episode_log_save(*, episode: Episode, share_url: str, notes: str) -> Episode
         agent = locked.agent
         if agent is None:  # a with-agent episode always has one (a database constraint); solo was refused above
             raise SubmitRejected("This task has no agent, so there is no session link to save. Nothing was changed.")
-        locked.share_url = validate_share_url(agent=agent, url=share_url)
-        locked.notes = (notes or "").strip()[:5000]
+        if share_url is not None:
+            locked.share_url = validate_share_url(agent=agent, url=share_url)
+        if notes is not None:
+            locked.notes = notes.strip()[:5000]
         locked.save(update_fields=["share_url", "notes", "updated_at"])
     return locked
 

@@ -24,8 +24,11 @@ def ensure_with_agent(episode: Episode) -> None:
                              "collaboration log. Nothing was changed.")
 
 
-def episode_solo_save(*, episode: Episode, used_ai_anyway: bool, notes: str, actor: Any) -> Episode:
-    """Save a solo episode's "I used an AI tool anyway" answer and notes (a draft: nothing is submitted)."""
+def episode_solo_save(*, episode: Episode, used_ai_anyway: bool, notes: str | None, actor: Any) -> Episode:
+    """Save a solo episode's "I used an AI tool anyway" answer and notes (a draft: nothing is submitted).
+
+    ``notes=None`` keeps the stored notes (the answer is saved while over-long notes are being shortened).
+    """
     if episode.condition != Episode.Condition.SOLO:
         raise SubmitRejected("This task is done with an agent; its log and notes are saved in the log panel.")
     with transaction.atomic():
@@ -33,7 +36,8 @@ def episode_solo_save(*, episode: Episode, used_ai_anyway: bool, notes: str, act
         ensure_editable(locked)
         before = locked.used_ai_anyway
         locked.used_ai_anyway = bool(used_ai_anyway)
-        locked.notes = (notes or "").strip()[:5000]
+        if notes is not None:
+            locked.notes = notes.strip()[:5000]
         fields = ["used_ai_anyway", "notes", "updated_at"]
         if locked.status == Episode.Status.ASSIGNED:
             locked.status = Episode.Status.IN_PROGRESS  # the worker is on it, as a confirmed setup says for agents

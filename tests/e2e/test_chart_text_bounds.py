@@ -3,22 +3,18 @@
 The charts are server-side SVG whose label room is estimated in Python; only a browser knows how wide a
 label really is in the font it picked. Each <text> element's bounding box (SVG user units) must lie inside
 the chart's viewBox, on every staff page of a study with every analysis computed, and on every chart kind
-drawn from labels and values at their extremes. Screenshots are kept under var/e2e-charts-*.png.
+drawn from labels and values at their extremes. Screenshots are kept under var/e2e-charts-*.png. The staff
+pages' charts are measured at 1280 and 390 px by ``test_phone_every_page`` on its seeded study (one seeding
+for both), with OUTSIDE and SCALE from here.
 """
 
 from __future__ import annotations
 
 import pytest
-from celery import current_app
-from django.urls import reverse
 
-from console.dashboard import charts, services
-from console.dashboard.exceptions import JobRefused
-from tests.e2e.steps import login
-from tests.factories import UserFactory
-from tests.factories.scenarios import populated_study
+from console.dashboard import charts
 
-PAGES = ("overview", "leaderboard", "surveys", "collaboration")
+CHART_PAGES = ("overview", "leaderboard", "surveys", "collaboration", "synergy")
 # Screen rectangles, so a rotated axis title is measured as drawn; the SVG's own box is its drawing area.
 OUTSIDE = """() => Array.from(document.querySelectorAll('svg.dash-chart')).flatMap((svg) => {
   for (let node = svg.parentElement; node; node = node.parentElement) {
@@ -32,6 +28,10 @@ OUTSIDE = """() => Array.from(document.querySelectorAll('svg.dash-chart')).flatM
             bottom: area.bottom - b.bottom};
   }).filter((r) => Math.min(r.left, r.top, r.right, r.bottom) < -0.5);
 })"""
+# How much a chart is shrunk from the size it was drawn for (its text with it); a phone scrolls it instead.
+SCALE = """() => Array.from(document.querySelectorAll('svg.dash-chart')).map((svg) =>
+  ({chart: svg.getAttribute('aria-labelledby'),
+    scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width}))"""
 LONG = "Comfort with delegating high-stakes work to an autonomous agent (A3)"
 
 
@@ -72,29 +72,3 @@ def test_every_chart_kind_keeps_long_labels_and_extreme_values_inside(page):
     page.screenshot(path="var/e2e-charts-extremes.png", full_page=True)
     outside = page.evaluate(OUTSIDE)
     assert outside == [], "\n".join(str(row) for row in outside)
-
-
-@pytest.mark.e2e
-@pytest.mark.django_db(transaction=True)
-def test_no_chart_text_runs_outside_its_drawing_area_on_any_staff_page(page, monkeypatch):
-    monkeypatch.setattr(current_app, "send_task", lambda name, args=None, **kw: None)
-    study = populated_study(n_participants=20).study
-    for kind in ("stability", "surveys", "collaboration", "graders"):
-        try:
-            job = services.analysis_request(study=study, kind=kind, actor=None)
-        except JobRefused:
-            continue
-        services.analysis_job_run(job_id=job.pk)
-    UserFactory(username="chart-staff", roles=["staff"])
-    login(page, "chart-staff", "pw-correct-horse")
-    drawn = 0
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        for name in PAGES:
-            page.goto(reverse(f"dashboard:{name}", args=[study.slug]))
-            drawn += page.locator("svg.dash-chart").count()
-            if width == 1280:
-                page.screenshot(path=f"var/e2e-charts-{name}.png", full_page=True)
-            outside = page.evaluate(OUTSIDE)
-            assert outside == [], f"{name} at {width} px:\n" + "\n".join(str(row) for row in outside)
-    assert drawn >= 2 * 7  # funnel, heatmap, residuals, pre/post, two forests, fluency r (and win rates)

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
+from django.urls import resolve
 from playwright.sync_api import expect
 
 from studies import models as m
 from surveys.models import Question
 from surveys.services import instrument_install_default
 from tests.e2e.steps import answer_choice, answer_likert, close_quietly, finish_pre_survey, open_task
+from tests.e2e.test_phone_every_page import WORKER_WALK
 from tests.factories import (
     AgentFactory,
     ConsentVersionFactory,
@@ -39,6 +42,7 @@ ARTEFACTS = Path("var")
 LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis-and-other-unbroken-words-" * 2
 SESSION = "claude-code-session-2026-11-26T10-41-33-0a1b2c3d4e5f60718293a4b5c6d7e8f9-" + "x" * 60 + ".jsonl"
 DELIVERABLE = "production-schedule-for-the-third-quarter-with-all-shifts-and-overtime-" + "y" * 50 + ".xlsx"
+LANDED: set[str] = set()  # the routes _fits measured, which the walk must cover (test_phone_every_page)
 REFERENCE = "reference-line-capacity-measurements-from-the-plant-floor-" + "z" * 60 + ".xlsx"
 
 
@@ -73,6 +77,7 @@ def _world() -> m.Study:
 def _fits(page, name: str, size: dict[str, int] = PHONE) -> None:
     """The page is no wider than the screen, legends sit inside their boxes; a screenshot is kept either way."""
     ARTEFACTS.mkdir(exist_ok=True)
+    LANDED.add(resolve(urlparse(page.url).path).view_name)
     prefix = "e2e-phone" if size is PHONE else "e2e-desktop"
     page.screenshot(path=str(ARTEFACTS / f"{prefix}-{name}.png"), full_page=True)
     # A phone widens its layout viewport to fit a too-wide page, so innerWidth alone would hide the problem.
@@ -91,6 +96,7 @@ def _fits(page, name: str, size: dict[str, int] = PHONE) -> None:
 @pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["phone-390", "desktop-1280"])
 def test_every_worker_page_fits_the_screen_with_long_names(browser, live_server, tmp_path, monkeypatch, size):
     monkeypatch.setattr("studyapp.celery.app.send_task", lambda name, args, **options: None)
+    LANDED.clear()
     study = _world()
     files = {}
     for name, content in ((SESSION, b'{"type":"user"}\n'), (DELIVERABLE, XLSX), ("same.xlsx", XLSX)):
@@ -153,6 +159,7 @@ def test_every_worker_page_fits_the_screen_with_long_names(browser, live_server,
         replace = page.get_by_role("button", name="Replace “same.xlsx”")
         expect(replace).to_be_visible()
         page.get_by_role("button", name="Remove same.xlsx").click()
+        page.get_by_role("button", name="Yes, remove same.xlsx").click()
         expect(deliverables.locator("tr", has_text="same.xlsx")).to_have_count(0)
         expect(replace).to_have_count(0)
         expect(page.locator(".upload-zone[data-kind='deliverable'] .upload-progress li",
@@ -207,6 +214,7 @@ def test_every_worker_page_fits_the_screen_with_long_names(browser, live_server,
     finally:
         close_quietly(context)
 
+    assert LANDED >= WORKER_WALK, f"worker pages the walk did not measure: {sorted(WORKER_WALK - LANDED)}"
     episodes = list(m.Episode.objects.filter(participant__user__username="phone-worker").order_by("position"))
     assert [(e.status, e.skip_reason) for e in episodes] == [("submitted", ""), ("skipped", "outside_expertise")]
     assert m.Participant.objects.get(user__username="phone-worker").years_experience == 3.5

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.grading.responders import domain_responder
+from tests.grading.responders import domain_responder, purpose_of
 from tests.llm_server import DelayedReply, ErrorReply, prompt_of
 
 
@@ -84,6 +84,10 @@ class ProviderScript:
         self._lock = threading.Lock()
         self.judge_requests: Counter[str] = Counter()
         self.judge_replies: Counter[str] = Counter()
+        # ToM / response-quality codings: requests and produced (paid) replies per (purpose, provider).
+        self.process_delay = 0.0
+        self.process_requests: Counter[tuple[str, str]] = Counter()
+        self.process_replies: Counter[tuple[str, str]] = Counter()
 
     @staticmethod
     def provider(body: dict[str, Any]) -> str:
@@ -95,6 +99,9 @@ class ProviderScript:
 
     def __call__(self, body: dict[str, Any]) -> Any:
         if not self.is_judge(body):
+            purpose = purpose_of(body)
+            if purpose in ("tom", "response_quality"):
+                return self._process(purpose, body)
             return domain_responder(body)
         provider = self.provider(body)
         with self._lock:
@@ -113,6 +120,24 @@ class ProviderScript:
         with self._lock:
             self.judge_replies[provider] += 1
         return domain_responder(body)
+
+    def _process(self, purpose: str, body: dict[str, Any]) -> Any:
+        key = (purpose, self.provider(body))
+        with self._lock:
+            self.process_requests[key] += 1
+        if self.process_delay:
+            return DelayedReply(self.process_delay, then=lambda b: self._process_paid(key, b))
+        return self._process_paid(key, body)
+
+    def _process_paid(self, key: tuple[str, str], body: dict[str, Any]) -> str:
+        with self._lock:
+            self.process_replies[key] += 1
+        return domain_responder(body)
+
+    def process_in_flight(self) -> Counter[tuple[str, str]]:
+        """Process-coding requests received but not yet answered, per (purpose, provider)."""
+        with self._lock:
+            return self.process_requests - self.process_replies
 
     def in_flight(self) -> int:
         """Judge requests received but not yet answered (a delayed reply still sleeping)."""

@@ -89,11 +89,30 @@ def fluency_reply(observed: Iterable[str] = _OBSERVED) -> Callable[[Body], str]:
     return lambda body: json.dumps(fluency_dict(observed))
 
 
+TOM_SCORE = re.compile(r"tom:\s*([0-5])")
+
+
+def tom_dict(score: int = 3, markers: Sequence[str] = ("rapport", "challenges_ai")) -> dict[str, Any]:
+    return {"reason": f"The worker shows {len(markers)} markers.\nSecond line.", "markers": list(markers),
+            "score": score}
+
+
+def tom_reply(body: Body) -> str:
+    """A ToM coding whose score follows a ``tom: N`` line in the worker's prompts (3 without one)."""
+    found = TOM_SCORE.search(prompt_of(body)[1])
+    return json.dumps(tom_dict(int(found.group(1)) if found else 3))
+
+
+def quality_dict(score: int = 4) -> dict[str, Any]:
+    return {"reason": "The agent answered the request and checked the figures.", "score": score}
+
+
 def purpose_of(body: Body) -> str:
     """Which of our prompts a request carries, from the JSON Schema title complete_json embeds."""
     system, _user = prompt_of(body)
     for title, purpose in (('"title": "RubricOut"', "rubric"), ('"title": "JudgeOut"', "judge"),
-                           ('"title": "FluencyOut"', "fluency")):
+                           ('"title": "FluencyOut"', "fluency"), ('"title": "ToMOut"', "tom"),
+                           ('"title": "ResponseQualityOut"', "response_quality")):
         if title in system:
             return purpose
     return "unknown"
@@ -166,4 +185,8 @@ def domain_responder(body: Body) -> str:
         return judge_reply(0.8)(body)
     if purpose == "fluency":
         return json.dumps(fluency_dict())
+    if purpose == "tom":
+        return tom_reply(body)
+    if purpose == "response_quality":
+        return json.dumps(quality_dict())
     return json.dumps({"ok": True})

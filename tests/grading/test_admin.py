@@ -116,3 +116,21 @@ def test_a_bad_solo_run_file_shows_a_form_error_and_saves_nothing(staff_client, 
     assert response.status_code == 200
     assert "are not accepted" in response.content.decode()
     assert not SoloRun.objects.exists()
+
+
+def test_the_tom_coding_action_queues_episodes_of_tom_studies_only_and_codings_are_read_only(
+        staff_client, sent_tasks, on_commit):
+    from grading.models import ProcessCoding
+
+    coded = submitted_episode(study=StudyFactory(tom_coding=True))
+    plain = submitted_episode()
+    with on_commit():
+        text = action(staff_client, "/admin/grading/episodegrading/", "code_processes", [coded.pk, plain.pk])
+    assert "Queued ToM and response-quality coding for 1 episode(s)." in text and "were left alone" in text
+    assert sent_tasks == [("grading.tasks.code_process", [coded.pk])]
+    row = ProcessCoding.objects.create(episode=coded, instrument="tom", provider="openai", model="gpt-4.1",
+                                       prompt_version="v", status="not_coded", is_current=True,
+                                       error="No collaboration log file was uploaded.")
+    page = staff_client.get("/admin/grading/processcoding/").content.decode()
+    assert "No collaboration log file was uploaded." in page
+    assert staff_client.post(f"/admin/grading/processcoding/{row.pk}/change/", {"score": 5}).status_code == 403

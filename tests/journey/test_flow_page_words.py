@@ -1,5 +1,5 @@
-"""Worker pages: the profile brings the worker to the first field to correct, and a browser agent's setup
-checkbox speaks of the browser, not of an installation."""
+"""Worker pages: the profile brings the worker to the first field to correct, and the setup checkbox speaks of
+the agent's kind (a browser agent is open and signed in, not installed)."""
 
 from __future__ import annotations
 
@@ -27,15 +27,21 @@ def test_a_profile_with_both_fields_empty_marks_the_occupation_first_for_correct
     assert 'id="occupation-errors"' in html
 
 
-def test_the_setup_checkbox_of_a_browser_agent_speaks_of_the_browser(client):
+@pytest.mark.parametrize(("interface", "says"), [
+    (m.Agent.Interface.BROWSER, "Manus is open in my browser and I am signed in, and I am ready to start."),
+    (m.Agent.Interface.DESKTOP, "The Manus desktop app is installed and open on my computer, and I am ready to start."),
+    (m.Agent.Interface.TERMINAL, "Manus is installed and running in my terminal, and I am ready to start."),
+])
+def test_the_setup_checkbox_speaks_of_the_agents_kind(client, interface, says):
     world = make_world(agents=1)
-    m.Agent.objects.update(interface=m.Agent.Interface.BROWSER, name="Manus")
+    m.Agent.objects.update(interface=interface, name="Manus")
     participant = make_participant(world)
     client.force_login(participant.user)
     client.post(reverse("worker:task-start", args=[world.study.slug, 1]))
     html = client.get(reverse("worker:task", args=[world.study.slug, 1])).content.decode()
-    assert "Manus is open in my browser and I am signed in" in html
-    assert "installed and running on my computer" not in html
-    m.Agent.objects.update(interface=m.Agent.Interface.TERMINAL)
-    html = client.get(reverse("worker:task", args=[world.study.slug, 1])).content.decode()
-    assert "Manus is installed and running on my computer" in html
+    assert f'<label for="agent-ready">{says}</label>' in html
+    if interface == m.Agent.Interface.BROWSER:
+        assert "installed" not in html.split('for="agent-ready"')[1].split("</label>")[0]
+    episode = m.Episode.objects.get(participant=participant)
+    page = client.post(reverse("worker:episode-setup", args=[episode.pk]), {"prior_experience": "never"}, follow=True)
+    assert "Tick the box that says Manus is ready once it is set up." in page.content.decode()

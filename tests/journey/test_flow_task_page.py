@@ -194,8 +194,8 @@ def test_removing_a_file_before_submission(client, worker):
     episode = _start(client)
     _upload(client, episode, "a.pdf", PDF)
     record = m.EpisodeFile.objects.get(episode=episode)
-    assert client.post(reverse("worker:episode-file-delete", args=[episode.pk, record.pk]), **JSON).json() == {
-        "ok": True}
+    assert client.post(reverse("worker:episode-file-delete", args=[episode.pk, record.pk]), {"confirm": "1"},
+                       **JSON).json() == {"ok": True, "message": "“a.pdf” removed."}
     assert not m.EpisodeFile.objects.filter(pk=record.pk).exists()
 
 
@@ -429,7 +429,7 @@ def test_autosave_keeps_the_notes_while_the_link_is_still_wrong(client, worker):
     reply = client.post(reverse("worker:episode-log", args=[episode.pk]),
                         {"share_url": "https://elsewhere.example.com/x", "notes": "half-way notes"}, **JSON)
     body = reply.json()
-    assert reply.status_code == 400 and body["notes_saved"] and "share_url" in body["errors"]
+    assert reply.status_code == 400 and body["saved"] == ["notes"] and "share_url" in body["errors"]
     episode.refresh_from_db()
     assert (episode.notes, episode.share_url) == ("half-way notes", "")
     ok = client.post(reverse("worker:episode-log", args=[episode.pk]),

@@ -9,6 +9,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from rating.synergy import SynergyData
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,12 +25,19 @@ def lme4_available() -> bool:
     return done.returncode == 0
 
 
-def _write(data: SynergyData, path: Path) -> None:
+def _r_name(name: str) -> str:
+    return "cov_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+
+
+def _write(data: SynergyData, path: Path, covariates: dict[str, np.ndarray]) -> None:
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
-        out.writerow(["y", "arm", "human", "task", "position", "solo", "team"])
-        for y, arm, h, t, pos in zip(data.y, data.arm, data.human, data.task, data.position, strict=True):
-            out.writerow([repr(float(y)), f"a{int(arm):02d}", int(h), int(t), int(pos), int(arm == 0), int(arm > 0)])
+        out.writerow(["y", "arm", "human", "task", "position", "solo", "team", *map(_r_name, covariates)])
+        columns = list(covariates.values())
+        for e, (y, arm, h, t, pos) in enumerate(zip(data.y, data.arm, data.human, data.task, data.position,
+                                                    strict=True)):
+            out.writerow([repr(float(y)), f"a{int(arm):02d}", int(h), int(t), int(pos), int(arm == 0), int(arm > 0),
+                          *(repr(float(c[e])) for c in columns)])
 
 
 def _python_name(name: str) -> str:
@@ -38,12 +47,15 @@ def _python_name(name: str) -> str:
     return name
 
 
-def run_lme4(data: SynergyData, *, restricted: bool = False, tight: bool = True, positions: bool = True) -> dict:
-    """lme4's REML criterion, fixed effects (named as `SynergyFit.fixed_effects`), variance components and the
-    CPU time (user + system) of the lmer call as measured inside R."""
+def run_lme4(data: SynergyData, *, restricted: bool = False, tight: bool = True, positions: bool = True,
+             covariates: dict[str, np.ndarray] | None = None) -> dict:
+    """lme4's REML criterion, fixed effects (named as `SynergyFit.fixed_effects`, covariates by their names),
+    variance components and the CPU time (user + system) of the lmer call as measured inside R."""
+    covariates = covariates or {}
+    names = {_r_name(name): name for name in covariates}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "episodes.csv"
-        _write(data, path)
+        _write(data, path, covariates)
         done = subprocess.run(
             ["Rscript", str(SCRIPT), str(path), "restricted" if restricted else "full", "tight" if tight else "default",
              "positions" if positions else "none"],
@@ -60,6 +72,7 @@ def run_lme4(data: SynergyData, *, restricted: bool = False, tight: bool = True,
             name = parts[1]
             if name.startswith("arma"):
                 name = f"arm:{data.arm_labels[int(name[4:])]}"
+            name = names.get(name, name)
             out["fixef"][_python_name(name)] = float(parts[2])
         else:
             out[parts[0]] = float(parts[1])

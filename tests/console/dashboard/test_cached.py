@@ -94,3 +94,28 @@ def test_a_crowd_stranded_in_a_full_sector_costs_the_overview_no_query_per_worke
         stranded = stranded_workers(world.study)
     assert {row["pk"] for row in stranded} <= {p.pk for p in crowd} and len(stranded) >= 10
     assert len(queries) <= 5, len(queries)
+
+
+def test_a_requested_stability_analysis_shows_its_progress_at_once_and_its_result_when_done(
+        staff_client, populated, settings, monkeypatch, django_capture_on_commit_callbacks):
+    """Like every background job: "Queued · 0 %" on the very next page (which reloads itself), then the result."""
+    from console.dashboard import services
+    from studies.models import BackgroundJob
+
+    settings.RATING = {**settings.RATING, "BOOTSTRAP_ROUNDS": 50}
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: None)
+    slug = populated.study.slug
+    url = reverse("dashboard:leaderboard", args=[slug])
+    _, before = _queries(staff_client, url)  # fills the cache
+    assert "Run stability analysis" in before
+    with django_capture_on_commit_callbacks(execute=True):
+        response = staff_client.post(reverse("dashboard:analysis_run", args=[slug, "stability"]), follow=True)
+    job = BackgroundJob.objects.get(study=populated.study, kind="stability")
+    html = response.content.decode()
+    status_url = reverse("dashboard:job_status", args=[slug, job.pk])
+    assert f'data-status-url="{status_url}" data-reload="1"' in html
+    assert "Queued · 0%" in html and "Run stability analysis" not in html
+    services.analysis_job_run(job_id=job.pk)
+    _, after = _queries(staff_client, url)
+    assert "data-status-url" not in after.split('id="design-h"')[0]
+    assert "50 bootstrap rounds" in after

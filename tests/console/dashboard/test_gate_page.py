@@ -7,7 +7,6 @@ from celery import current_app
 from django.urls import reverse
 from django.utils import timezone
 
-from experts.task_names import EVALUATE_EXPERT_GATE
 from grading.models import JudgeGate
 from studies.models import AuditEvent
 from tests.factories import AgentFactory, TaskFactory
@@ -58,13 +57,30 @@ def test_the_page_shows_passing_and_failing_pairs_with_reasons_and_the_sample(st
     assert '<th scope="row">anthropic</th><td class="num">2</td><td class="num">1</td><td class="num">0</td>' in page
 
 
-def test_evaluating_queues_the_gate_task_and_audits(staff_client, staff_user, empty_study, monkeypatch,
-                                                     django_capture_on_commit_callbacks):
+def test_evaluating_is_a_background_job_with_progress_like_the_others_and_is_audited(
+        staff_client, staff_user, empty_study, monkeypatch, django_capture_on_commit_callbacks):
+    """"Queued · 0 %" on the next page (which reloads itself when done), not "reload in a moment"."""
+    from console.dashboard import services
+    from console.task_names import RUN_ANALYSIS
+    from studies.models import BackgroundJob
+
     sent_tasks: list = []
     monkeypatch.setattr(current_app, "send_task", lambda name, args=None, **kw: sent_tasks.append((name, list(args))))
+    url = reverse("dashboard:gate_evaluate", args=[empty_study.slug])
     with django_capture_on_commit_callbacks(execute=True):
-        response = staff_client.post(reverse("dashboard:gate_evaluate", args=[empty_study.slug]))
-    assert response.status_code == 302 and response["Location"] == reverse("dashboard:gate", args=[empty_study.slug])
-    assert sent_tasks == [(EVALUATE_EXPERT_GATE, [empty_study.pk])]
-    assert AuditEvent.objects.filter(action="study.expert_gate_request", actor=staff_user).exists()
+        response = staff_client.post(url, follow=True)
+        staff_client.post(url)  # a second click while it is queued starts nothing new
+    job = BackgroundJob.objects.get(study=empty_study, kind="gate")
+    assert sent_tasks == [(RUN_ANALYSIS, [job.pk])]
+    html = response.content.decode()
+    assert response.redirect_chain == [(reverse("dashboard:gate", args=[empty_study.slug]), 302)]
+    status_url = reverse("dashboard:job_status", args=[empty_study.slug, job.pk])
+    assert f'data-status-url="{status_url}" data-reload="1"' in html and "Queued · 0%" in html
+    assert "reload in a moment" not in html and "Evaluate the gate now" not in html
+    assert AuditEvent.objects.filter(action="study.expert_gate_request", actor=staff_user).count() == 1
+    services.analysis_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == BackgroundJob.Status.DONE
+    page = staff_client.get(reverse("dashboard:gate", args=[empty_study.slug])).content.decode()
+    assert "data-status-url" not in page and "Evaluate the gate now" in page
     assert staff_client.get(reverse("dashboard:gate_evaluate", args=[empty_study.slug])).status_code == 405

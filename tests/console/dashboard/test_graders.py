@@ -52,3 +52,26 @@ def test_a_study_without_grades_shows_that_nothing_is_recorded_yet(staff_client,
     page = staff_client.get(reverse("dashboard:leaderboard", args=[populated.study.slug])).content.decode()
     assert "No grade is recorded yet" in page
     assert not BackgroundJob.objects.filter(study=populated.study, kind="graders").exists()
+
+
+@pytest.mark.django_db
+def test_the_graders_panel_says_how_its_episodes_relate_to_the_overviews_graded_count(
+    staff_client, populated, monkeypatch
+):
+    """"749 grades of 375 episodes" beside "374 graded": the panel says which of its episodes are graded."""
+    from studies.models import Episode
+
+    monkeypatch.setattr("celery.current_app.send_task", lambda name, args, **kw: None)
+    _grade_twice(populated, bonus=0.0)
+    waiting = populated.episodes[0]
+    Episode.objects.filter(pk=waiting.pk).update(status=Episode.Status.SUBMITTED)  # its score not decided yet
+    job = services.analysis_request(study=populated.study, kind="graders", actor=None)
+    services.analysis_job_run(job_id=job.pk)
+    text = staff_client.get(reverse("dashboard:leaderboard", args=[populated.study.slug])).content.decode()
+    n = len(populated.episodes)
+    assert f"{2 * n} grades of {n} episodes" in text
+    assert "each episode has one grade per judge and per expert" in text
+    assert (f"Of the {n} episodes with grades now, {n - 1} are graded (the overview's count) and 1 still "
+            "waits for its score") in text
+    overview = staff_client.get(reverse("dashboard:overview", args=[populated.study.slug])).content.decode()
+    assert f'<span data-count="graded">{n - 1}</span> graded.' in overview

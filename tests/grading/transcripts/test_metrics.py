@@ -43,3 +43,19 @@ def test_several_session_files_add_up_and_screenshots_are_counted_apart(parse_sa
 def test_files_without_timestamps_leave_time_metrics_unknown(parse_sample):
     m = transcript_metrics([parse_sample("gemini_checkpoint.json")])
     assert m.duration_seconds is None and m.active_seconds is None
+
+
+def test_active_time_follows_the_clock_not_the_file_order_and_never_exceeds_the_duration():
+    """A sub-agent's events written after the main thread's (out of time order) counted a stretch twice."""
+    from datetime import UTC, datetime, timedelta
+
+    from grading.transcripts.model import TranscriptBuilder
+
+    start = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+    builder = TranscriptBuilder("session.jsonl", Format.CLAUDE_CODE)
+    for offset in (0, 100, 200, 50, 150, 200):  # in file order 100 + 100 + 100 + 50 = 350 s "active" in 200 s
+        builder.time(start + timedelta(seconds=offset))
+    result = builder.finish()
+    assert (result.duration_seconds, result.active_seconds) == (200.0, 200.0)
+    metrics = transcript_metrics([result])
+    assert metrics.active_seconds == metrics.duration_seconds == 200.0
