@@ -30,7 +30,15 @@ from django.utils import timezone
 
 from console import economics
 from console.jobs import finished_stability_job, finished_synergy_result
-from experts.models import ExpertCriterionGrade, ExpertGrade, ToMGoldCode
+from experts import comparison_selectors
+from experts.models import (
+    ComparisonAssignment,
+    ComparisonPlacement,
+    ComparisonSet,
+    ExpertCriterionGrade,
+    ExpertGrade,
+    ToMGoldCode,
+)
 from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding, ToMPairCoding
 from rating import selectors as rating_selectors
 from rating.models import EntityRating, RatingSnapshot
@@ -45,7 +53,8 @@ Progress = Callable[[int, int], None]
 FORMAT_VERSION = "1"
 CHUNK = 2000
 EXCLUDED_STATUSES = (Participant.Status.WITHDRAWN, Participant.Status.DECLINED, Participant.Status.INVITED)
-_PREFIX = {"participant": "P", "episode": "E", "expert": "X", "grade": "G", "session": "S", "response": "R"}
+_PREFIX = {"participant": "P", "episode": "E", "expert": "X", "grade": "G", "session": "S", "response": "R",
+           "comparison": "C"}
 
 
 # --------------------------------------------------------------------------------------------- hashing
@@ -379,6 +388,39 @@ SYNERGY_TABLES: tuple[Table, ...] = (
           for suffix, words in _BOUNDS),
     )),
 )
+# Written only for a study with comparison sets (has_comparisons), so other studies' exports keep their files.
+COMPARISON_TABLES: tuple[Table, ...] = (
+    Table("comparisons.csv", "Blind expert comparisons: one row per expert given a comparison set (two to four "
+          "deliverables of one task shown in a random order drawn for that expert); withdrawn ones are left out.", (
+        _c("comparison_id", "string", "Hashed id of this expert's comparison."),
+        _c("set_id", "integer", "Comparison set id (the same deliverables for every expert given the set)."),
+        _c("expert_id", "string", "Hashed expert id (as in expert_grades.csv)."),
+        _c("task_id", "string", "Task UUID."),
+        _c("status", "string", "assigned, in_progress or submitted (only submitted rankings are final)."),
+        _c("shown_count", "integer", "Deliverables shown."),
+        _c("order_probability", "number", "Probability of the shown order under the uniform draw (1/n!)."),
+        _c("time_spent_seconds", "integer", "Time the expert spent (visible page time, capped by wall time)."),
+        _c("submitted_at", "datetime", "When the comparison was submitted."),
+        _c("justification", "string", "The expert's reasons for the ranking."),
+    )),
+    Table("comparison_rankings.csv", "One row per deliverable shown in a comparison, in shown order. A deliverable "
+          "of a withdrawn participant is left out (its comparison row stays).", (
+        _c("comparison_id", "string", "Hashed comparison id (comparisons.csv)."),
+        _c("set_id", "integer", "Comparison set id."),
+        _c("shown_position", "integer", "Position the expert saw it at (1 = first)."),
+        _c("deliverable_kind", "string", "episode, or solo_run (an agent's autonomous baseline run)."),
+        EID,
+        _c("solo_run_id", "integer", "Solo-agent run id (empty for an episode)."),
+        _c("arm", "string", "human_agent (worker with an agent), human_alone (solo condition) or agent_alone."),
+        _c("agent", "string", "Agent name (empty for a worker alone)."),
+        PID,
+        _c("rank", "integer", "The expert's rank: 1 is best, equal ranks are ties; empty until answered."),
+        _c("acceptability", "string", "ready, minor (after minor edits), major (needs major rework) or unusable."),
+        _c("acceptability_code", "integer", "ready 4, minor 3, major 2, unusable 1; empty until answered."),
+        _c("length_chars", "integer", "Characters of extracted deliverable text (empty: not extracted)."),
+        _c("size_bytes", "integer", "Total size of the deliverable files."),
+    )),
+)
 # Written only for a study that codes theory of mind or holds such codings, so other studies' exports keep their files.
 PROCESS_TABLES: tuple[Table, ...] = (
     Table("process_codings.csv", "Every theory-of-mind and response-quality coding of an episode's parsed log, one "
@@ -463,7 +505,7 @@ PAIR_TABLES: tuple[Table, ...] = (
     )),
 )
 TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES,
-                                                  *PAIR_TABLES)}
+                                                  *PAIR_TABLES, *COMPARISON_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -726,6 +768,53 @@ def _expert_criterion_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict
             "grade_id": hasher("grade", row["grade_id"]), "episode_id": hasher("episode", row["grade__episode_id"]),
             "criterion_key": row["criterion__key"], "category": row["criterion__category"],
             "points": row["criterion__points"], "verdict": row["verdict"],
+        }
+
+
+def has_comparisons(study: Study) -> bool:
+    """Whether the study has comparison sets: only then do its exports carry the comparison files."""
+    return ComparisonSet.objects.filter(study=study).exists()
+
+
+def _comparisons(study: Study) -> QuerySet:
+    return (ComparisonAssignment.objects.filter(comparison_set__study=study)
+            .exclude(status=ComparisonAssignment.Status.CANCELLED))
+
+
+def _comparison_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    rows = (_comparisons(study).annotate(shown_count=Count("placements")).order_by("pk")
+            .values("pk", "comparison_set_id", "expert_id", "comparison_set__task__uuid", "status", "shown_count",
+                    "order_probability", "time_spent_seconds", "submitted_at", "justification"))
+    for row in _stream(rows):
+        row["comparison_id"] = hasher("comparison", row.pop("pk"))
+        row["set_id"] = row.pop("comparison_set_id")
+        row["expert_id"] = hasher("expert", row["expert_id"])
+        row["task_id"] = row.pop("comparison_set__task__uuid")
+        yield row
+
+
+def _comparison_ranking_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    kept = set(_episodes(study).values_list("pk", flat=True))
+    placements = (ComparisonPlacement.objects.filter(assignment__in=_comparisons(study))
+                  .select_related("assignment", "item__episode__agent", "item__solo_run__agent")
+                  .order_by("assignment_id", "position"))
+    lengths = comparison_selectors.deliverable_lengths(study)
+    sizes = comparison_selectors.deliverable_sizes(study)
+    for placement in placements.iterator(chunk_size=CHUNK):
+        item = placement.item
+        if item.episode_id is not None and item.episode_id not in kept:
+            continue
+        arm = comparison_selectors.item_arm(item)
+        key = ("episode", item.episode_id) if item.episode_id else ("solo_run", item.solo_run_id)
+        yield {
+            "comparison_id": hasher("comparison", placement.assignment_id),
+            "set_id": placement.assignment.comparison_set_id, "shown_position": placement.position,
+            "deliverable_kind": key[0], "episode_id": hasher("episode", item.episode_id),
+            "solo_run_id": item.solo_run_id, "arm": arm.kind, "agent": arm.agent_name,
+            "participant_id": hasher("participant", item.episode.participant_id) if item.episode_id else "",
+            "rank": placement.rank, "acceptability": placement.acceptability,
+            "acceptability_code": comparison_selectors.ACCEPTABILITY_CODE.get(placement.acceptability),
+            "length_chars": lengths.get(key), "size_bytes": sizes.get(key, 0),
         }
 
 
@@ -1082,7 +1171,7 @@ def _dictionary(writer: _Writer) -> str:
     rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
-    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES):
+    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES, *COMPARISON_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -1162,6 +1251,9 @@ def build_export(
         writer.table(TABLE_BY_FILE["criterion_scores.csv"], _criterion_rows(study, hasher))
         writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))
         writer.table(TABLE_BY_FILE["expert_criterion_grades.csv"], _expert_criterion_rows(study, hasher))
+        if has_comparisons(study):
+            writer.table(TABLE_BY_FILE["comparisons.csv"], _comparison_rows(study, hasher))
+            writer.table(TABLE_BY_FILE["comparison_rankings.csv"], _comparison_ranking_rows(study, hasher))
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
         if has_process_codings(study):
             writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))

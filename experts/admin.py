@@ -43,3 +43,29 @@ class ExpertGradeAdmin(ReadOnlyAdmin):
 @admin.register(m.ExpertCriterionGrade)
 class ExpertCriterionGradeAdmin(ReadOnlyAdmin):
     list_display = ("grade", "criterion", "verdict")
+
+
+class ComparisonPlacementInline(admin.TabularInline):
+    model = m.ComparisonPlacement
+    extra = 0
+    fields = ("position", "item", "rank", "acceptability")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:  # noqa: ARG002
+        return False
+
+
+@admin.register(m.ComparisonSet)
+class ComparisonSetAdmin(ReadOnlyAdmin):
+    """Sets are built on the staff comparisons page (expert:staff_comparisons), which checks them."""
+
+    list_display = ("id", "study", "task", "created_by", "created_at")
+    list_filter = ("study",)
+
+
+@admin.register(m.ComparisonAssignment)
+class ComparisonAssignmentAdmin(ReadOnlyAdmin):
+    list_display = ("id", "comparison_set", "expert", "status", "time_spent_seconds", "submitted_at")
+    list_filter = ("status",)
+    inlines = [ComparisonPlacementInline]

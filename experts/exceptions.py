@@ -58,3 +58,19 @@ class GradeIncomplete(ExpertError):
 
 class RoutingError(ExpertError):
     """An episode cannot be routed, planted as gold or adjudicated as asked."""
+
+
+class ComparisonError(ExpertError):
+    """A comparison set cannot be created or assigned as asked (too few deliverables, mixed tasks, …)."""
+
+
+class ComparisonNotEditable(ExpertError):
+    """The comparison was already submitted, withdrawn, or belongs to someone else; changes are refused."""
+
+
+class ComparisonIncomplete(ExpertError):
+    """The draft was saved but cannot be submitted; ``problems`` maps a shown position (or a field) to why."""
+
+    def __init__(self, message: str, *, problems: dict[str, str]) -> None:
+        super().__init__(message)
+        self.problems = problems

@@ -165,3 +165,105 @@ class ToMGoldCode(models.Model):
             models.CheckConstraint(condition=models.Q(score__isnull=True) | models.Q(score__lte=5),
                                    name="tom_gold_score_0_5"),
         ]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Blind comparisons (GDPval-style): an expert ranks two to four deliverables of one task
+# --------------------------------------------------------------------------------------------------------
+
+
+class ComparisonSet(models.Model):
+    """Two to four deliverables of one task that experts rank against each other without knowing their arms."""
+
+    study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="comparison_sets")
+    task = models.ForeignKey("studyapp.TaskInstance", on_delete=models.PROTECT, related_name="comparison_sets")
+    note = models.CharField(max_length=500, blank=True, help_text="Staff note (never shown to experts).")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"Comparison set {self.pk}"
+
+
+class ComparisonItem(models.Model):
+    """One deliverable of a set: a submitted episode's files, or a solo-agent run's files (the agent alone)."""
+
+    comparison_set = models.ForeignKey(ComparisonSet, on_delete=models.CASCADE, related_name="items")
+    episode = models.ForeignKey("studyapp.Episode", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="comparison_items")
+    solo_run = models.ForeignKey("studyapp.SoloRun", null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="comparison_items")
+
+    class Meta:
+        ordering = ["comparison_set", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(episode__isnull=False, solo_run__isnull=True)
+                           | models.Q(episode__isnull=True, solo_run__isnull=False)),
+                name="comparison_item_one_source"),
+            models.UniqueConstraint(fields=["comparison_set", "episode"], name="uniq_comparison_item_episode"),
+            models.UniqueConstraint(fields=["comparison_set", "solo_run"], name="uniq_comparison_item_solo_run"),
+        ]
+
+
+class ComparisonAssignment(models.Model):
+    """A set given to one expert, with the random order it is shown in, and the expert's answer.
+
+    ``order_probability`` is the chance of the drawn order (1/n! for a uniform draw), kept so an analysis of
+    position effects can weight by it.
+    """
+
+    class Status(models.TextChoices):
+        ASSIGNED = "assigned", "Assigned"
+        IN_PROGRESS = "in_progress", "In progress"
+        SUBMITTED = "submitted", "Submitted"
+        CANCELLED = "cancelled", "Cancelled"
+
+    comparison_set = models.ForeignKey(ComparisonSet, on_delete=models.CASCADE, related_name="assignments")
+    expert = models.ForeignKey(ExpertProfile, on_delete=models.CASCADE, related_name="comparison_assignments")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ASSIGNED, db_index=True)
+    order_seed = models.BigIntegerField(help_text="Seed that drew the shown order.")
+    order_probability = models.FloatField(help_text="Probability of the shown order under the draw.")
+    justification = models.TextField(blank=True)
+    time_spent_seconds = models.PositiveIntegerField(default=0)
+    assigned_at = models.DateTimeField(auto_now_add=True)
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    opened_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-assigned_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["comparison_set", "expert"],
+                                               name="uniq_comparison_per_expert")]
+
+
+class ComparisonPlacement(models.Model):
+    """Where one deliverable was shown to the expert (1 = first), the rank they gave it and its acceptability.
+
+    Rank 1 is best; equal ranks are ties. Both stay empty until the expert answers.
+    """
+
+    class Acceptability(models.TextChoices):
+        READY = "ready", "Ready to send to the client as is"
+        MINOR = "minor", "Acceptable after minor edits"
+        MAJOR = "major", "Needs major rework"
+        UNUSABLE = "unusable", "Not usable"
+
+    assignment = models.ForeignKey(ComparisonAssignment, on_delete=models.CASCADE, related_name="placements")
+    item = models.ForeignKey(ComparisonItem, on_delete=models.CASCADE, related_name="placements")
+    position = models.PositiveSmallIntegerField()
+    rank = models.PositiveSmallIntegerField(null=True, blank=True)
+    acceptability = models.CharField(max_length=16, choices=Acceptability.choices, blank=True)
+
+    class Meta:
+        ordering = ["assignment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "position"], name="uniq_comparison_position"),
+            models.UniqueConstraint(fields=["assignment", "item"], name="uniq_comparison_placement_item"),
+            models.CheckConstraint(condition=models.Q(position__gte=1), name="comparison_position_positive"),
+        ]

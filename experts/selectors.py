@@ -16,6 +16,7 @@ from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 from experts import metrics
 from experts.conf import experts_settings
 from experts.models import (
+    ComparisonAssignment,
     ExpertAssignment,
     ExpertCriterionGrade,
     ExpertGrade,
@@ -100,10 +101,13 @@ def task_files_for_expert(task: TaskInstance) -> QuerySet[TaskFile]:
 
 
 def expert_may_see_task(profile: ExpertProfile, task: TaskInstance) -> bool:
-    """A task is the expert's when it is in their sectors or one of its episodes is assigned to them."""
+    """A task is the expert's when it is in their sectors, or one of its episodes or comparisons is theirs."""
     if profile.sectors.filter(pk=task.sector_id).exists():
         return True
-    return expert_assignments(profile).filter(episode__task=task).exists()
+    if expert_assignments(profile).filter(episode__task=task).exists():
+        return True
+    return (ComparisonAssignment.objects.filter(expert=profile, comparison_set__task=task)
+            .exclude(status=ComparisonAssignment.Status.CANCELLED).exists())
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from experts.views import grading, home, rubrics, staff, tom_gold
+from experts.views import comparisons, grading, home, rubrics, staff, staff_comparisons, tom_gold
 
 app_name = "expert"
 urlpatterns = [
@@ -19,7 +19,17 @@ urlpatterns = [
     path("grade/<int:assignment_id>/", grading.grade, name="grade"),
     path("grade/<int:assignment_id>/autosave/", grading.grade_autosave, name="grade_autosave"),
     path("grade/<int:assignment_id>/files/<int:file_id>/", grading.grade_file, name="grade_file"),
+    # Blind comparisons
+    path("compare/<int:assignment_id>/", comparisons.compare, name="compare"),
+    path("compare/<int:assignment_id>/autosave/", comparisons.compare_autosave, name="compare_autosave"),
+    path("compare/<int:assignment_id>/<int:position>/files/<int:number>/", comparisons.compare_file,
+         name="compare_file"),
     # Staff
+    path("staff/comparisons/", staff_comparisons.comparisons, name="staff_comparisons"),
+    path("staff/comparisons/<int:set_id>/assign/", staff_comparisons.comparison_set_assign,
+         name="staff_comparison_assign"),
+    path("staff/comparisons/assignments/<int:assignment_id>/cancel/", staff_comparisons.comparison_assignment_cancel,
+         name="staff_comparison_cancel"),
     path("staff/experts/", staff.experts, name="staff_experts"),
     path("staff/invite/", staff.experts, name="staff_invite"),
     path("staff/experts/<int:profile_id>/", staff.expert_edit, name="staff_expert_edit"),

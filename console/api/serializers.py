@@ -456,3 +456,48 @@ class StudyCostsSerializer(serializers.Serializer):
     sectors = _CostGroup(many=True)
     episodes = _EpisodeCost(many=True)
     prices = serializers.ListField(child=serializers.DictField())
+
+
+class _ComparedDeliverable(serializers.Serializer):
+    shown_position = serializers.IntegerField(source="position")
+    deliverable_kind = serializers.SerializerMethodField()
+    episode = serializers.IntegerField(source="episode_id", allow_null=True)
+    solo_run = serializers.IntegerField(source="solo_run_id", allow_null=True)
+    arm = serializers.CharField()
+    arm_label = serializers.CharField()
+    agent = serializers.CharField(source="agent_name", allow_blank=True)
+    participant = serializers.IntegerField(source="participant_id", allow_null=True)
+    rank = serializers.IntegerField()
+    acceptability = serializers.CharField()
+    acceptability_code = serializers.IntegerField()
+    length_chars = serializers.IntegerField(allow_null=True)
+    size_bytes = serializers.IntegerField()
+
+    def get_deliverable_kind(self, obj: Any) -> str:
+        return "episode" if obj.episode_id is not None else "solo_run"
+
+
+class _SubmittedComparison(serializers.Serializer):
+    id = serializers.IntegerField(source="assignment_id")
+    set = serializers.IntegerField(source="set_id")
+    expert = serializers.IntegerField(source="expert_id")
+    task = serializers.IntegerField(source="task_id")
+    order_probability = serializers.FloatField()
+    time_spent_seconds = serializers.IntegerField()
+    submitted_at = serializers.DateTimeField()
+    justification = serializers.CharField(allow_blank=True)
+    shown = _ComparedDeliverable(many=True)
+
+
+class _ArmPairCount(serializers.Serializer):
+    arm_a = serializers.CharField()
+    arm_b = serializers.CharField()
+    a_wins = serializers.IntegerField()
+    b_wins = serializers.IntegerField()
+    ties = serializers.IntegerField()
+    pairs = serializers.IntegerField(source="n")
+
+
+class StudyComparisonsSerializer(serializers.Serializer):
+    comparisons = _SubmittedComparison(many=True)
+    raw_arm_pair_counts = _ArmPairCount(many=True)

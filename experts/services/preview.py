@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from django.core.cache import cache
 
+from experts import comparison_selectors
 from experts import selectors as sel
+from experts.models import ComparisonPlacement
 from experts.selectors import DeliverablePreview
 from grading.services.extraction import extraction_limits, stored_files_extract
 from studies.models import Episode
@@ -22,9 +26,19 @@ PREVIEW_MAX_CHARS = 200_000
 
 def deliverable_preview(episode: Episode) -> DeliverablePreview:
     """The deliverables' text as judges saw it (stored extraction), else extracted now and cached."""
-    content = sel.stored_deliverable_text(episode)
+    return _preview(sel.stored_deliverable_text(episode), lambda: list(sel.deliverable_files(episode)),
+                    f"episode {episode.pk}")
+
+
+def placement_preview(placement: ComparisonPlacement) -> DeliverablePreview:
+    """The same preview for a comparison's shown deliverable (an episode's or a solo-agent run's files)."""
+    return _preview(comparison_selectors.placement_extraction(placement),
+                    lambda: comparison_selectors.placement_files(placement), f"comparison placement {placement.pk}")
+
+
+def _preview(content: dict[str, Any] | None, load_files: Callable[[], list[Any]], label: str) -> DeliverablePreview:
     if not content:
-        files = list(sel.deliverable_files(episode))
+        files = load_files()
         if not files:
             return DeliverablePreview()
         # Keyed by content: the same bytes always give the same preview.
@@ -36,8 +50,9 @@ def deliverable_preview(episode: Episode) -> DeliverablePreview:
                 result = stored_files_extract([(f.name, f.file) for f in files],
                                               limits=extraction_limits(max_chars=PREVIEW_MAX_CHARS))
             except Exception:  # a broken upload must not take the grading page down with it
-                logger.exception("preview extraction failed for episode %s", episode.pk)
+                logger.exception("preview extraction failed for %s", label)
                 return DeliverablePreview(error="The files could not be read for preview; download them instead.")
             content = result.to_json()
             cache.set(key, content, timeout=24 * 3600)
     return sel.preview_from_extraction(content)
+

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from experts import comparison_selectors
 from experts import selectors as sel
 from experts.exceptions import InviteInvalid
 from experts.forms import InviteAcceptForm
@@ -38,6 +39,7 @@ def home(request: HttpRequest) -> HttpResponse:
     if profile is not None and profile.is_active:
         context["queue"] = sel.expert_queue(profile)
         context["tom_gold_open"] = sel.expert_tom_gold_codes(profile).exclude(status="submitted").count()
+        context["comparisons"] = comparison_selectors.expert_comparison_queue(profile)
         if is_expert:
             context["tasks"] = list(sel.expert_tasks(profile)[:200])
             context["rubrics"] = list(sel.own_rubrics(profile)[:50])

@@ -22,12 +22,14 @@ from console.api.serializers import (
     ExportRequestSerializer,
     LeaderboardSerializer,
     StabilitySerializer,
+    StudyComparisonsSerializer,
     StudyCostsSerializer,
     StudySerializer,
 )
 from console.api.views.base import StaffApiMixin
 from console.dashboard.services import export_request, job_download_record
 from console.jobs import finished_stability_job
+from experts.comparison_selectors import raw_arm_pair_counts, study_submitted_comparisons
 from rating.selectors import latest_snapshot
 from studies.files import serve_private_file
 from studies.models import BackgroundJob, Episode, Participant, Study, TaskInstance
@@ -109,6 +111,15 @@ class StudyViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
                    "source": p.source} for p in economics.price_table()]
         return Response(StudyCostsSerializer({**economics.economics_summary(rows), "episodes": rows,
                                               "prices": prices}).data)
+
+    @extend_schema(responses={200: StudyComparisonsSerializer},
+                   summary="Submitted blind comparisons (shown order, ranks with ties, acceptability, time, arms) "
+                           "and raw win/tie counts per arm pair (raw counts, not a model)")
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def comparisons(self, request: Request, slug: str) -> Response:
+        rows = study_submitted_comparisons(self._study())
+        return Response(StudyComparisonsSerializer({"comparisons": rows,
+                                                    "raw_arm_pair_counts": raw_arm_pair_counts(rows)}).data)
 
     @extend_schema(parameters=[SurveyStatisticsQuery], responses={200: OpenApiTypes.OBJECT, 404: _NOT_YET},
                    summary="Paired pre/post survey statistics and their relation to skill")

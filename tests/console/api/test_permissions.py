@@ -47,6 +47,8 @@ ENDPOINTS = [
     Endpoint("get", "/api/studies/{slug}/stability/", lambda w: f"/api/studies/{w.study.slug}/stability/",
              STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/costs/", lambda w: f"/api/studies/{w.study.slug}/costs/", STAFF_ONLY),
+    Endpoint("get", "/api/studies/{slug}/comparisons/", lambda w: f"/api/studies/{w.study.slug}/comparisons/",
+             STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/survey-statistics/",
              lambda w: f"/api/studies/{w.study.slug}/survey-statistics/", STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/exports/", lambda w: f"/api/studies/{w.study.slug}/exports/", STAFF_ONLY),
