@@ -76,8 +76,9 @@ CONSENT_TEXT = """## Consent to take part in a research study
 You are invited to take part in a study of how professionals work together with AI agents on tasks from
 their own occupation.
 
-**What you will do.** Answer a short survey, complete up to five tasks, each with an AI agent we assign at
-random, upload what you produced together with a record of the collaboration, and answer a second survey.
+**What you will do.** Answer a short survey, complete up to five tasks, upload what you produced, and answer
+a second survey. Three tasks are done with an AI agent we assign at random (upload a record of the
+collaboration too); two are done on your own, without any AI tool, before or after the others.
 
 **Your data.** Your deliverables and collaboration logs are graded automatically. For grading they are sent
 to outside language-model providers: **OpenAI** and **Anthropic**. Research data is stored under a
@@ -135,6 +136,9 @@ def _study() -> Study:
             # The demo shows the platform as a new study runs it; `import_sessions --model paper` reproduces
             # the paper's published ratings.
             "rating_model": Study.RatingModel.CALIBRATED,
+            # The solo condition as the simulated cohort has it: a newcomer sees it in the settings and does it.
+            "solo_tasks_per_session": SOLO_TASKS,
+            "condition_order": Study.ConditionOrder.COUNTERBALANCED,
         },
     )
     # Fields added after the first demo release are filled in on older demo databases too.

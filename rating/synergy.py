@@ -46,9 +46,11 @@ from rating.synergy_estimates import (
     worker_effects,
 )
 from rating.synergy_reml import CoreFit, fit_reml
+from rating.synergy_slope import ability_slope, agent_slopes
 from rating.synergy_strong import AgentBaseline, strong_synergy_table
 
-__all__ = ["AgentBaseline", "SynergyData", "SynergyFit", "SynergyInputError", "strong_synergy", "synergy_fit"]
+__all__ = ["AgentBaseline", "SynergyData", "SynergyFit", "SynergyInputError", "strong_synergy", "synergy_fit",
+           "theta_kappa_lr"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class SynergyFit:
     variance_components: dict[str, float] = field(default_factory=dict)
     theta_kappa_correlation: float | None = None
     theta_kappa_test: dict[str, Any] | None = None
+    ability_slope: dict[str, Any] | None = None
+    agent_slopes: dict[str, Any] | None = None
     strong_synergy: dict[str, Any] | None = None
     reml_criterion: float | None = None
     convergence: dict[str, Any] = field(default_factory=dict)
@@ -113,7 +117,7 @@ def _fixed_effects(design: Any, core: CoreFit, cov: np.ndarray) -> dict[str, dic
             for j, name in enumerate(design.fixed_names)}
 
 
-def _lr_test(full: CoreFit, restricted: CoreFit) -> dict[str, Any]:
+def theta_kappa_lr(full: CoreFit, restricted: CoreFit) -> dict[str, Any]:
     """REML likelihood ratio of θ_h = κ_h (same fixed effects) with its boundary null distribution."""
     stat = max(restricted.deviance - full.deviance, 0.0)
     p_value = 0.5 * float(chi2.sf(stat, 1)) + 0.5 * float(chi2.sf(stat, 2))
@@ -177,22 +181,23 @@ def _convergence(core: CoreFit) -> dict[str, Any]:
 
 
 def synergy_fit(data: SynergyData, *, level: float = 0.95, baseline: AgentBaseline | None = None,
-                folds: int = 5, seed: int = 0, test: bool = True) -> SynergyFit:
+                folds: int = 5, seed: int = 0, test: bool = True, by_agent: bool = True) -> SynergyFit:
     """Fit the synergy model by REML and summarise it (see the module docstring).
 
     ``baseline`` (agent-alone runs) adds the strong-synergy table; ``folds`` (0 to skip) and ``seed`` set the
-    held-out comparison of θ = κ, ``test=False`` skips the θ = κ test altogether (planning, bench timing).
+    held-out comparison of θ = κ, ``test=False`` skips the θ = κ test and the per-agent slope fits altogether
+    (planning, bench timing); ``by_agent=False`` skips only the per-agent slope fits (one more fit per agent).
     """
     reasons = _preconditions(data, level)
     if reasons:
         return _unfittable(data, level, reasons)
     # Small dense solves: BLAS threads only add contention on a shared machine.
     with threadpool_limits(limits=1, user_api="blas"):
-        return _fit(data, level, baseline, folds, seed, test, reasons)
+        return _fit(data, level, baseline, folds, seed, test and by_agent, test, reasons)
 
 
-def _fit(data: SynergyData, level: float, baseline: AgentBaseline | None, folds: int, seed: int, test: bool,
-         reasons: dict[str, str]) -> SynergyFit:
+def _fit(data: SynergyData, level: float, baseline: AgentBaseline | None, folds: int, seed: int, by_agent: bool,
+         test: bool, reasons: dict[str, str]) -> SynergyFit:
     n_humans, n_tasks = _codes_size(data.human), _codes_size(data.task)
     design = build_design(data, n_humans, n_tasks)
     if data.n - design.p < 2:
@@ -202,12 +207,18 @@ def _fit(data: SynergyData, level: float, baseline: AgentBaseline | None, folds:
     cov = core.small_cov()
     levels, boosts = arm_summaries(data, design, core, cov, level, reasons)
     both = int(np.sum((design.n_solo > 0) & (design.n_team > 0)))
-    test_result = None
+    test_result = slopes = None
     if test and both >= 2:
-        test_result = _lr_test(core, fit_reml(design, restricted=True))
+        test_result = theta_kappa_lr(core, fit_reml(design, restricted=True))
         test_result["heldout"] = _heldout(data, n_humans, n_tasks, folds, seed)
+        slopes = agent_slopes(data, level, reasons) if by_agent else None
     elif test:
         reasons["theta_kappa_test"] = "fewer than two workers did tasks both alone and with an agent"
+    slope = None
+    if both >= 2:
+        slope = ability_slope(design, core, level, reasons)
+    else:
+        reasons["ability_slope"] = "fewer than two workers did tasks both alone and with an agent"
     strong = None
     if baseline is not None:
         strong = strong_synergy_table(data, design, core, cov, baseline, level, reasons)
@@ -221,6 +232,7 @@ def _fit(data: SynergyData, level: float, baseline: AgentBaseline | None, folds:
         reference_position=design.reference_position if design.position_columns else None,
         fixed_effects=_fixed_effects(design, core, cov), variance_components=variance_components(core),
         theta_kappa_correlation=correlation(core, reasons, both), theta_kappa_test=test_result,
+        ability_slope=slope, agent_slopes=slopes,
         strong_synergy=strong, reml_criterion=core.deviance, convergence=_convergence(core),
         not_identifiable=reasons,
     )

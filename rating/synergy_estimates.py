@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 import scipy.sparse
+import scipy.special
 
 from rating.synergy_data import Design, SynergyData
 from rating.synergy_reml import BOUNDARY, CoreFit, task_scales, worker_factor
@@ -116,17 +117,40 @@ def correlation(core: CoreFit, reasons: dict[str, str], both: int) -> float | No
     return float(sigma[0, 1] / math.sqrt(sigma[0, 0] * sigma[1, 1]))
 
 
-def _worker_pev(design: Design, core: CoreFit, contrast: np.ndarray, inv_l: np.ndarray) -> np.ndarray:
-    """σ² (cᵀ K_h c + v_hᵀ S⁻¹ v_h) per worker, v_h = D M_hᵀ K_h c: prediction error variance of cᵀ u_h."""
+def _worker_pev(design: Design, core: CoreFit, contrasts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """σ² (cᵀ K_h c + v_hᵀ S⁻¹ v_h) per worker and contrast c, v_h = D M_hᵀ K_h c: prediction error variance of
+    cᵀ u_h. v_h is linear in K_h c, so with W_s = M_s D L⁻ᵀ and W_t = M_t D L⁻ᵀ (L the Cholesky factor of S) every
+    contrast's quadratic form comes from the three row products W_s·W_s, W_s·W_t, W_t·W_t, computed once."""
     ev = core.ev
-    kc = ev.k[design.patterns.of_worker] @ contrast
-    v = (design.m_solo.multiply(kc[:, :1]) + design.m_team.multiply(kc[:, 1:])).tocsr()
-    v = (v @ scipy.sparse.diags(ev.scale)).tocsr()
-    quad = np.empty(design.n_humans)
-    for start in range(0, design.n_humans, 4096):
-        block = v[start:start + 4096] @ inv_l.T
-        quad[start:start + 4096] = np.einsum("ij,ij->i", block, block)
-    return core.sigma2 * (kc @ contrast + quad)
+    k = ev.k[design.patterns.of_worker]
+    scale = scipy.sparse.diags(ev.scale)
+    m_solo, m_team = (design.m_solo @ scale).tocsr(), (design.m_team @ scale).tocsr()
+    # L⁻¹ applied from the right as a triangular solve of the transposed rows: no explicit inverse.
+    ss, st, tt = (np.empty(design.n_humans) for _ in range(3))
+    for start in range(0, design.n_humans, 2048):
+        rows = slice(start, start + 2048)
+        w_s = scipy.linalg.solve_triangular(ev.chol, m_solo[rows].toarray().T, lower=True, check_finite=False)
+        w_t = scipy.linalg.solve_triangular(ev.chol, m_team[rows].toarray().T, lower=True, check_finite=False)
+        ss[rows], st[rows], tt[rows] = (np.einsum("ij,ij->j", a, b) for a, b in ((w_s, w_s), (w_s, w_t), (w_t, w_t)))
+    out = {}
+    for name, contrast in contrasts.items():
+        kc = k @ contrast
+        quad = kc[:, 0] ** 2 * ss + 2.0 * kc[:, 0] * kc[:, 1] * st + kc[:, 1] ** 2 * tt
+        out[name] = core.sigma2 * (kc @ contrast + quad)
+    return out
+
+
+def _intervals(estimates: np.ndarray, variances: np.ndarray, level: float) -> list[dict[str, float]]:
+    """`interval` for many values at once (same numbers, one pass)."""
+    se = np.sqrt(np.maximum(variances, 0.0))
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_pos = np.where(se > 0, 0.5 * scipy.special.erfc(-estimates / (se * math.sqrt(2.0))),
+                         (estimates > 0).astype(float))
+    columns = (estimates.tolist(), se.tolist(), (estimates - z * se).tolist(), (estimates + z * se).tolist(),
+               p_pos.tolist())
+    return [{"estimate": e, "se": s, "lower": lo, "upper": hi, "p_positive": pp}
+            for e, s, lo, hi, pp in zip(*columns, strict=True)]
 
 
 def worker_effects(data: SynergyData, design: Design, core: CoreFit, level: float,
@@ -135,23 +159,22 @@ def worker_effects(data: SynergyData, design: Design, core: CoreFit, level: floa
     the condition the quantity needs."""
     u = core.worker_effects
     contrasts = {"theta": np.array([1.0, 0.0]), "kappa": np.array([0.0, 1.0]), "boost": np.array([-1.0, 1.0])}
-    inv_l = scipy.linalg.solve_triangular(core.ev.chol, np.eye(core.ev.chol.shape[0]), lower=True)
-    pev = {name: _worker_pev(design, core, c, inv_l) for name, c in contrasts.items()}
+    pev = _worker_pev(design, core, contrasts)
     values = {"theta": u[:, 0], "kappa": u[:, 1], "boost": u[:, 1] - u[:, 0]}
+    rows = {name: _intervals(values[name], pev[name], level) for name in contrasts}
     agents = _worker_agents(data, design.n_humans)
+    n_solo, n_team = design.n_solo.astype(int).tolist(), design.n_team.astype(int).tolist()
     only_solo: list[int] = []
     only_team: list[int] = []
     out: list[dict[str, Any]] = []
     for h in range(design.n_humans):
-        ns, nt = int(design.n_solo[h]), int(design.n_team[h])
+        ns, nt = n_solo[h], n_team[h]
         if ns + nt == 0:
             continue
-        row: dict[str, Any] = {"human": h, "solo_episodes": ns, "agent_episodes": nt, "agents": agents[h]}
-        for name in contrasts:
-            needs = (ns > 0 if name != "kappa" else True) and (nt > 0 if name != "theta" else True)
-            row[name] = interval(values[name][h], math.sqrt(max(pev[name][h], 0.0)), level) if needs else None
+        out.append({"human": h, "solo_episodes": ns, "agent_episodes": nt, "agents": agents[h],
+                    "theta": rows["theta"][h] if ns > 0 else None, "kappa": rows["kappa"][h] if nt > 0 else None,
+                    "boost": rows["boost"][h] if ns > 0 and nt > 0 else None})
         (only_solo if nt == 0 else only_team if ns == 0 else []).append(h)
-        out.append(row)
     if only_solo:
         reasons["workers_only_solo"] = (
             f"workers {only_solo} did no task with an agent: their with-agent ability and boost are not estimated")

@@ -97,6 +97,29 @@ def difficulty_rows(fit: dict[str, Any], mean_boost: float) -> list[dict[str, An
             for i, group in enumerate(_groups(tasks, "beta", 3))]
 
 
+def slope_view(fit: dict[str, Any]) -> dict[str, Any]:
+    """The model's boost per point of solo ability, each agent's own, and whether they differ -- or the reason a
+    figure is not given ("cannot tell")."""
+    reasons = fit.get("not_identifiable") or {}
+    common = fit.get("ability_slope")
+    agents = (fit.get("agent_slopes") or {}).get("agents") or {}
+    test = (fit.get("agent_slopes") or {}).get("common_slope_test")
+    rows = [{"agent": name, "workers": row["workers"], "slope": row["slope"], "reason": row["reason"]}
+            for name, row in sorted(agents.items())]
+    if test is None:
+        differ = reasons.get("agent_slopes_test") or reasons.get("agent_slopes") or (
+            "the per-agent fits were not run" if fit.get("boosts") else "")
+        words = f"Cannot tell whether agents differ in whom they help: {differ}." if differ else ""
+    elif test["p_value"] < 0.05:
+        words = (f"The agents differ in whom they help (test of one common slope: χ² = {test['statistic']:.1f} on "
+                 f"{test['df']} df, p = {test['p_value']:.3g}).")
+    else:
+        words = (f"No evidence that the agents differ in whom they help (test of one common slope: χ² = "
+                 f"{test['statistic']:.1f} on {test['df']} df, p = {test['p_value']:.3g}).")
+    return {"common": common, "common_reason": None if common else reasons.get("ability_slope"),
+            "agents": rows, "differ_words": words}
+
+
 def _test_words(test: dict[str, Any] | None) -> str:
     if not test:
         return ""
@@ -128,7 +151,7 @@ def synergy_page(result: dict[str, Any] | None) -> dict[str, Any]:
         "pairwise": fit.get("pairwise") or [],
         "by_ability": ability_rows(fit, mean_boost) if boosts else [],
         "by_difficulty": difficulty_rows(fit, mean_boost) if boosts else [],
-        "agents_same_shape": len(boosts) > 1,
+        "slope": slope_view(fit) if boosts else None,
         "correlation": fit.get("theta_kappa_correlation"),
         "test": fit.get("theta_kappa_test"), "test_words": _test_words(fit.get("theta_kappa_test")),
         "positions": [{"position": k} | v for k, v in sorted((fit.get("positions") or {}).items(),

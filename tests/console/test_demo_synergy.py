@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from console.demo import planted_boosts
+from console.demo import SOLO_TASKS, planted_boosts
 from rating.models import Observation
 from rating.services.synergy import study_synergy
 from studies.models import Episode, Study
@@ -29,6 +29,8 @@ pytestmark = pytest.mark.django_db
 def test_the_demo_plants_a_boost_per_agent_that_the_synergy_model_recovers():
     call_command("demo")
     study = Study.objects.get(slug="collabskill-demo")
+    # The study's own settings carry the condition its simulated cohort has: a newcomer sees it and does it.
+    assert (study.solo_tasks_per_session, study.condition_order) == (SOLO_TASKS, Study.ConditionOrder.COUNTERBALANCED)
     solo = Episode.objects.filter(study=study, condition=Episode.Condition.SOLO)
     assert solo.exists() and not solo.filter(agent__isnull=False).exists()
     assert set(solo.values_list("is_simulated", flat=True)) == {True}

@@ -1,6 +1,7 @@
 """The demo as shipped, end to end in a browser: a new worker joins by the printed link, picks an occupation
-whose own sector has few tasks, does five tasks (one skipped after a setup failure), the surveys and the
-completion, and every page counts the same; demo-expert grades a real episode blind; staff see it all."""
+whose own sector has few tasks, does five tasks (two alone, as the demo's solo condition has it, and one of the
+agent tasks skipped after a setup failure), the surveys and the completion, and every page counts the same;
+demo-expert grades a real episode blind; staff see it all."""
 
 from __future__ import annotations
 
@@ -62,22 +63,33 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
         answer_likert(page, code, value)
     finish_pre_survey(page)
 
+    agent_tasks = 0
     for position in range(1, 6):
         open_task(page, position)
         expect(page.get_by_role("heading", level=1)).to_contain_text(f"Task {position} of 5")
-        if position == 2:
+        solo = page.locator("#solo-notice").count() > 0
+        if solo:
+            expect(page.locator("#solo-notice")).to_contain_text("without any AI tool")
+            assert page.locator("#setup").count() == 0 and page.locator("#log").count() == 0
+        else:
+            agent_tasks += 1
+        if agent_tasks == 2 and not solo:
             page.get_by_text("The setup did not work").click()
             page.get_by_label("What went wrong?").fill("The installer stops with a permissions error.")
             page.locator("#setup-failed-screenshots").set_input_files(str(files["error.png"]))
             page.locator("#setup-failed-confirm").check()
             page.get_by_role("button", name="Report the problem and skip this task").click()
+            agent_tasks += 1
             continue
-        page.get_by_label("Never used").check()
-        page.locator("#agent-ready").check()
-        page.get_by_role("button", name="Save setup").click()
+        if not solo:
+            page.get_by_label("Never used").check()
+            page.locator("#agent-ready").check()
+            page.get_by_role("button", name="Save setup").click()
         page.locator("#upload-deliverable").set_input_files(str(files["summary.xlsx"]))
         page.locator(".file-table[data-kind='deliverable'] tbody tr", has_text="summary.xlsx").wait_for()
-        if page.locator("#upload-log").count():
+        if solo:
+            pass
+        elif page.locator("#upload-log").count():
             page.locator("#upload-log").set_input_files(str(files["session.txt"]))
             page.locator(".file-table[data-kind='log'] tbody tr", has_text="session.txt").wait_for()
         else:
@@ -103,7 +115,11 @@ def test_the_demo_runs_end_to_end_for_a_worker_an_expert_and_staff(page, live_ur
     expect(page.locator("#task-tally")).to_have_text(f"{TALLY} · pay recorded for 4 tasks, not paid out yet")
     participant = m.Participant.objects.get(user__username="newcomer")
     episodes = list(participant.episodes.order_by("position"))
-    assert [e.status for e in episodes] == ["submitted", "skipped", "submitted", "submitted", "submitted"]
+    conditions = [e.condition for e in episodes]
+    assert conditions in (["solo"] * 2 + ["with_agent"] * 3, ["with_agent"] * 3 + ["solo"] * 2), conditions
+    skipped = 4 if conditions[0] == "solo" else 2      # the second agent task
+    assert [e.status for e in episodes] == ["skipped" if e.position == skipped else "submitted" for e in episodes]
+    assert {e.condition_order for e in episodes} == {"solo_first" if conditions[0] == "solo" else "agent_first"}
     assert all(e.notes == f"Notes on task {e.position}" for e in episodes if e.status == "submitted")
     assert m.Payment.objects.filter(participant=participant, kind="task").count() == 4
     sign_out(page)

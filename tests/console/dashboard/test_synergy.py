@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from console.dashboard import services
-from console.dashboard.synergy import difficulty_rows, synergy_page, synergy_verdict
+from console.dashboard.synergy import difficulty_rows, slope_view, synergy_page, synergy_verdict
 from tests.factories.synergy import planted_synergy_study
 
 pytestmark = pytest.mark.django_db
@@ -35,6 +35,9 @@ def test_the_panel_shows_the_verdict_first_then_the_boost_per_agent_with_interva
         assert name in table
     assert re.search(r"<td class=\"num\">-?\d+\.\d to -?\d+\.\d</td>", table)
     assert 'id="synergy-ability"' in html and 'id="synergy-test"' in html
+    slope = re.search(r'id="synergy-slope">(.*?)</p>', html, re.S).group(1)
+    assert "Per point of ability alone, the boost changes by" in slope or slope.startswith("Cannot tell: ")
+    assert 'id="synergy-agents-differ"' in html
     assert "Crossing is too thin" not in html
 
 
@@ -74,3 +77,26 @@ def test_boost_by_difficulty_uses_the_model_task_effects_and_skips_tasks_seen_in
     assert [r["label"] for r in rows] == ["hardest third", "middle third", "easiest third"]
     assert [r["boost"] for r in rows] == [10.0, 5.5, 2.0]
     assert sum(r["tasks"] for r in rows) == 6
+
+
+def test_the_ability_slope_gives_intervals_per_agent_and_says_cannot_tell_where_the_model_cannot():
+    est = {"estimate": -0.4, "se": 0.1, "lower": -0.6, "upper": -0.2, "p_positive": 0.0}
+    fit = {"boosts": {"a": est}, "ability_slope": {"boost_per_point": est, "team_per_point": est},
+           "agent_slopes": {"agents": {"a": {"slope": est, "workers": 30, "reason": None},
+                                       "b": {"slope": None, "workers": 4, "reason": "only 4 workers did tasks both "
+                                                                                   "alone and with b (need 10)"}},
+                            "common_slope_test": None},
+           "not_identifiable": {"agent_slopes_test": "fewer than two agents have a slope: whether it differs "
+                                                     "cannot be told"}}
+    view = slope_view(fit)
+    assert view["common"]["boost_per_point"]["upper"] == -0.2 and view["common_reason"] is None
+    assert [r["agent"] for r in view["agents"]] == ["a", "b"] and view["agents"][1]["slope"] is None
+    assert view["differ_words"] == ("Cannot tell whether agents differ in whom they help: fewer than two agents "
+                                    "have a slope: whether it differs cannot be told.")
+    tested = fit | {"agent_slopes": fit["agent_slopes"] | {"common_slope_test": {"statistic": 9.0, "df": 1,
+                                                                                   "p_value": 0.0027}}}
+    assert slope_view(tested)["differ_words"].startswith("The agents differ in whom they help")
+    boundary = {"boosts": {"a": est}, "ability_slope": None,
+                "not_identifiable": {"ability_slope": "ability alone and with an agent are estimated perfectly "
+                                                      "correlated (a boundary of the model): ..."}}
+    assert slope_view(boundary)["common_reason"].startswith("ability alone and with an agent")
