@@ -299,6 +299,8 @@ def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
     second = chaos.episode(study, submit=False)
     Episode.objects.filter(pk=second.pk).update(status=Episode.Status.IN_PROGRESS, submitted_at=None)
     client.force_login(second.participant.user)
+    # Submitted from the review page, as a worker does (the POST is then not this process's first request).
+    assert client.get(reverse("worker:episode-submit", args=[second.pk])).status_code == 200
     began = time.monotonic()
     response = client.post(reverse("worker:episode-submit", args=[second.pk]))
     submit_seconds = time.monotonic() - began  # the submit itself, not the page it redirects to
