@@ -26,10 +26,12 @@ app.steps["consumer"].add(heartbeat_step())
 def _worker_broker_timeouts(conf: Any = None, **_: Any) -> None:
     """The worker's consumer connection is long-lived and never on a request's path: it keeps the stock-like
     timeouts (2 s connect, 5 s read) instead of the request path's REDIS_REQUEST_TIMEOUT_SECONDS, so a slow
-    moment of the broker does not make the worker reconnect."""
+    moment of the broker does not make the worker reconnect, and plain connections instead of fail-fast ones
+    (a refused reconnect during a broker restart is retried by the consumer on its own schedule)."""
     options = dict((conf or app.conf).broker_transport_options or {})
     if "socket_timeout" in options:
-        options.update(socket_connect_timeout=WORKER_BROKER_CONNECT_TIMEOUT, socket_timeout=WORKER_BROKER_TIMEOUT)
+        options.update(socket_connect_timeout=WORKER_BROKER_CONNECT_TIMEOUT, socket_timeout=WORKER_BROKER_TIMEOUT,
+                       fail_fast=False)
         (conf or app.conf).broker_transport_options = options
 
 

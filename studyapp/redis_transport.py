@@ -9,6 +9,11 @@ is logged instead of raised. A message that could not be restored is not lost to
 stays in the transport's unacknowledged set (returned after the visibility timeout if the broker kept it), and
 the database's leases and the reconciliation sweep finish its work either way (docs/grading-reliability.md).
 
+With the transport option ``fail_fast`` (set in settings; the worker process turns it off for its own consumer,
+studyapp/celery.py) the channel's connections are studyapp.redis_breaker's: a publish to a hung broker waits for
+one socket timeout, and kombu's reconnection attempt after it (and every publish for a few seconds, and the
+cache's calls to the same server) fails at once instead of waiting again.
+
 Selected by ``CELERY_BROKER_TRANSPORT`` in settings for ``redis://`` and ``rediss://`` (TLS) broker URLs
 (studyapp.broker_transport).
 """
@@ -20,6 +25,8 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
+
+from studyapp import redis_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +66,16 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    fail_fast = False
+    from_transport_options = (*kombu_redis.Channel.from_transport_options, "fail_fast")
+
+    @property  # type: ignore[override]
+    def connection_class(self) -> type:
+        return redis_breaker.FailFastConnection if self.fail_fast else kombu_redis.redis.Connection
+
+    @property  # type: ignore[override]
+    def connection_class_ssl(self) -> type:
+        return redis_breaker.FailFastSSLConnection if self.fail_fast else kombu_redis.redis.SSLConnection
 
     def close(self) -> None:
         # Restore while the connection pool still exists (the parent disconnects it first, then restores).

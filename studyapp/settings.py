@@ -325,11 +325,15 @@ if BROKER_URL_SETTING or REDIS_URL:
     # Redis redelivers an unacknowledged message only after the visibility timeout: it must outlast the hard
     # time limit and the longest retry countdown (grading.tasks caps it at 30 min), or work runs twice.
     # Short socket timeouts keep a request from hanging on a dead or hung broker (the publish is logged and
-    # dropped; the reconciliation sweep sends it later): one publish and its one retry stay well under a second.
-    # The worker process raises them again for its own consumer connection (studyapp/celery.py).
+    # dropped; the reconciliation sweep sends it later). ``fail_fast``: after one unanswered call the publish
+    # connections fail at once for a few seconds, like the cache's (studyapp/redis_breaker.py), so kombu's
+    # reconnection attempt and a request's later publishes do not wait again: one timeout per request, not one
+    # per attempt. The worker process raises the timeouts again and turns fail_fast off for its own consumer
+    # connection (studyapp/celery.py).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600,
                                        "socket_connect_timeout": REDIS_REQUEST_TIMEOUT_SECONDS,
-                                       "socket_timeout": REDIS_REQUEST_TIMEOUT_SECONDS, "max_retries": 1}
+                                       "socket_timeout": REDIS_REQUEST_TIMEOUT_SECONDS, "max_retries": 1,
+                                       "fail_fast": True}
     if CELERY_BROKER_URL.startswith("amqp"):
         CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1}
     elif broker_transport.surviving_transport(CELERY_BROKER_URL):

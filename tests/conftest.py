@@ -70,12 +70,16 @@ requires_redis = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def _broker_not_skipped() -> Iterator[None]:
-    """A send that failed in one test must not make the next test's sends skip the broker."""
+    """A send that failed in one test must not make the next test's sends skip the broker, nor a Redis call that
+    timed out make the next test's cache and publish calls fail fast (studyapp.redis_breaker)."""
     from studies.task_sending import broker_skip_reset
+    from studyapp import redis_breaker
 
     broker_skip_reset()
+    redis_breaker.reset()
     yield
     broker_skip_reset()
+    redis_breaker.reset()
 
 
 @pytest.fixture(autouse=True)

@@ -33,21 +33,41 @@ def port_open(port: int) -> bool:
         return False
 
 
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made by the openssl command (the broker's TLS tests)."""
+    cert, key = folder / "redis-server.pem", folder / "redis-server.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
 class OwnRedis:
     """A private `redis-server` on a free port that a test may stop and start (no persistence: a restart
-    loses every queued message, as a crashed broker without AOF would)."""
+    loses every queued message, as a crashed broker without AOF would).
 
-    def __init__(self) -> None:
+    With `tls` (a certificate and its key) the server speaks only TLS on that port (redis-server's own TLS, no
+    plain port), and `url` is the ``rediss://`` URL that checks its certificate against that one.
+    """
+
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.tls = tls
 
     @property
     def url(self) -> str:
+        if self.tls:
+            return f"rediss://127.0.0.1:{self.port}/0?ssl_cert_reqs=required&ssl_ca_certs={self.tls[0]}"
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> OwnRedis:
+        port = ["--port", str(self.port)]
+        if self.tls:
+            port = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls[0]),
+                    "--tls-key-file", str(self.tls[1]), "--tls-auth-clients", "no"]
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            ["redis-server", *port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while not port_open(self.port):

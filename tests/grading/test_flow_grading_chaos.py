@@ -28,11 +28,19 @@ from grading.models import FluencyCoding, GradingFollowUp, JudgeRun, LLMUsage
 from rating.models import Observation
 from studies.models import AuditEvent, Episode
 from studies.services.episodes import episode_submit
+from studyapp import broker_transport
 from tests.conftest import ROOT, WorkerProcess, requires_postgres, requires_redis, wait_for, worker_environment
 from tests.factories import StudyFactory
 from tests.factories.files import REPORT
 from tests.factories.scenarios import submitted_episode
-from tests.grading.chaos import PRODUCTION_TIMING, OwnRedis, ProviderScript, child_pids, worker_chaos_env
+from tests.grading.chaos import (
+    PRODUCTION_TIMING,
+    OwnRedis,
+    ProviderScript,
+    child_pids,
+    self_signed_certificate,
+    worker_chaos_env,
+)
 from tests.grading.test_fluency import TRANSCRIPT
 from tests.llm_server import FakeLLMServer
 
@@ -50,13 +58,18 @@ FROZEN_SECONDS = 30.0 if PRODUCTION_TIMING else 3.0
 
 
 @pytest.fixture
-def chaos(settings, tmp_path):
-    """Own broker (the app publishes to it), scripted providers, shared media, and worker start/kill helpers."""
-    broker = OwnRedis().start()
+def chaos(request, settings, tmp_path):
+    """Own broker (the app publishes to it), scripted providers, shared media, and worker start/kill helpers.
+
+    Parametrised indirectly with ``{"tls": True}``, the broker speaks only TLS and every process reaches it by
+    a ``rediss://`` URL that checks its certificate.
+    """
+    tls = getattr(request, "param", {}).get("tls", False)
+    broker = OwnRedis(tls=self_signed_certificate(tmp_path) if tls else None).start()
     script = ProviderScript()
     server = FakeLLMServer(default_responder=script).start()
     app = current_app
-    saved = app.conf.broker_url
+    saved = app.conf.broker_url, app.conf.broker_use_ssl
     _repoint(app, broker.url)
     location = settings.VAR_DIR / "media"
     storage = dict(settings.STORAGES)
@@ -122,7 +135,7 @@ def chaos(settings, tmp_path):
         worker.stop()
     server.stop()
     broker.stop()
-    _repoint(app, saved)
+    _repoint(app, *saved)
     for pk in episodes:
         shutil.rmtree(location / "episodes" / str(pk), ignore_errors=True)
 
@@ -163,8 +176,9 @@ class SupervisedWorker:
         self.log.close()
 
 
-def _repoint(app, url: str) -> None:
-    """Make this process publish to `url` (the Celery app caches its connection and producer pools).
+def _repoint(app, url: str, use_ssl: object = None) -> None:
+    """Make this process publish to `url` (the Celery app caches its connection and producer pools), with the
+    TLS options settings would give it (a ``rediss://`` URL), unless `use_ssl` says otherwise.
 
     The old pools are only dropped, not closed: kombu keeps them in a global registry keyed by broker URL
     and hands the same (then closed) pool back when the app is pointed at that URL again.
@@ -172,6 +186,7 @@ def _repoint(app, url: str) -> None:
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
+    app.conf.broker_use_ssl = use_ssl if use_ssl is not None else (broker_transport.broker_tls(url) or False)
 
 
 def _kill(pid: int) -> None:
@@ -284,6 +299,8 @@ def test_a_broker_outage_mid_grade_and_at_submit_loses_nothing(chaos, client):
     second = chaos.episode(study, submit=False)
     Episode.objects.filter(pk=second.pk).update(status=Episode.Status.IN_PROGRESS, submitted_at=None)
     client.force_login(second.participant.user)
+    # Submitted from the review page, as a worker does (the POST is then not this process's first request).
+    assert client.get(reverse("worker:episode-submit", args=[second.pk])).status_code == 200
     began = time.monotonic()
     response = client.post(reverse("worker:episode-submit", args=[second.pk]))
     submit_seconds = time.monotonic() - began  # the submit itself, not the page it redirects to
@@ -319,6 +336,33 @@ def test_a_broker_restart_with_a_message_unacknowledged_keeps_the_worker_and_los
     assert worker.starts() == 1, worker.output()[-3000:]
     assert "Unrecoverable error" not in worker.output()
     _report("broker restarted with a message unacknowledged", recovery, [episode.pk], chaos.script)
+
+
+@pytest.mark.parametrize("chaos", [{"tls": True}], indirect=True)
+def test_a_rediss_broker_restart_with_a_message_unacknowledged_keeps_the_worker_and_loses_nothing(chaos):
+    """The same restart on a ``rediss://`` URL: TLS brokers get the surviving transport too (issue 41, item 10)."""
+    import redis
+
+    with pytest.raises(redis.exceptions.ConnectionError):  # the broker speaks nothing but TLS
+        redis.Redis(port=chaos.broker.port, socket_timeout=2).ping()
+    chaos.script.judge_delay = 3.0
+    study = _study()
+    episode = chaos.episode(study)  # published by this process over TLS
+    worker = chaos.supervised_worker()
+    wait_for(lambda: " ready." in worker.output(), timeout=180, message="the worker to be ready")
+    _judges_in_flight(chaos, 2)  # delivered over TLS and not yet acknowledged
+    # The surviving transport, connected to the port that speaks only TLS.
+    assert f"Connected to studyapp.redis_transport:Transport://:**@127.0.0.1:{chaos.broker.port}/0" in worker.output()
+    restarted_at = time.monotonic()
+    chaos.broker.stop()
+    chaos.broker.start()
+    chaos.script.judge_delay = 0.5
+    recovery = _wait_settled(chaos, [episode.pk], restarted_at)
+    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    assert worker.starts() == 1, worker.output()[-3000:]
+    assert "Unrecoverable error" not in worker.output()
+    _report("rediss URL (TLS broker) restarted, a message unacknowledged", recovery, [episode.pk], chaos.script,
+            f"; worker restarts {worker.starts() - 1}")
 
 
 def test_one_grading_message_delivered_three_times_grades_once(chaos):
@@ -403,42 +447,66 @@ def test_both_providers_down_for_minutes_leave_the_episode_waiting_and_it_is_gra
             f"; during the outage the episode was {state}, never failed")
 
 
+def _timed_submit_and_pages(worker_client, staff_client, episode: Episode) -> tuple[float, float, float]:
+    """Submit `episode` as its worker, open the page the submit leads to, open the staff overview: seconds each.
+
+    The worker has read the review page first and submits from it, so this process has served a page before,
+    as a running server has: the figures are the pages' own cost, not a first request's imports.
+    """
+    worker_client.force_login(episode.participant.user)
+    assert worker_client.get(reverse("worker:episode-submit", args=[episode.pk])).status_code == 200
+    began = time.monotonic()
+    response = worker_client.post(reverse("worker:episode-submit", args=[episode.pk]))
+    submit_seconds = time.monotonic() - began
+    assert response.status_code == 302
+    began = time.monotonic()
+    page = worker_client.get(response.url)
+    next_seconds = time.monotonic() - began
+    assert page.status_code == 200
+    began = time.monotonic()
+    overview = staff_client.get(reverse("dashboard:overview", args=[episode.study.slug]))
+    overview_seconds = time.monotonic() - began
+    assert overview.status_code == 200
+    assert Episode.objects.get(pk=episode.pk).status in (Episode.Status.SUBMITTED, Episode.Status.GRADING,
+                                                         Episode.Status.GRADED)
+    return submit_seconds, next_seconds, overview_seconds
+
+
 def test_a_frozen_redis_keeps_submit_pages_fast_and_grading_resumes_after_it_thaws(chaos, client, settings):
-    """SIGSTOP: Redis accepts connections and answers nothing (broker and cache both on it)."""
+    """SIGSTOP: Redis accepts connections and answers nothing (broker and cache both on it).
+
+    The same three requests are first timed with Redis answering, on the same machine moments before, so the
+    bench shows what the freeze adds apart from the machine's load.
+    """
+    from django.test import Client
+
     from tests.factories import UserFactory
 
     chaos.script.judge_delay = 0.5
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": chaos.broker.url}}
     study = _study()
-    episode = chaos.episode(study, submit=False)
-    Episode.objects.filter(pk=episode.pk).update(status=Episode.Status.IN_PROGRESS, submitted_at=None)
+    answering, frozen = (chaos.episode(study, submit=False) for _ in range(2))
+    Episode.objects.filter(pk__in=[answering.pk, frozen.pk]).update(status=Episode.Status.IN_PROGRESS,
+                                                                     submitted_at=None)
     worker = chaos.supervised_worker()
     wait_for(lambda: " ready." in worker.output(), timeout=180, message="the worker to be ready")
-    client.force_login(episode.participant.user)
+    staff = Client()
+    staff.force_login(UserFactory(roles=["staff"]))
+    baseline = _timed_submit_and_pages(client, staff, answering)
+    _wait_settled(chaos, [answering.pk], time.monotonic())  # graded before the freeze: only one episode waits
     chaos.broker.freeze()
     frozen_at = time.monotonic()
     try:
-        began = time.monotonic()
-        response = client.post(reverse("worker:episode-submit", args=[episode.pk]))
-        submit_seconds = time.monotonic() - began
-        assert response.status_code == 302
-        began = time.monotonic()
-        page = client.get(response.url)
-        next_seconds = time.monotonic() - began
-        assert page.status_code == 200
-        client.force_login(UserFactory(roles=["staff"]))
-        began = time.monotonic()
-        overview = client.get(reverse("dashboard:overview", args=[study.slug]))
-        overview_seconds = time.monotonic() - began
-        assert overview.status_code == 200
-        assert Episode.objects.get(pk=episode.pk).status == Episode.Status.SUBMITTED
+        submit_seconds, next_seconds, overview_seconds = _timed_submit_and_pages(Client(), staff, frozen)
+        assert Episode.objects.get(pk=frozen.pk).status == Episode.Status.SUBMITTED
         time.sleep(max(0.0, FROZEN_SECONDS - (time.monotonic() - frozen_at)))
     finally:
         chaos.broker.thaw()
     thawed = time.monotonic()
-    recovery = _wait_settled(chaos, [episode.pk], thawed)
-    _assert_exactly_once([episode.pk], lost_replies=0, script=chaos.script)
+    recovery = _wait_settled(chaos, [frozen.pk], thawed)
+    _assert_exactly_once([answering.pk, frozen.pk], lost_replies=0, script=chaos.script)
     assert worker.starts() == 1, worker.output()[-3000:]
-    _report("Redis frozen (SIGSTOP), then SIGCONT", recovery, [episode.pk], chaos.script,
+    _report("Redis frozen (SIGSTOP), then SIGCONT", recovery, [answering.pk, frozen.pk], chaos.script,
             f"; while frozen: submit {submit_seconds:.2f} s, next page {next_seconds:.2f} s, staff overview "
-            f"{overview_seconds:.2f} s")
+            f"{overview_seconds:.2f} s; Redis answering: submit {baseline[0]:.2f} s, next page {baseline[1]:.2f} s, "
+            f"staff overview {baseline[2]:.2f} s")
