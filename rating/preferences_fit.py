@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 import scipy.sparse
-import scipy.sparse.linalg
 
 from rating.preferences_data import Coded, PreferenceInputError, cell_components
 from rating.preferences_lik import (
@@ -27,6 +26,7 @@ from rating.preferences_lik import (
     maximise,
     pair_scores,
 )
+from rating.preferences_solve import factor
 
 __all__ = ["Built", "Core", "build", "covariance", "fit_core"]
 
@@ -35,6 +35,8 @@ GROUPS = ("worker", "task")
 SD_BOUNDS = (1e-3, 1e3)
 # A preference parameter beyond this many log-odds means the rankings are separated.
 SEPARATED = 12.0
+# The outer objective where the inner fit fails (far larger than any attainable -log likelihood).
+FAILED = 1e20
 NOT_CONVERGED = ("cannot estimate: the preference model did not converge; the rankings are probably separated "
                  "(too few of them, or one kind of deliverable always wins) or its terms are confounded")
 
@@ -166,7 +168,7 @@ def build(coded: Coded, worker_sd: float | None, task_sd: float | None) -> Built
         n_lin=n_lin, columns={name: n_lin + i for i, name in enumerate(extras)}, a=a,
         a_scores=a[coded.score_episode], y=coded.score, d_a=(a[coded.pe] - a[coded.pf]).tocsr(),
         outcome=coded.outcome, first=coded.first, log_length=coded.log_length, random_cols=random_cols,
-        random_group=random_group)
+        random_group=random_group, diagonal_cols=random_cols[random_group == 1])
     units = "points" if coded.score.size else "logits"
     if units == "logits":
         reasons["points_scale"] = ("no rubric score: qualities are on the logit scale of the comparisons, "
@@ -203,14 +205,14 @@ def _with_sd(pb: Problem, sds: dict[str, float]) -> Problem:
     return dataclasses.replace(pb, fixed={"log_sd": math.log(sds["score"])}) if "score" in sds else pb
 
 
-def _laplace(pb: Problem, theta: np.ndarray, sds: dict[str, float], groups: tuple[str, ...]) -> tuple[
-        float, np.ndarray, Any, bool, int]:
+def _laplace(pb: Problem, theta: np.ndarray, sds: dict[str, float], groups: tuple[str, ...],
+             tol: float = 1e-10) -> tuple[float, np.ndarray, Any, bool, int]:
     """The inner maximum and the Laplace approximation of the likelihood with every inner parameter integrated
     out (flat on the fixed ones). For rubric scores alone this is exactly the REML likelihood."""
     prec = _precisions(pb, sds, groups)
     problem = _with_sd(pb, sds)
-    theta, ev, converged, iterations = maximise(problem, theta, prec)
-    value = ev.value + 0.5 * float(np.sum(np.log(prec))) - 0.5 * logdet(ev.neg_hessian) \
+    theta, ev, converged, iterations = maximise(problem, theta, prec, tol=tol)
+    value = ev.value + 0.5 * float(np.sum(np.log(prec))) - 0.5 * logdet(ev.neg_hessian, problem) \
         + 0.5 * (problem.n_params - prec.size) * math.log(2.0 * math.pi)
     return value, theta, ev, converged, iterations
 
@@ -229,20 +231,18 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
 
     def objective(x: np.ndarray) -> float:
         trial = dict(sds, **{g: float(math.exp(v)) for g, v in zip(free, x, strict=True)})
-        value, theta, _, converged, _ = _laplace(pb, state["theta"], trial, groups)
+        # the objective is stationary in the inner parameters: a looser inner tolerance moves it by ~tol²
+        value, theta, _, converged, _ = _laplace(pb, state["theta"], trial, groups, tol=1e-6)
         if not (converged and math.isfinite(value)):
-            raise _Diverged
+            return FAILED        # a trial far out (the search's first steps can reach the bounds): back off
         state["theta"] = theta
         return -value
 
     if free:
         bounds = [(math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))] * len(free)
         x0 = np.array([math.log(sds[g]) for g in free])
-        try:
-            res = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", bounds=bounds,
-                                          options={"ftol": 1e-13, "gtol": 1e-8})
-        except _Diverged:
-            raise PreferenceInputError(NOT_CONVERGED) from None
+        res = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", bounds=bounds,
+                                      options={"ftol": 1e-13, "gtol": 1e-8})
         sds.update({g: float(math.exp(v)) for g, v in zip(free, res.x, strict=True)})
     value, theta, ev, converged, iterations = _laplace(pb, state["theta"], sds, groups)
     if not converged or not np.all(np.isfinite(theta)) or not math.isfinite(value):
@@ -253,10 +253,6 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     u = theta[pb.random_cols]
     loglik = ev.value + 0.5 * float(prec @ (u * u))
     return Core(_with_sd(pb, sds), theta, sds, free, at_bound, loglik, value, converged, iterations)
-
-
-class _Diverged(Exception):
-    """The inner fit did not converge at some trial variance components."""
 
 
 def _check_separation(pb: Problem, theta: np.ndarray) -> None:
@@ -275,10 +271,9 @@ def covariance(built: Built, core: Core, params: np.ndarray, kind: str) -> np.nd
     pb = core.problem
     prec = _precisions(pb, core.sds, built.groups)
     ev = evaluate(pb, core.theta, prec)
-    lu = scipy.sparse.linalg.splu(ev.neg_hessian, permc_spec="COLAMD")
     e = np.zeros((pb.n_params, params.size))
     e[params, np.arange(params.size)] = 1.0
-    x = lu.solve(e)
+    x = factor(ev.neg_hessian, pb.diagonal_cols).solve(e)
     if kind == "model" or not pb.outcome.size:
         return x[params]
     clusters = built.coded.cluster

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse
-import scipy.sparse.linalg
+
+from rating.preferences_solve import factor
 
 __all__ = ["EXTRAS", "Davidson", "Evaluation", "Problem", "davidson", "evaluate", "logdet", "maximise", "pair_scores",
            "comparison_hessian", "other_hessian",
@@ -46,6 +47,7 @@ class Problem:
     log_length: np.ndarray
     random_cols: np.ndarray             # columns of the penalised (random) terms
     random_group: np.ndarray            # their group: 0 workers, 1 tasks
+    diagonal_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # task effects
     fixed: dict[str, float] = field(default_factory=dict)   # values of extras held fixed (log_sd: outer)
 
     @property
@@ -207,43 +209,19 @@ def evaluate(pb: Problem, theta: np.ndarray, prec: np.ndarray, hessian: bool = T
     g[pb.random_cols] -= prec * u
     if not hessian:
         return Evaluation(value, g, None)
-    return Evaluation(value, g, (comparison_hessian(pb, theta) + other_hessian(pb, theta, prec)).tocsc())
+    return Evaluation(value, g, (comparison_hessian(pb, theta) + other_hessian(pb, theta, prec)).tocsr())
 
 
-def logdet(h: scipy.sparse.csc_matrix) -> float:
-    """log |H| of a sparse matrix by sparse LU; NaN when H is singular or not positive definite (the product
-    of the pivots' signs with the permutations' is the determinant's sign)."""
-    try:
-        lu = scipy.sparse.linalg.splu(h.tocsc(), permc_spec="COLAMD")
-    except RuntimeError:
-        return float("nan")
-    diag = lu.U.diagonal()
-    sign = np.prod(np.sign(diag)) * _perm_sign(lu.perm_r) * _perm_sign(lu.perm_c)
-    return float(np.sum(np.log(np.abs(diag)))) if sign > 0 else float("nan")
+def logdet(h: scipy.sparse.spmatrix, pb: Problem) -> float:
+    """log |H|; NaN when H is not positive definite."""
+    return factor(h, pb.diagonal_cols).logdet()
 
 
-def _perm_sign(perm: np.ndarray) -> int:
-    """Sign of a permutation from its cycle decomposition."""
-    seen = np.zeros(perm.size, dtype=bool)
-    sign = 1
-    for start in range(perm.size):
-        if seen[start]:
-            continue
-        length, j = 0, start
-        while not seen[j]:
-            seen[j] = True
-            j = perm[j]
-            length += 1
-        if length % 2 == 0:
-            sign = -sign
-    return sign
-
-
-def _step(h: scipy.sparse.csc_matrix, g: np.ndarray) -> np.ndarray | None:
-    try:
-        step = scipy.sparse.linalg.splu(h, permc_spec="COLAMD").solve(g)
-    except RuntimeError:         # exactly singular
+def _step(h: scipy.sparse.spmatrix, g: np.ndarray, pb: Problem) -> np.ndarray | None:
+    f = factor(h, pb.diagonal_cols)
+    if not f.ok:
         return None
+    step = f.solve(g)
     return step if np.all(np.isfinite(step)) and float(g @ step) > 0 else None
 
 
@@ -253,11 +231,11 @@ def maximise(pb: Problem, theta: np.ndarray, prec: np.ndarray, *, tol: float = 1
     the bilinear rho·q term) the step is damped towards the gradient until it is an ascent direction."""
     ev = evaluate(pb, theta, prec)
     for it in range(1, max_iter + 1):
-        step, damp = _step(ev.neg_hessian, ev.gradient), 1e-6
+        step, damp = _step(ev.neg_hessian, ev.gradient, pb), 1e-6
         scale = float(np.abs(ev.neg_hessian.diagonal()).max()) or 1.0
         while step is None and damp < 1e12:
             eye = scipy.sparse.identity(pb.n_params, format="csc") * (damp * scale)
-            step, damp = _step((ev.neg_hessian + eye).tocsc(), ev.gradient), damp * 10.0
+            step, damp = _step(ev.neg_hessian + eye, ev.gradient, pb), damp * 10.0
         if step is None:
             return theta, ev, False, it
         t = 1.0
