@@ -119,12 +119,17 @@ def hours(reps: int, seed: int, grade_min: float, comp_min: float) -> None:
     designs = {"rubric only": _hours_design(budget, grade_min, comp_min, 0.0),
                "half rubric, half comparisons": _hours_design(budget, grade_min, comp_min, 0.5)}
     errors: dict[str, list[np.ndarray]] = {k: [] for k in designs}
+    failed = dict.fromkeys(designs, 0)
     rng = np.random.default_rng(seed)
     for _ in range(reps):
         for name, design in designs.items():
             sim = simulate(design, TRUTH, rng)
-            fit = preference_fit(sim.episodes, sim.scores, sim.comparisons if design.sets_per_task else [],
-                                 PreferenceSpec())
+            try:
+                fit = preference_fit(sim.episodes, sim.scores, sim.comparisons if design.sets_per_task else [],
+                                     PreferenceSpec())
+            except PreferenceInputError:
+                failed[name] += 1
+                continue
             errors[name].append(np.array([row["estimate"] - (sim.levels[row["cell"]] - sim.levels[row["versus"]])
                                           for row in fit.differences]))
     print(f"[hours] {budget:.0f} expert hours per study: {grade_min:g} min per rubric grade, {comp_min:g} min per "
@@ -134,7 +139,8 @@ def hours(reps: int, seed: int, grade_min: float, comp_min: float) -> None:
         e = np.array(errors[name])
         mse[name] = (e ** 2).mean(axis=0)
         print(f"  {name}: {design.score_fraction * DESIGN.n_tasks * 5:.0f} grades, "
-              f"{design.sets_per_task * DESIGN.n_tasks} comparisons; RMSE of the arms' differences "
+              f"{design.sets_per_task * DESIGN.n_tasks} comparisons, {len(e)} studies ({failed[name]} not fitted); "
+              f"RMSE of the arms' differences "
               f"{np.sqrt(mse[name].mean()):.2f} points, mean bias {e.mean():+.2f}")
     gain = mse["rubric only"] / mse["half rubric, half comparisons"]
     print(f"  precision gain (MSE rubric only / MSE with comparisons), mean over the 10 differences: "

@@ -243,6 +243,10 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
         x0 = np.array([math.log(sds[g]) for g in free])
         res = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", bounds=bounds,
                                       options={"ftol": 1e-13, "gtol": 1e-8})
+        if not res.fun < FAILED / 2:     # stranded where the inner fit fails: a search without gradients
+            state["theta"] = _start(built)
+            res = scipy.optimize.minimize(objective, x0, method="Nelder-Mead", bounds=bounds,
+                                          options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
         sds.update({g: float(math.exp(v)) for g, v in zip(free, res.x, strict=True)})
     value, theta, ev, converged, iterations = _laplace(pb, state["theta"], sds, groups)
     if not converged or not np.all(np.isfinite(theta)) or not math.isfinite(value):
