@@ -1,0 +1,423 @@
+"""The preference model against independent implementations written here (a dense REML of the rubric scores,
+the written-out joint likelihood maximised by scipy with complex-step gradients, a dense Laplace
+approximation), its refusals, and recovery of known truth by simulation."""
+
+from __future__ import annotations
+
+import cmath
+import math
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from rating.preferences import (
+    ComparisonRow,
+    EpisodeRow,
+    PreferenceInputError,
+    PreferenceSpec,
+    ScoreRow,
+    preference_agreement,
+    preference_fit,
+)
+from rating.preferences_data import cell_label
+from rating.preferences_sim import SimDesign, SimTruth, simulate, true_win_rates
+
+SMALL = SimDesign(n_tasks=12, n_workers=8, agents=("A",), sets_per_task=3, set_sizes=(2, 3), n_experts=3)
+
+
+def _small(seed: int = 0, design: SimDesign = SMALL):
+    return simulate(design, SimTruth(with_agent=(68.0,), agent_alone=(55.0,)), np.random.default_rng(seed))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Independent implementations
+# --------------------------------------------------------------------------------------------------------
+
+
+def _codes(sim):
+    """Cells, workers and tasks coded by first appearance among scored or compared episodes, independently."""
+    used = {r.episode_id for r in sim.scores} | {e for c in sim.comparisons for e in c.episode_ids}
+    eps = [e for e in sim.episodes if e.episode_id in used]
+    cells = list(dict.fromkeys(cell_label(e.arm, e.agent_id) for e in eps))
+    workers = list(dict.fromkeys(e.worker_id for e in eps if e.worker_id is not None))
+    tasks = list(dict.fromkeys(e.task_id for e in eps))
+    return {e.episode_id: (cells.index(cell_label(e.arm, e.agent_id)),
+                           None if e.worker_id is None else workers.index(e.worker_id), tasks.index(e.task_id))
+            for e in eps}, cells, workers, tasks
+
+
+def _dense_reml(sim):
+    """REML of y = cell + worker + task + noise from the marginal covariance V, maximised by scipy."""
+    codes, cells, workers, tasks = _codes(sim)
+    n = len(sim.scores)
+    x = np.zeros((n, len(cells)))
+    zw, zt = np.zeros((n, len(workers))), np.zeros((n, len(tasks)))
+    y = np.array([r.score for r in sim.scores])
+    for i, r in enumerate(sim.scores):
+        c, w, t = codes[r.episode_id]
+        x[i, c] = 1.0
+        zt[i, t] = 1.0
+        if w is not None:
+            zw[i, w] = 1.0
+
+    def loglik(log_sds):
+        s_e, s_w, s_t = np.exp(log_sds)
+        v = s_w ** 2 * zw @ zw.T + s_t ** 2 * zt @ zt.T + s_e ** 2 * np.eye(n)
+        vi = np.linalg.inv(v)
+        xvx = x.T @ vi @ x
+        beta = np.linalg.solve(xvx, x.T @ vi @ y)
+        r = y - x @ beta
+        p = x.shape[1]
+        return -0.5 * ((n - p) * math.log(2 * math.pi) + np.linalg.slogdet(v)[1] + np.linalg.slogdet(xvx)[1]
+                       + r @ vi @ r), beta
+
+    res = scipy.optimize.minimize(lambda t: -loglik(t)[0], np.log([10.0, 5.0, 5.0]), method="Nelder-Mead",
+                                  options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000})
+    value, beta = loglik(res.x)
+    return np.exp(res.x), value, dict(zip(cells, beta, strict=True))
+
+
+def test_scores_alone_are_exactly_reml():
+    sim = _small(1)
+    fit = preference_fit(sim.episodes, sim.scores, [])
+    sds, value, beta = _dense_reml(sim)
+    vc = fit.variance_components
+    got = np.array([vc["score_sd"]["estimate"], vc["worker_sd"]["estimate"], vc["task_sd"]["estimate"]])
+    np.testing.assert_allclose(got, sds, rtol=1e-5)
+    assert fit.laplace == pytest.approx(value, abs=1e-7)
+    for row in fit.cells:
+        assert row["estimate"] == pytest.approx(beta[row["cell"]], abs=1e-5)
+    assert fit.win_rates == [] and "win_rates" in fit.not_identifiable
+
+
+class _Joint:
+    """The joint penalised log-likelihood written out row by row (works on complex numbers for complex-step
+    derivatives): rubric scores Gaussian on the quality, every pair of every ranking Davidson on
+    rho (q_e - q_f) + first + length."""
+
+    def __init__(self, sim, sds):
+        self.codes, self.cells, self.workers, self.tasks = _codes(sim)
+        self.sim, self.sds = sim, sds
+        self.c, self.w, self.t = len(self.cells), len(self.workers), len(self.tasks)
+        self.n = self.c + self.w + self.t + 4
+        self.names = {"rho": self.n - 4, "first": self.n - 3, "length": self.n - 2, "tie": self.n - 1}
+
+    def quality(self, p, episode):
+        c, w, t = self.codes[episode]
+        return p[c] + (p[self.c + w] if w is not None else 0.0) + p[self.c + self.w + t]
+
+    def ranking(self, p, row):
+        rho, first, length, tie = (p[self.names[k]] for k in ("rho", "first", "length", "tie"))
+        total = 0.0
+        k = len(row.episode_ids)
+        for i in range(k):
+            for j in range(i + 1, k):
+                z = (rho * (self.quality(p, row.episode_ids[i]) - self.quality(p, row.episode_ids[j]))
+                     + first * ((row.positions[i] == 1) - (row.positions[j] == 1))
+                     + length * math.log2(row.lengths[i] / row.lengths[j]))
+                d = cmath.exp(z / 2) + cmath.exp(-z / 2) + cmath.exp(tie)
+                won = z / 2 if row.ranks[i] < row.ranks[j] else (-z / 2 if row.ranks[i] > row.ranks[j] else tie)
+                total += won - cmath.log(d)
+        return total
+
+    def scores(self, p):
+        s = self.sds["score"]
+        return sum(-0.5 * (r.score - self.quality(p, r.episode_id)) ** 2 / s ** 2 - math.log(s)
+                   - 0.5 * math.log(2 * math.pi) for r in self.sim.scores)
+
+    def penalty(self, p):
+        u_w, u_t = p[self.c:self.c + self.w], p[self.c + self.w:self.c + self.w + self.t]
+        return -0.5 * sum(u * u for u in u_w) / self.sds["worker"] ** 2 \
+            - 0.5 * sum(u * u for u in u_t) / self.sds["task"] ** 2
+
+    def __call__(self, p):
+        return self.scores(p) + sum(self.ranking(p, r) for r in self.sim.comparisons) + self.penalty(p)
+
+    def gradient(self, f, p):
+        """Complex-step derivative: exact to rounding."""
+        g = np.zeros(self.n)
+        for k in range(self.n):
+            q = np.array(p, dtype=complex)
+            q[k] += 1e-30j
+            g[k] = f(q).imag / 1e-30
+        return g
+
+    def hessian(self, f, p, h=1e-5):
+        cols = []
+        for k in range(self.n):
+            e = np.zeros(self.n)
+            e[k] = h
+            cols.append((self.gradient(f, p + e) - self.gradient(f, p - e)) / (2 * h))
+        hess = np.array(cols)
+        return -(hess + hess.T) / 2
+
+    def maximise(self):
+        p0 = np.zeros(self.n)
+        p0[:self.c] = 60.0
+        p0[self.names["rho"]] = 0.1
+        res = scipy.optimize.minimize(lambda p: -self(p).real, p0, jac=lambda p: -self.gradient(self, p),
+                                      method="BFGS", options={"gtol": 1e-9, "maxiter": 5000})
+        assert np.max(np.abs(self.gradient(self, res.x))) < 1e-6
+        return res.x
+
+
+SDS = {"score": 9.0, "worker": 5.0, "task": 7.0}
+
+
+def _fixed_fit(sim, **kw):
+    spec = PreferenceSpec(worker_sd=SDS["worker"], task_sd=SDS["task"], score_sd=SDS["score"], **kw)
+    return preference_fit(sim.episodes, sim.scores, sim.comparisons, spec)
+
+
+@pytest.fixture(scope="module")
+def joint():
+    sim = _small(2)
+    model = _Joint(sim, SDS)
+    return sim, model, model.maximise()
+
+
+def test_joint_fit_equals_the_written_out_likelihood_maximised_by_scipy(joint):
+    sim, model, p = joint
+    fit = _fixed_fit(sim)
+    for row in fit.cells:
+        assert row["estimate"] == pytest.approx(p[model.cells.index(row["cell"])], abs=1e-6)
+    eff = fit.effects
+    assert eff["scale"]["logits_per_point"]["estimate"] == pytest.approx(p[model.names["rho"]], abs=1e-6)
+    assert eff["position_first"]["estimate"] == pytest.approx(p[model.names["first"]], abs=1e-6)
+    assert eff["length_per_doubling"]["estimate"] == pytest.approx(p[model.names["length"]], abs=1e-6)
+    assert eff["tie"]["log_nu"]["estimate"] == pytest.approx(p[model.names["tie"]], abs=1e-6)
+    assert fit.log_likelihood == pytest.approx(model(p).real - model.penalty(p).real, abs=1e-8)
+
+
+def _reported(model):
+    return list(range(model.c)) + [model.names[k] for k in ("rho", "first", "length", "tie")]
+
+
+def _ses(fit):
+    eff = fit.effects
+    return [row["se"] for row in fit.cells] + [eff["scale"]["logits_per_point"]["se"],
+                                               eff["position_first"]["se"], eff["length_per_doubling"]["se"],
+                                               eff["tie"]["log_nu"]["se"]]
+
+
+def test_model_covariance_is_the_inverse_information(joint):
+    sim, model, p = joint
+    cov = np.linalg.inv(model.hessian(model, p))
+    idx = _reported(model)
+    fit = _fixed_fit(sim, covariance="model")
+    assert [row["cell"] for row in fit.cells] == model.cells
+    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[idx]), rtol=1e-5)
+
+
+def test_sandwich_covariance_sums_the_scores_by_ranking(joint):
+    sim, model, p = joint
+    h = model.hessian(model, p)
+    h_comp = model.hessian(lambda q: sum(model.ranking(q, r) for r in sim.comparisons), p)
+    meat = h - h_comp
+    for row in sim.comparisons:
+        g = model.gradient(lambda q, row=row: model.ranking(q, row), p)
+        meat += np.outer(g, g)
+    hi = np.linalg.inv(h)
+    cov = hi @ meat @ hi
+    fit = _fixed_fit(sim)
+    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+
+
+def _dense_laplace(sim, sds):
+    model = _Joint(sim, sds)
+    p = model.maximise()
+    h = model.hessian(model, p)
+    prec = [1 / sds["worker"] ** 2] * model.w + [1 / sds["task"] ** 2] * model.t
+    return (model(p).real + 0.5 * np.sum(np.log(prec)) - 0.5 * np.linalg.slogdet(h)[1]
+            + 0.5 * (model.n - len(prec)) * math.log(2 * math.pi))
+
+
+def test_variance_components_maximise_the_dense_laplace_approximation():
+    sim = _small(3)
+    fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
+    vc = fit.variance_components
+    sds = {k: vc[f"{k}_sd"]["estimate"] for k in ("score", "worker", "task")}
+    centre = _dense_laplace(sim, sds)
+    assert fit.laplace == pytest.approx(centre, abs=1e-5)
+    step = 0.02
+    for k in sds:
+        up = _dense_laplace(sim, dict(sds, **{k: sds[k] * math.exp(step)}))
+        down = _dense_laplace(sim, dict(sds, **{k: sds[k] * math.exp(-step)}))
+        assert up < centre and down < centre
+        vertex = step * (down - up) / (2 * (up - 2 * centre + down))   # of the parabola through the three
+        assert abs(vertex) < 1e-3, (k, vertex)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Bad inputs and what cannot be estimated
+# --------------------------------------------------------------------------------------------------------
+
+
+def _hand_episodes():
+    return [EpisodeRow("s1", "worker_alone", "t1", worker_id="w1"), EpisodeRow("a1", "with_agent", "t1", "A", "w2"),
+            EpisodeRow("r1", "agent_alone", "t1", "A"), EpisodeRow("s2", "worker_alone", "t2", worker_id="w2"),
+            EpisodeRow("a2", "with_agent", "t2", "A", "w1"), EpisodeRow("r2", "agent_alone", "t2", "A")]
+
+
+def test_a_comparison_set_with_one_deliverable_is_refused_by_name():
+    rows = [ComparisonRow("set-7", "x1", ("s1",), (1,), (1,))]
+    with pytest.raises(PreferenceInputError, match="comparison set set-7 .*1 deliverable.*at least two"):
+        preference_fit(_hand_episodes(), [], rows)
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    (ComparisonRow("c", "x", ("s1", "zz"), (1, 2), (1, 2)), "unknown episode"),
+    (ComparisonRow("c", "x", ("s1", "a1"), (1, 1), (1, 2)), "permutation"),
+    (ComparisonRow("c", "x", ("s1", "a1"), (1, 2), (0, 2)), "positive integers"),
+    (ComparisonRow("c", "x", ("s1", "s2"), (1, 2), (1, 2)), "one task"),
+    (ComparisonRow("c", "x", ("s1", "s1"), (1, 2), (1, 2)), "twice"),
+    (ComparisonRow("c", "x", ("s1", "a1"), (1, 2), (1, 2), (100.0, -3.0)), "lengths"),
+])
+def test_malformed_rankings_are_refused(row, message):
+    with pytest.raises(PreferenceInputError, match=message):
+        preference_fit(_hand_episodes(), [], [row])
+
+
+def test_malformed_episodes_and_scores_are_refused():
+    with pytest.raises(PreferenceInputError, match="score 101"):
+        preference_fit(_hand_episodes(), [ScoreRow("s1", 101, "j")], [])
+    with pytest.raises(PreferenceInputError, match="unknown episode"):
+        preference_fit(_hand_episodes(), [ScoreRow("nope", 50, "j")], [])
+    with pytest.raises(PreferenceInputError, match="arm must be"):
+        preference_fit([EpisodeRow("e", "solo", "t")], [], [])
+    with pytest.raises(PreferenceInputError, match="agent-alone run has no worker"):
+        preference_fit([EpisodeRow("e", "agent_alone", "t", "A", "w")], [], [])
+    with pytest.raises(PreferenceInputError, match="nothing to fit"):
+        preference_fit(_hand_episodes(), [], [])
+
+
+def test_an_expert_who_ties_everything_is_named_and_left_out():
+    sim = _small(4)
+    tied = [ComparisonRow(f"tie{i}", "tier", row.episode_ids, row.positions, (1,) * len(row.episode_ids),
+                          row.lengths) for i, row in enumerate(sim.comparisons[:12])]
+    with_tier = preference_fit(sim.episodes, sim.scores, sim.comparisons + tied)
+    without = preference_fit(sim.episodes, sim.scores, sim.comparisons)
+    assert "tier" in with_tier.excluded_experts and "tied every deliverable" in with_tier.excluded_experts["tier"]
+    # left out entirely: the tie rate and every estimate are those of the fit without them
+    assert with_tier.effects["tie"]["nu"] == pytest.approx(without.effects["tie"]["nu"], rel=1e-9)
+    assert [c["estimate"] for c in with_tier.cells] == pytest.approx([c["estimate"] for c in without.cells])
+    tier = next(row for row in with_tier.experts if row["expert"] == "tier")
+    assert "agreement" not in tier["agreement"] and "tied every" in tier["not_identifiable"]
+    assert with_tier.n_rankings == without.n_rankings + 12
+
+
+def _disconnected():
+    """Tasks 0-9 compare the worker alone with agent A; tasks 10-19 agent B with and without a worker."""
+    rng = np.random.default_rng(5)
+    episodes, comparisons = [], []
+    for t in range(20):
+        arms = [("worker_alone", None), ("with_agent", "A")] if t < 10 else [("with_agent", "B"), ("agent_alone", "B")]
+        ids = []
+        for arm, agent in arms:
+            eid = f"{t}-{arm}-{agent}"
+            episodes.append(EpisodeRow(eid, arm, t, agent, None if arm == "agent_alone" else f"w{t % 4}"))
+            ids.append(eid)
+        for s in range(6):
+            order = tuple(int(v) for v in rng.permutation(2) + 1)
+            ranks = [(1, 2), (2, 1), (1, 1)][int(rng.choice(3, p=[0.5, 0.3, 0.2]))]
+            comparisons.append(ComparisonRow(f"{t}-{s}", f"x{s % 3}", tuple(ids), order, ranks,
+                                             tuple(float(v) for v in rng.uniform(100, 900, 2))))
+    return episodes, comparisons
+
+
+def test_a_disconnected_comparison_graph_gives_no_number_across_its_parts():
+    episodes, comparisons = _disconnected()
+    fit = preference_fit(episodes, [], comparisons)
+    assert fit.units == "logits" and "points_scale" in fit.not_identifiable
+    rows = {(r["cell"], r["versus"]): r for r in fit.differences}
+    inside = rows[("with agent: A", "worker alone")]
+    assert inside["se"] > 0 and "not_identifiable" not in inside
+    across = rows[("with agent: B", "worker alone")]
+    assert "estimate" not in across and "disconnected" in across["not_identifiable"]
+    win = {frozenset((r["cell"], r["versus"])): r for r in fit.win_rates}
+    assert "win" not in win[frozenset(("agent alone: B", "with agent: A"))]
+    inside = win[frozenset(("with agent: A", "worker alone"))]["win"]
+    assert 0 < inside["lower"] < inside["estimate"] < inside["upper"] < 1
+    assert all("not_identifiable" in c and "estimate" not in c for c in fit.cells)
+
+
+def test_rubric_scores_link_the_parts_of_a_disconnected_comparison_graph():
+    episodes, comparisons = _disconnected()
+    rng = np.random.default_rng(6)
+    scores = [ScoreRow(e.episode_id, float(rng.uniform(30, 90)), "judge") for e in episodes]
+    fit = preference_fit(episodes, scores, comparisons)
+    across = next(r for r in fit.differences if (r["cell"], r["versus"]) == ("with agent: B", "worker alone"))
+    assert across["se"] > 0 and fit.units == "points"
+
+
+def test_position_bias_confounded_with_the_arm_is_not_estimated():
+    sim = _small(7)
+    arm_of = {e.episode_id: e.arm for e in sim.episodes}
+    first = []
+    for row in sim.comparisons:      # the worker-alone deliverable is always shown first, others after
+        order = sorted(range(len(row.episode_ids)), key=lambda i: (arm_of[row.episode_ids[i]] != "worker_alone", i))
+        pos = [0] * len(order)
+        for p, i in enumerate(order):
+            pos[i] = p + 1
+        first.append(ComparisonRow(row.set_id, row.expert_id, row.episode_ids, tuple(pos), row.ranks, row.lengths))
+    only_with_worker_alone = [r for r in first if any(arm_of[e] == "worker_alone" for e in r.episode_ids)]
+    fit = preference_fit(sim.episodes, sim.scores, only_with_worker_alone)
+    assert fit.effects["position_first"] is None and "confounded" in fit.not_identifiable["position_bias"]
+    assert fit.effects["length_per_doubling"]["se"] > 0
+
+
+def test_without_ties_the_model_is_plain_bradley_terry():
+    sim = _small(8)
+    strict = [r for r in sim.comparisons if len(set(r.ranks)) == len(r.ranks)]
+    fit = preference_fit(sim.episodes, sim.scores, strict)
+    assert "tie" in fit.not_identifiable and "tie" not in fit.effects
+    row = fit.win_rates[0]
+    assert row["tie"]["estimate"] == 0.0 and row["win"]["estimate"] + row["loss"]["estimate"] == pytest.approx(1)
+
+
+def test_agreement_with_rubric_scores_counted_by_hand():
+    episodes = _hand_episodes()
+    scores = [ScoreRow("s1", 50, "j1"), ScoreRow("a1", 70, "j1"), ScoreRow("r1", 60, "j1"),
+              ScoreRow("s2", 40, "j1"), ScoreRow("a2", 80, "j1"), ScoreRow("r2", 40, "j1"),
+              ScoreRow("s1", 80, "j2"), ScoreRow("a1", 60, "j2")]
+    rows = [ComparisonRow("c1", "x1", ("s1", "a1", "r1"), (1, 2, 3), (3, 1, 2)),   # j1 order a1 > r1 > s1: 3 of 3
+            ComparisonRow("c2", "x1", ("s2", "a2", "r2"), (2, 1, 3), (1, 2, 2)),   # s2 > a2 (no), s2 > r2 (tied
+            ComparisonRow("c3", "x2", ("s1", "a1"), (2, 1), (1, 1))]               # scores), a2 = r2 (tie)
+    fit = preference_agreement(episodes, scores, rows)
+    graders = {g["grader"]: g for g in fit["graders"]}
+    assert graders["j1"]["agreement"] == pytest.approx(3 / 4) and graders["j1"]["pairs"] == 4
+    # x2 tied everything, so c3 is left out: the one tied preference j1 sees is a2 = r2
+    assert graders["j1"]["tied_scores"] == 1 and graders["j1"]["tied_preferences"] == 1
+    x2 = next(e for e in fit["experts"] if e["expert"] == "x2")
+    assert "agreement" not in x2 and "tied every" in x2["not_identifiable"]
+    assert graders["j2"]["agreement"] == 0.0 and graders["j2"]["pairs"] == 1      # j2: s1 80 > a1 60
+    x1 = next(e for e in fit["experts"] if e["expert"] == "x1")
+    # mean scores: s1 65, a1 65, r1 60, s2 40, a2 80, r2 40: a1 > s1 is a score tie; a1 > r1 yes; r1 > s1 no
+    assert x1["agreement"] == pytest.approx(1 / 3) and x1["tied_scores"] == 2
+    with pytest.raises(PreferenceInputError, match="separated"):      # three rankings: the fit itself diverges
+        preference_fit(episodes, scores, rows)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Known truth
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_recovers_known_qualities_and_expert_effects():
+    truth = SimTruth(first=0.5, length=0.5)
+    sim = simulate(SimDesign(n_tasks=150, n_workers=60, sets_per_task=4, set_sizes=(2,)), truth,
+                   np.random.default_rng(11))
+    fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
+    for row in fit.differences:
+        true = sim.levels[row["cell"]] - sim.levels[row["versus"]]
+        assert abs(row["estimate"] - true) < 4 * row["se"], row
+    for row in fit.win_rates:
+        true = true_win_rates(truth, sim.levels, row["cell"], row["versus"])
+        assert abs(row["win"]["estimate"] - true["win"]) < 0.08, row
+    eff = fit.effects
+    assert abs(eff["position_first"]["estimate"] - truth.first) < 4 * eff["position_first"]["se"]
+    assert abs(eff["length_per_doubling"]["estimate"] - truth.length) < 4 * eff["length_per_doubling"]["se"]
+    assert abs(eff["scale"]["points_per_logit"] - truth.points_per_logit) < 6
+    assert abs(eff["tie"]["nu"] - truth.nu) < 0.25
+    assert eff["position_first"]["lower"] > 0        # a real bias of 0.5 is detected at this size
