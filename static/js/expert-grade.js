@@ -1,22 +1,8 @@
-// Grading page: autosave drafts, count visible time, ask for feedback on every fail.
+// Grading page: the shared draft autosave (expert-autosave.js), and a request for feedback on every fail.
 (function () {
   "use strict";
   const form = document.getElementById("grade-form");
   if (!form) return;
-  const statusBox = document.getElementById("autosave-status");
-  const visibleInput = document.getElementById("id_visible_seconds");
-  const csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
-  const url = form.dataset.autosaveUrl;
-  let dirty = false, stopped = false, saving = false;
-  let pendingSeconds = 0;                 // visible seconds not yet reported to the server
-  let visibleSince = document.visibilityState === "visible" ? Date.now() : null;
-
-  function flushVisible() {
-    if (visibleSince !== null) {
-      pendingSeconds += (Date.now() - visibleSince) / 1000;
-      visibleSince = document.visibilityState === "visible" ? Date.now() : null;
-    }
-  }
 
   function payload() {
     const verdicts = {};
@@ -26,51 +12,11 @@
       verdicts[id] = { verdict: checked ? checked.value : "", feedback: box.querySelector("textarea").value };
     });
     const overall = form.querySelector("input[name=overall]:checked");
-    flushVisible();
     return {
       verdicts,
       overall: overall ? overall.value : "",
       feedback: form.querySelector("textarea[name=feedback]").value,
-      visible_seconds: Math.round(pendingSeconds),
     };
-  }
-
-  function setStatus(text, isError) {
-    statusBox.textContent = text;
-    statusBox.classList.toggle("error", Boolean(isError));
-  }
-
-  function save(keepalive) {
-    if (stopped || saving) return;
-    const body = payload();
-    const sent = body.visible_seconds;
-    saving = true;
-    dirty = false;
-    fetch(url, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
-      credentials: "same-origin",
-      body: JSON.stringify(body),
-      keepalive: Boolean(keepalive),
-    }).then((response) => {
-      saving = false;
-      if (response.ok) {
-        pendingSeconds = Math.max(0, pendingSeconds - sent);
-        setStatus(`Saved at ${new Date().toLocaleTimeString()}.`, false);
-        return;
-      }
-      dirty = true;
-      if (response.status === 409) {
-        stopped = true;
-        response.json().then((d) => setStatus(`${d.error} Reload the page.`, true)).catch(() => {});
-      } else {
-        setStatus("Could not save just now; your answers are still on this page and will be retried.", true);
-      }
-    }).catch(() => {
-      saving = false;
-      dirty = true;
-      setStatus("Offline? Your answers are still on this page and will be saved when the connection returns.", true);
-    });
   }
 
   function checkFeedback(box) {
@@ -89,34 +35,9 @@
     }
   }
 
-  form.addEventListener("input", (event) => {
-    dirty = true;
-    setStatus("Unsaved changes…", false);
+  window.expertAutosave(form, payload, (event) => {
     const box = event.target.closest("fieldset.criterion");
     if (box) checkFeedback(box);
-  });
-  form.addEventListener("change", (event) => {
-    dirty = true;
-    const box = event.target.closest("fieldset.criterion");
-    if (box) checkFeedback(box);
-  });
-  form.addEventListener("submit", () => {
-    flushVisible();
-    visibleInput.value = String(Math.round(pendingSeconds));
-    stopped = true;  // the form post saves everything; no autosave may race it
-  });
-  document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "hidden") {
-      flushVisible();
-      visibleSince = null;
-      save(true);
-    } else {
-      visibleSince = Date.now();
-    }
   });
   form.querySelectorAll("fieldset.criterion").forEach(checkFeedback);
-  setInterval(() => {
-    flushVisible();
-    if (dirty || pendingSeconds >= 60) save(false);
-  }, 8000);
 })();
