@@ -40,8 +40,12 @@ VISITED_HERE = frozenset({
     "expert:grade",
     "expert:staff_experts", "expert:staff_expert_edit", "expert:staff_rubrics", "expert:staff_rubric_review",
     "expert:staff_routing", "expert:staff_gold", "expert:staff_gold_plant", "expert:staff_adjudication",
-    "expert:staff_episode", "expert:staff_metrics",
+    "expert:staff_episode", "expert:staff_metrics", "expert:staff_comparisons", "expert:staff_tom_gold",
+    "expert:tom_gold_list",
 })
+# Pages whose own browser test opens them at 390 px with the same no-sideways-scroll check (they need a comparison
+# set or a drawn gold sample, which that test builds through the staff pages or the service).
+OWN_PHONE_TEST = "measured at 390 px by its own browser test ({})"
 POST_ONLY = "a POST endpoint: it redirects to a page listed here, or answers JSON"
 FILE = "serves a file through the checked view, not a page"
 EXCLUDED = {
@@ -65,6 +69,11 @@ EXCLUDED = {
     "dashboard:job_status": "JSON polled by the progress bars", "dashboard:job_download": FILE,
     "dashboard:staff_action": POST_ONLY, "dashboard:design_set": POST_ONLY, "dashboard:power_run": POST_ONLY,
     "dashboard:plan_run": POST_ONLY,
+    "expert:compare": OWN_PHONE_TEST.format("test_comparison_journey"),
+    "expert:tom_gold_code": OWN_PHONE_TEST.format("test_tom_gold_autosave"),
+    "expert:compare_autosave": POST_ONLY, "expert:tom_gold_autosave": POST_ONLY,
+    "expert:staff_comparison_assign": POST_ONLY, "expert:staff_comparison_cancel": POST_ONLY,
+    "expert:compare_file": FILE,
 }
 WIDTH = """() => {
   const inner = 390;
@@ -188,6 +197,9 @@ def _staff_pages(visits: _Visits, data, assignment) -> None:
         ("adjudication", reverse("expert:staff_adjudication")),
         ("episode", reverse("expert:staff_episode", args=[assignment.episode_id])),
         ("metrics", reverse("expert:staff_metrics")),
+        ("comparisons", f"{reverse('expert:staff_comparisons')}?study={data.study.pk}"
+                        f"&task={assignment.episode.task_id}"),
+        ("tom-gold", reverse("expert:staff_tom_gold")),
     ):
         visits.open(url, f"staff-{label}")
 
@@ -217,6 +229,7 @@ def _expert_pages(visits: _Visits, assignment) -> None:
     visits.check("expert-rubric-edit")
     visits.open(page.url.replace("/edit/", "/"), "expert-rubric")
     visits.open(reverse("expert:grade", args=[assignment.pk]), "expert-grade")
+    visits.open(reverse("expert:tom_gold_list"), "expert-tom-gold")
 
 
 def _account_pages(visits: _Visits) -> None:
