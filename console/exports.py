@@ -29,7 +29,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from console import economics
-from console.jobs import finished_stability_job, finished_synergy_result, finished_tom_result
+from console.jobs import converged_part, finished_stability_job, finished_synergy_result, finished_tom_result
 from experts.models import ExpertCriterionGrade, ExpertGrade
 from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding
 from rating import selectors as rating_selectors
@@ -664,9 +664,10 @@ def _tom_estimate_rows(result: dict[str, Any] | None) -> Iterator[dict[str, Any]
     common = {"level": result.get("level"), "is_simulated": bool(result.get("simulated"))}
     for name, terms in (("moderation", ("kappa", "theta", "boost")),
                         ("moderation_within", ("kappa", "theta", "boost", "deviation"))):
-        part = analysis["moderation" if name == "moderation" else "deviation"] or {}
+        part = converged_part(analysis["moderation" if name == "moderation" else "deviation"])
         reasons = {k: v for k, v in (part.get("reasons") or {}).items() if k != "position_effects"}
-        base = common | {"n_episodes": part.get("n_episodes"), "n_workers": part.get("n_workers")}
+        raw = analysis["moderation" if name == "moderation" else "deviation"] or {}
+        base = common | {"n_episodes": raw.get("n_episodes"), "n_workers": raw.get("n_workers")}
         for term in terms:
             yield _tom_estimate(name, term, part.get(term), base, "; ".join(reasons.values()) or "not estimated")
     quality = analysis.get("quality") or {}

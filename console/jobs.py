@@ -64,3 +64,12 @@ def finished_tom_result(study: Study) -> dict[str, Any] | None:
     job = (BackgroundJob.objects.filter(study=study, kind="tom", status=BackgroundJob.Status.DONE, cache_key=key)
            .order_by("-finished_at", "-created_at").first())
     return job.result if job else None
+
+
+def converged_part(part: dict[str, Any] | None) -> dict[str, Any]:
+    """A stored ToM moderation fit's estimates only when it converged; one that did not keeps its reasons and no
+    estimate, so neither the page nor the export shows a number the verdict will not stand behind."""
+    part = part or {}
+    if part.get("converged") is False:
+        return {"reasons": part.get("reasons") or {"convergence": "the fit did not converge"}}
+    return part

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.jobs import converged_part
+
 QUALITY_TERMS = (
     ("tom_trait", "ToM trait (worker's mean code)"),
     ("tom_deviation", "ToM deviation (episode minus worker's mean)"),
@@ -31,8 +33,8 @@ def _effect(label: str, row: dict[str, Any] | None, reason: str) -> dict[str, An
 
 def effect_rows(analysis: dict[str, Any]) -> list[dict[str, Any]]:
     """ToM's association with κ, θ, the gain, and the within-worker deviation, each with an interval or a reason."""
-    mod = analysis.get("moderation") or {}
-    dev = analysis.get("deviation") or {}
+    mod = converged_part(analysis.get("moderation"))
+    dev = converged_part(analysis.get("deviation"))
     why = _reasons(mod, "the fit gave no estimate")
     why_dev = _reasons(dev, "the fit gave no estimate")
     return [

@@ -161,3 +161,15 @@ def test_a_solo_study_without_tom_coding_exports_no_tom_files():
     planted = planted_synergy_study(workers=12, tasks=6, slug="plain")
     names = _export(planted.world.study).namelist()
     assert not any("tom_" in name for name in names)
+
+
+def test_a_fit_that_did_not_converge_shows_its_reason_and_no_number():
+    from console.dashboard.tom import effect_rows
+    row = {"estimate": 2.0, "se": 1.0, "lower": 0.0, "upper": 4.0, "p_value": 0.05}
+    analysis = {"moderation": {"converged": False, "kappa": row, "theta": row, "boost": row,
+                               "reasons": {"convergence": "the REML search did not converge"}},
+                "deviation": {"converged": True, "deviation": row, "reasons": {}}}
+    rows = effect_rows(analysis)
+    assert [r["row"] for r in rows[:3]] == [None, None, None]
+    assert all(r["reason"] == "the REML search did not converge" for r in rows[:3])
+    assert rows[3]["row"] == row and rows[3]["reason"] is None
