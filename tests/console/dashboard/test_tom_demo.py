@@ -3,7 +3,10 @@ that the ToM analysis recovers within its interval, and the panel showing it und
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+import zipfile
 
 import pytest
 from django.core.management import call_command
@@ -11,6 +14,7 @@ from django.urls import reverse
 
 from console.dashboard import services
 from console.demo_tom import planted_tom
+from console.exports import build_export
 from grading.models import ProcessCoding
 from grading.services.theory_of_mind import study_tom
 from studies.models import Episode, Study
@@ -54,3 +58,18 @@ def test_the_panel_shows_the_demo_analysis_under_a_simulated_banner(staff_client
     verdict = re.search(r'id="tom-verdict">(.*?)</p>', html, re.S).group(1)
     assert "score higher with the agent" in verdict
     assert 'id="tom-icc"' in html and 'id="tom-counts"' in html
+    # The demo's export carries the codings and the estimates, every row flagged simulated.
+    handle = io.BytesIO()
+    build_export(study, handle)
+    archive = zipfile.ZipFile(io.BytesIO(handle.getvalue()))
+    codings = _rows(archive, "process_codings.csv")
+    assert codings and {r["is_simulated"] for r in codings} == {"true"}
+    estimates = {(r["analysis"], r["term"]): r for r in _rows(archive, "tom_estimates.csv")}
+    assert {r["is_simulated"] for r in estimates.values()} == {"true"}
+    assert float(estimates[("moderation", "kappa")]["lower"]) > 0
+    workers = _rows(archive, "tom_workers.csv")
+    assert len(workers) == 90 and all(w["tom_trait"] for w in workers)
+
+
+def _rows(archive: zipfile.ZipFile, name: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.TextIOWrapper(archive.open(name), encoding="utf-8")))
