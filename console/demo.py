@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from console import demo_catalogue
+from console.demo_tom import demo_tom_coders, simulated_tom_codes
 from grading.providers import JudgeSpec, study_judges
 from rating.services.ledger import GradeInput, episode_grades_record
 from studies.model_families import family_from_name
@@ -316,7 +317,10 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
     rng = random.Random(SEED)
     judge_rng = random.Random(SEED + 1)  # its own stream, so the episodes' quality draws stay as they were
     solo_rng = random.Random(SEED + 2)  # the solo condition's stream, for the same reason
+    tom_rng = random.Random(SEED + 3)  # the simulated ToM codings' stream, so no earlier draw moves
     judges = study_judges(study)
+    coders = demo_tom_coders(study)
+    planted: list[tuple[Participant, float, float]] = []
     tasks_by_sector: dict[int, list[TaskInstance]] = {}
     for task in tasks:
         tasks_by_sector.setdefault(task.sector_id, []).append(task)
@@ -364,15 +368,20 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
                                        note="simulated")
                 n_episodes += 1
             solo_tasks = (pool + extra)[n_tasks:n_tasks + SOLO_TASKS]
-            n_episodes += _simulated_solo(participant, human_skill, solo_tasks, order, n_tasks, judges, solo_rng)
+            n_solo, own_boost = _simulated_solo(participant, human_skill, solo_tasks, order, n_tasks, judges,
+                                                solo_rng)
+            n_episodes += n_solo
+            planted.append((participant, human_skill, own_boost))
             _simulated_survey(participant, human_skill, rng)
         _assigned_when_started(Episode.objects.filter(study=study, is_simulated=True))
+        simulated_tom_codes(planted, coders, tom_rng)
     return COHORT_SIZE, n_episodes
 
 
 def _simulated_solo(participant: Participant, human_skill: float, tasks: list[TaskInstance], order: str,
-                    n_agent_tasks: int, judges: list[JudgeSpec], rng: random.Random) -> int:
-    """Create the participant's solo episodes (no agent), graded by the same judge panel; return how many."""
+                    n_agent_tasks: int, judges: list[JudgeSpec], rng: random.Random) -> tuple[int, float]:
+    """Create the participant's solo episodes (no agent), graded by the same judge panel; return how many, and
+    the worker's own boost (their ability with an agent above their ability alone)."""
     own_boost = rng.gauss(0.0, WORKER_BOOST_SD)
     first = 1 if order == Study.ConditionOrder.SOLO_FIRST else n_agent_tasks + 1
     now = timezone.now()
@@ -389,7 +398,7 @@ def _simulated_solo(participant: Participant, human_skill: float, tasks: list[Ta
         Payment.objects.create(participant=participant, episode=episode, kind=Payment.Kind.TASK,
                                amount=participant.study.compensation_per_task, currency=participant.study.currency,
                                note="simulated")
-    return len(tasks)
+    return len(tasks), own_boost
 
 
 def planted_boosts(study: Study) -> dict[str, float]:

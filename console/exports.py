@@ -29,7 +29,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from console import economics
-from console.jobs import finished_stability_job, finished_synergy_result
+from console.jobs import converged_part, finished_stability_job, finished_synergy_result, finished_tom_result
 from experts import comparison_selectors
 from experts.models import (
     ComparisonAssignment,
@@ -504,8 +504,42 @@ PAIR_TABLES: tuple[Table, ...] = (
                                "with identifying information.", pii=True),
     )),
 )
+# Written only for a study with ToM coding on and a solo condition, so other studies' exports keep their files.
+TOM_TABLES: tuple[Table, ...] = (
+    Table("tom_workers.csv", "Each participant's theory-of-mind trait, the mean of the two judges' mean ToM codes "
+          "over their coded with-agent episodes (studies with ToM coding and a solo condition; empty when the ToM "
+          "analysis had not been run for the current data).", (
+        PID,
+        _c("coded_episodes", "integer", "With-agent episodes with a ToM code from the study's judge pair."),
+        _c("tom_trait", "number", "Mean ToM code (0-5) over those episodes; empty when none is coded (never 0)."),
+        _c("is_simulated", "boolean", "The ToM analysis rests on demonstration codings drawn from a model."),
+    )),
+    Table("tom_estimates.csv", "The ToM analysis's estimates, one row per quantity (studies with ToM coding and a "
+          "solo condition; empty when the analysis had not been run for the current data); a quantity that is not "
+          "identifiable has empty numbers and the reason in note.", (
+        _c("analysis", "string", "moderation: ToM trait as a covariate on ability alone (theta) and with an "
+                                 "agent (kappa) in the synergy model; moderation_within: the same with the "
+                                 "episode's within-worker deviation; response_quality: OLS of the agent's "
+                                 "response quality on ToM and effort, errors clustered by worker; judges: "
+                                 "agreement of the two judges' ToM codes."),
+        _c("term", "string", "kappa, theta, boost (kappa - theta), deviation; a regression term "
+                             "(tom_trait, tom_deviation, turns, characters_k, edit_ratio, intercept); icc_2_1 (one "
+                             "judge) or icc_2_k (the judges' mean)."),
+        _c("estimate", "number", "Points of 0-100 score per ToM point (moderation), quality points per unit "
+                                 "(response_quality), or the ICC."),
+        _c("se", "number", "Standard error (empty for ICCs)."),
+        _c("lower", "number", "Lower bound of the interval at the stated level."),
+        _c("upper", "number", "Upper bound of the interval."),
+        _c("p_value", "number", "Two-sided p-value (empty for ICCs)."),
+        _c("level", "number", "Interval level."),
+        _c("n_episodes", "integer", "Episodes (or items coded by both judges) the estimate rests on."),
+        _c("n_workers", "integer", "Participants the estimate rests on (empty for ICCs)."),
+        _c("is_simulated", "boolean", "The codings behind it are simulated demonstration data, not judges' codes."),
+        _c("note", "string", "Why the quantity is not identifiable; empty when it is estimated."),
+    )),
+)
 TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES,
-                                                  *PAIR_TABLES, *COMPARISON_TABLES)}
+                                                  *PAIR_TABLES, *COMPARISON_TABLES, *TOM_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -701,6 +735,47 @@ def _synergy_task_rows(result: dict[str, Any] | None) -> Iterator[dict[str, Any]
     for row in fit.get("tasks") or []:
         yield {"task_id": tasks[row["task"]]["uuid"], "solo_episodes": row["solo_episodes"],
                "agent_episodes": row["agent_episodes"], **_estimate_cells(row, ("beta", "gamma", "beta_plus_gamma"))}
+
+
+def _tom_worker_rows(result: dict[str, Any] | None, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    simulated = bool((result or {}).get("simulated"))
+    for row in (result or {}).get("workers") or []:
+        yield {"participant_id": hasher("participant", row["participant_id"]), "coded_episodes": row["n_coded"],
+               "tom_trait": row["tom_mean"], "is_simulated": simulated}
+
+
+def _tom_estimate(analysis: str, term: str, row: dict[str, Any] | None, base: dict[str, Any],
+                  note: str | None) -> dict[str, Any]:
+    numbers = {k: row.get(k) for k in ("estimate", "se", "lower", "upper", "p_value")} if row else {}
+    return {"analysis": analysis, "term": term, **numbers, **base, "note": "" if row else (note or "")}
+
+
+def _tom_estimate_rows(result: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    analysis = (result or {}).get("analysis")
+    if not analysis:
+        return
+    common = {"level": result.get("level"), "is_simulated": bool(result.get("simulated"))}
+    for name, terms in (("moderation", ("kappa", "theta", "boost")),
+                        ("moderation_within", ("kappa", "theta", "boost", "deviation"))):
+        part = converged_part(analysis["moderation" if name == "moderation" else "deviation"])
+        reasons = {k: v for k, v in (part.get("reasons") or {}).items() if k != "position_effects"}
+        raw = analysis["moderation" if name == "moderation" else "deviation"] or {}
+        base = common | {"n_episodes": raw.get("n_episodes"), "n_workers": raw.get("n_workers")}
+        for term in terms:
+            yield _tom_estimate(name, term, part.get(term), base, "; ".join(reasons.values()) or "not estimated")
+    quality = analysis.get("quality") or {}
+    base = common | {"n_episodes": quality.get("n_episodes"), "n_workers": quality.get("n_workers")}
+    coefficients = quality.get("coefficients") or {}
+    for term in ("tom_trait", "tom_deviation", "turns", "characters_k", "edit_ratio", "intercept"):
+        yield _tom_estimate("response_quality", term, coefficients.get(term), base,
+                            result.get("quality_note") or quality.get("reason") or "not estimated")
+    judges = analysis.get("judges") or {}
+    base = common | {"n_episodes": judges.get("n_items"), "n_workers": None}
+    for term, key in (("icc_2_1", "icc_single"), ("icc_2_k", "icc_average")):
+        value, bounds = judges.get(key), judges.get(f"{key}_interval")
+        row = {"estimate": value, "lower": bounds[0] if bounds else None,
+               "upper": bounds[1] if bounds else None} if value is not None else None
+        yield _tom_estimate("judges", term, row, base, judges.get("reason") or "no ToM code from the judges")
 
 
 def _episode_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
@@ -1171,7 +1246,8 @@ def _dictionary(writer: _Writer) -> str:
     rows.writerow(["file", "column", "type", "description"])
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
-    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES, *COMPARISON_TABLES):
+    for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES, *COMPARISON_TABLES,
+                  *TOM_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -1247,6 +1323,10 @@ def build_export(
             synergy = finished_synergy_result(study)
             writer.table(TABLE_BY_FILE["synergy_workers.csv"], _synergy_worker_rows(synergy, hasher))
             writer.table(TABLE_BY_FILE["synergy_tasks.csv"], _synergy_task_rows(synergy))
+            if study.tom_coding:
+                tom = finished_tom_result(study)
+                writer.table(TABLE_BY_FILE["tom_workers.csv"], _tom_worker_rows(tom, hasher))
+                writer.table(TABLE_BY_FILE["tom_estimates.csv"], _tom_estimate_rows(tom))
         writer.table(TABLE_BY_FILE["judge_runs.csv"], _judge_rows(study, hasher))
         writer.table(TABLE_BY_FILE["criterion_scores.csv"], _criterion_rows(study, hasher))
         writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
+from django.db.models import Count, Max, Sum
+
+from grading.models import ProcessCoding
 from rating.models import RatingSnapshot
 from rating.synergy_episodes import synergy_fingerprint
 from studies.models import BackgroundJob, Study
@@ -33,3 +38,38 @@ def finished_synergy_result(study: Study) -> dict[str, Any] | None:
                                         cache_key=f"synergy:{study.pk}:{stamp}"[:128])
            .order_by("-finished_at", "-created_at").first())
     return job.result if job else None
+
+
+def tom_cache_key(study: Study) -> str | None:
+    """Return the key of the ToM analysis of the study's current episodes and codings (``None`` without ToM coding
+    or without the synergy model's data). It changes with the episodes, any current coding, and the judge pair."""
+    if not study.tom_coding:
+        return None
+    stamp = synergy_fingerprint(study)
+    if stamp is None:
+        return None
+    codings = ProcessCoding.objects.filter(episode__study=study, is_current=True).aggregate(
+        n=Count("pk"), s=Sum("score"), t=Max("finished_at"))
+    when = int(codings["t"].timestamp()) if codings["t"] else 0
+    pair = hashlib.sha256(json.dumps(study.tom_coders, sort_keys=True).encode()).hexdigest()[:8]
+    return f"tom:{study.pk}:{stamp}:{codings['n']}.{codings['s'] or 0}.{when}:{pair}"[:128]
+
+
+def finished_tom_result(study: Study) -> dict[str, Any] | None:
+    """Return the stored ToM analysis of the study's current episodes and codings, or ``None`` when none was
+    computed for them (an export carries only an analysis of the data it exports)."""
+    key = tom_cache_key(study)
+    if key is None:
+        return None
+    job = (BackgroundJob.objects.filter(study=study, kind="tom", status=BackgroundJob.Status.DONE, cache_key=key)
+           .order_by("-finished_at", "-created_at").first())
+    return job.result if job else None
+
+
+def converged_part(part: dict[str, Any] | None) -> dict[str, Any]:
+    """A stored ToM moderation fit's estimates only when it converged; one that did not keeps its reasons and no
+    estimate, so neither the page nor the export shows a number the verdict will not stand behind."""
+    part = part or {}
+    if part.get("converged") is False:
+        return {"reasons": part.get("reasons") or {"convergence": "the fit did not converge"}}
+    return part

@@ -376,7 +376,8 @@ def process_coding_in_flight(episode_id: int) -> bool:
 
 def episodes_owing_process_coding(study: Study, coders: Sequence[tuple[str, str]], *, limit: int,
                                   with_follow_up: bool = False) -> list[int]:
-    """Codable episodes of a ToM-coding study that lack a current coding of some instrument by some judge.
+    """Codable episodes of a ToM-coding study that lack a current coding of some instrument by some judge (episodes
+    with a current simulated coding are not owed one).
 
     Unless `with_follow_up`, episodes with an open process follow-up (already on their way) or one the sweep gave
     up on (staff re-run those with `manage.py code_processes`) are left out, so the sweep opens one row each.
@@ -389,7 +390,10 @@ def episodes_owing_process_coding(study: Study, coders: Sequence[tuple[str, str]
             complete &= Q(Exists(ProcessCoding.objects.filter(
                 episode=OuterRef("pk"), instrument=instrument, provider=provider, model=model, is_current=True,
                 prompt_version=version, status__in=PROCESS_DONE)))
-    owing = episodes.exclude(complete)
+    # An episode carrying simulated codings (the demo's) has no log behind them: a judge would only replace them
+    # with "not coded" rows. Staff can still code it explicitly with `manage.py code_processes --episode`.
+    simulated = ProcessCoding.objects.filter(episode=OuterRef("pk"), is_current=True, is_simulated=True)
+    owing = episodes.exclude(complete).exclude(Exists(simulated))
     if not with_follow_up:
         rows = GradingFollowUp.objects.filter(episode=OuterRef("pk"), kind=GradingFollowUp.Kind.PROCESS)
         owing = owing.exclude(Exists(rows.filter(done_at__isnull=True))).exclude(

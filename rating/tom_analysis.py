@@ -64,8 +64,14 @@ def tom_analysis(inputs: TomInputs, *, level: float = 0.95) -> TomAnalysis:
     verdict = tom_verdict(moderation, quality, judges)
     if deviation.deviation is not None:
         within = tom_verdict(deviation)
-        verdict.sentences.append(within.sentences[-1])
-        verdict.claims["deviation"] = within.claims["deviation"]
+        # A within fit that did not converge says "cannot say" in its headline and has no deviation sentence.
+        if "deviation" in within.claims:
+            verdict.sentences.append(within.sentences[-1])
+            verdict.claims["deviation"] = within.claims["deviation"]
+        else:
+            verdict.sentences.append(within.headline.replace("whether ToM relates to ability",
+                                                             "whether ToM's within-worker deviation matters"))
+            verdict.claims["deviation"] = "cannot_say"
     return TomAnalysis(verdict=verdict, moderation=moderation, deviation=deviation, quality=quality, judges=judges,
                        gold=gold, simulated=inputs.simulated)
 

@@ -26,6 +26,7 @@ from console.dashboard.collaboration import collaboration_analysis
 from console.dashboard.exceptions import JobRefused
 from console.dashboard.stability import study_stability
 from experts.services.gate import study_gate_evaluate
+from grading.services.theory_of_mind import study_tom
 from rating import selectors as rating_selectors
 from rating.services import analysis as rating_analysis
 from rating.services.synergy import study_synergy, synergy_plan
@@ -243,6 +244,8 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
             result = collaboration_analysis(study)
         elif job.kind == "synergy":
             result = study_synergy(study)
+        elif job.kind == "tom":
+            result = study_tom(study)
         elif job.kind == "synergy_plan":
             result = synergy_plan(job.params)
         elif job.kind == "gate":

@@ -21,6 +21,7 @@ from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
 from console.dashboard.synergy import synergy_page
 from console.dashboard.synergy_planning import synergy_plan_context, synergy_plan_inputs, synergy_plan_request
+from console.dashboard.tom import tom_page
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
 from experts import selectors as expert_selectors
@@ -42,6 +43,7 @@ TABS = (
     ("collaboration", "Collaboration"),
     ("costs", "Time & cost"),
     ("synergy", "Who benefits"),
+    ("tom", "Why some gain more"),
     ("exports", "Exports & payouts"),
 )
 
@@ -193,6 +195,16 @@ def synergy(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
+@require_GET
+def tom(request: HttpRequest, slug: str) -> HttpResponse:
+    """Why some workers gain more from the agent: the stored ToM analysis (studies with ToM coding on)."""
+    study = _study(slug)
+    state = _analysis_context(request, study, "tom", auto=True)
+    shown = state.result or (state.stale.result if state.stale else None)
+    return _render(request, "console/tom.html", study, "tom", f"{study.name}: why some gain more from the agent",
+                   state=state, result=shown, view=tom_page(shown))
+
+
 @require_POST
 def synergy_plan_run(request: HttpRequest, slug: str) -> HttpResponse:
     """Start a plan of the solo condition for a target boost-interval width."""
@@ -258,7 +270,8 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     except DashboardError as exc:
         messages.error(request, str(exc))
     target = {"stability": "dashboard:leaderboard", "graders": "dashboard:leaderboard",
-              "surveys": "dashboard:surveys", "synergy": "dashboard:synergy"}.get(kind, "dashboard:collaboration")
+              "surveys": "dashboard:surveys", "synergy": "dashboard:synergy",
+              "tom": "dashboard:tom"}.get(kind, "dashboard:collaboration")
     url = reverse(target, kwargs={"slug": study.slug})
     return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
 

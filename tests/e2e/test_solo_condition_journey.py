@@ -1,6 +1,6 @@
 """In a browser, on a phone (390 px) and on a desktop: a worker does a solo task (no AI tool, no setup, no
 log) and then an agent task in one session, and staff see each agent's boost on "Who benefits from the
-agent"; no page scrolls sideways at phone width."""
+agent" and the ToM analysis on "Why some gain more"; no page scrolls sideways at phone width."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.factories import UserFactory
 from tests.factories.files import XLSX
 from tests.factories.scenarios import make_participant, make_world
 from tests.factories.synergy import planted_synergy_study
+from tests.factories.tom import tom_study
 
 PHONE = {"width": 390, "height": 844}
 
@@ -89,3 +90,12 @@ def test_a_worker_does_a_solo_and_an_agent_task_and_staff_see_the_boost(page, se
             expect(boosts).to_contain_text(name)
         _no_sideways_scroll(page)
         page.screenshot(path=f"var/e2e-synergy-{width}.png", full_page=True)
+    tom = tom_study(slug="tom-phone")
+    services.analysis_job_run(job_id=services.analysis_request(study=tom, kind="tom", actor=None).pk)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(reverse("dashboard:tom", args=[tom.slug]))
+        expect(page.locator("#tom-verdict")).to_be_visible()
+        expect(page.locator("#tom-effects")).to_contain_text("ability with the agent")
+        _no_sideways_scroll(page)
+        page.screenshot(path=f"var/e2e-tom-{width}.png", full_page=True)

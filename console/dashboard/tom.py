@@ -1,0 +1,92 @@
+"""The "Why some gain more" page: the stored ToM analysis (grading/services/theory_of_mind.py) shaped for the
+template, the plain-language verdict first.
+
+Pure functions of the stored result (no queries). Every quantity the analysis could not estimate is shown with its
+reason and no number, so an empty cell never reads as a zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.jobs import converged_part
+
+QUALITY_TERMS = (
+    ("tom_trait", "ToM trait (worker's mean code)"),
+    ("tom_deviation", "ToM deviation (episode minus worker's mean)"),
+    ("turns", "Turns (worker's prompts)"),
+    ("characters_k", "Characters written (thousands)"),
+    ("edit_ratio", "Edit ratio (prompts vs. task text)"),
+    ("intercept", "Intercept"),
+)
+
+
+def _reasons(part: dict[str, Any] | None, default: str) -> str:
+    """The analysis's reasons for a missing estimate, in one sentence (the position note is not one)."""
+    reasons = {k: v for k, v in ((part or {}).get("reasons") or {}).items() if k != "position_effects"}
+    return "; ".join(reasons.values()) or default
+
+
+def _effect(label: str, row: dict[str, Any] | None, reason: str) -> dict[str, Any]:
+    return {"label": label, "row": row, "reason": None if row else reason}
+
+
+def effect_rows(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """ToM's association with κ, θ, the gain, and the within-worker deviation, each with an interval or a reason."""
+    mod = converged_part(analysis.get("moderation"))
+    dev = converged_part(analysis.get("deviation"))
+    why = _reasons(mod, "the fit gave no estimate")
+    why_dev = _reasons(dev, "the fit gave no estimate")
+    return [
+        _effect("ToM trait → ability with the agent (κ)", mod.get("kappa"), why),
+        _effect("ToM trait → ability alone (θ)", mod.get("theta"), why),
+        _effect("ToM trait → gain from the agent (κ − θ)", mod.get("boost"), why),
+        _effect("Within-worker ToM deviation → score with the agent", dev.get("deviation"), why_dev),
+    ]
+
+
+def quality_rows(quality: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The response-quality regression's coefficients in a fixed order, ToM terms first."""
+    coefficients = (quality or {}).get("coefficients") or {}
+    return [{"term": term, "label": label, "row": coefficients[term]}
+            for term, label in QUALITY_TERMS if term in coefficients]
+
+
+def icc_rows(judges: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """ICC(2,1) (one judge) and ICC(2,k) (the judges' mean) with their intervals; empty when not estimable."""
+    if not judges or judges.get("icc_single") is None:
+        return []
+    return [
+        {"label": "ICC(2,1): one judge", "value": judges["icc_single"], "interval": judges.get("icc_single_interval")},
+        {"label": f"ICC(2,{len(judges.get('raters') or [])}): the judges' mean", "value": judges["icc_average"],
+         "interval": judges.get("icc_average_interval")},
+    ]
+
+
+def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
+    """Everything the template shows, from the stored result (or an empty page without one)."""
+    if not result:
+        return {"ready": False}
+    analysis = result.get("analysis")
+    if not analysis:
+        return {"ready": False, "reason": result.get("reason") or "the analysis gave no result"}
+    verdict = analysis.get("verdict") or {}
+    quality = analysis.get("quality")
+    judges = analysis.get("judges")
+    mod = analysis.get("moderation") or {}
+    return {
+        "ready": True, "simulated": bool(result.get("simulated")),
+        "headline": verdict.get("headline", ""), "sentences": verdict.get("sentences") or [],
+        "level_pct": round(100 * float(result.get("level", 0.95))),
+        "effects": effect_rows(analysis),
+        "n_workers": mod.get("n_workers", 0), "n_model_episodes": mod.get("n_episodes", 0),
+        "excluded": [{"key": k, "count": v} for k, v in sorted((mod.get("excluded") or {}).items()) if v],
+        "quality": quality or {}, "quality_rows": quality_rows(quality),
+        "quality_reason": result.get("quality_note") or (quality or {}).get("reason")
+        or (None if quality else "no with-agent episode"),
+        "judges": judges or {}, "icc_rows": icc_rows(judges),
+        "icc_reason": (judges or {}).get("reason") if judges else "no episode has a ToM code from the judges",
+        "judge_labels": result.get("judges") or [],
+        "counts": [{"status": k, "count": v} for k, v in (result.get("coding_counts") or {}).items()],
+        "n_episodes": result.get("n_episodes", 0), "n_agent_episodes": result.get("n_agent_episodes", 0),
+    }

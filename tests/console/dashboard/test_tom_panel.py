@@ -1,0 +1,175 @@
+"""The "Why some gain more" panel and the ToM analysis behind it: the service aligns each synergy episode with its
+judge pair's codes by episode id, the analysis runs as a background job keyed on the episodes and codings, the
+page is staff only, a quantity that is not identifiable shows its reason and no number, and the exports of a ToM
+study carry the trait and the estimates while other studies' files stay as they were."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import zipfile
+
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from console.dashboard import selectors, services
+from console.exports import build_export
+from grading.models import ProcessCoding
+from grading.selectors import study_process_codes
+from grading.services.theory_of_mind import _inputs, study_tom
+from rating.synergy_episodes import synergy_episodes
+from studies.models import BackgroundJob, Episode
+from tests.factories.synergy import planted_synergy_study
+from tests.factories.tom import LABELS, tom_study
+
+pytestmark = pytest.mark.django_db
+def test_the_service_aligns_each_synergy_episode_with_its_pairs_codes_by_episode_id():
+    study = tom_study()
+    agent = list(Episode.objects.filter(study=study, condition="with_agent").order_by("pk"))
+    # A third judge's coding is not the study's pair: ignored. One episode without a parsable log, one coded once.
+    ProcessCoding.objects.create(episode=agent[0], instrument="tom", prompt_version="v1", provider="google",
+                                 model="gemini", status="succeeded", score=0, is_current=True)
+    ProcessCoding.objects.filter(episode=agent[1]).update(status="not_coded", score=None)
+    ProcessCoding.objects.filter(episode=agent[2], provider="anthropic").delete()
+    coded = synergy_episodes(study)
+    rows = {r.episode_id: r for r in study_process_codes(study.pk)}
+    inputs, counts = _inputs(coded, rows, LABELS)
+    tom = inputs.moderation.tom
+    for i, pk in enumerate(coded.episode_ids.tolist()):
+        episode = Episode.objects.get(pk=pk)
+        if episode.condition == "solo" or pk == agent[1].pk:
+            assert math.isnan(tom[i]), pk
+        elif pk == agent[2].pk:
+            assert tom[i] == pk % 6
+        else:
+            assert tom[i] == ((pk % 6) + ((pk + 1) % 6)) / 2, pk
+    team = coded.data.team
+    assert np.array_equal(inputs.quality.human, coded.data.human[team])
+    assert np.allclose(inputs.quality.tom, tom[team], equal_nan=True)
+    table = inputs.judges
+    assert table.raters == LABELS and str(agent[1].pk) not in table.items
+    row = table.items.index(str(agent[0].pk))
+    assert table.scores[row].tolist() == [agent[0].pk % 6, (agent[0].pk + 1) % 6]
+    assert math.isnan(table.scores[table.items.index(str(agent[2].pk))][1])
+    assert counts["not coded: no parsable log"] == 1 and counts["coded by one judge only"] == 1
+    assert counts["solo episode: no agent to talk to, not coded"] == int((~team).sum())
+    assert sum(counts.values()) == coded.data.n
+    assert inputs.simulated is False
+
+
+def test_simulated_codings_flag_the_result_and_the_panel(staff_client, monkeypatch):
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
+    study = tom_study(simulated=True, slug="simtom")
+    result = study_tom(study)
+    assert result["simulated"] is True and result["analysis"]["simulated"] is True
+    services.analysis_job_run(job_id=services.analysis_request(study=study, kind="tom", actor=None).pk)
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    assert 'id="tom-simulated"' in html
+
+
+def test_the_analysis_runs_as_a_job_keyed_on_episodes_and_codings(staff_client, monkeypatch,
+                                                                   django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: sent.append(a))
+    study = tom_study()
+    with django_capture_on_commit_callbacks(execute=True):
+        html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    job = BackgroundJob.objects.get(study=study, kind="tom")
+    assert job.status == BackgroundJob.Status.QUEUED and sent, "the page starts the job by itself"
+    assert "Queued · 0%" in html and 'data-reload="1"' in html, "progress shown, the page reloads itself"
+    services.analysis_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == BackgroundJob.Status.DONE and job.result["analysis"]["verdict"]["headline"]
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    assert html.index('id="tom-verdict"') < html.index('id="tom-effects"') < html.index('id="tom-quality-h"')
+    assert 'id="tom-icc"' in html and "ICC(2,1)" in html and "ICC(2,2)" in html
+    assert re.search(r'<td class="num">-?\d+\.\d\d to -?\d+\.\d\d</td>', html)
+    key = job.cache_key
+    ProcessCoding.objects.filter(episode__study=study, instrument="tom").update(score=3)
+    assert selectors.analysis_cache_key(study, "tom", None) != key, "a changed coding makes the result stale"
+    assert BackgroundJob.objects.filter(study=study, kind="tom").count() == 1
+
+
+def test_the_panel_is_staff_only(client, worker_user):
+    study = tom_study(slug="private")
+    url = reverse("dashboard:tom", args=[study.slug])
+    assert client.get(url).status_code in (302, 403)
+    client.force_login(worker_user)
+    assert client.get(url).status_code in (302, 403)
+    assert not BackgroundJob.objects.filter(study=study, kind="tom").exists()
+
+
+def test_a_study_without_tom_coding_says_how_to_turn_it_on(staff_client):
+    planted = planted_synergy_study(workers=12, tasks=6, slug="notom")
+    html = staff_client.get(reverse("dashboard:tom", args=[planted.world.study.slug])).content.decode()
+    assert 'id="tom-off"' in html and "code_processes" in html
+    assert not BackgroundJob.objects.filter(study=planted.world.study, kind="tom").exists()
+    assert study_tom(planted.world.study)["analysis"] is None
+
+
+def test_too_few_workers_give_the_reason_and_no_number(staff_client, monkeypatch):
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
+    study = tom_study(workers=6, slug="thin")
+    services.analysis_job_run(job_id=services.analysis_request(study=study, kind="tom", actor=None).pk)
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    table = html[html.index('id="tom-effects"'):]
+    table = table[:table.index("</table>")]
+    assert "Not identifiable: " in table and "at least 10 are needed" in table
+    assert not re.search(r'<td class="num">-?\d', table), "no number where the effect is not identifiable"
+    assert 'id="tom-quality-reason"' in html and "no with-agent episode has a parsed log" in html
+
+
+def _export(study) -> zipfile.ZipFile:
+    handle = io.BytesIO()
+    build_export(study, handle)
+    return zipfile.ZipFile(io.BytesIO(handle.getvalue()))
+
+
+def _rows(archive, name):
+    return list(csv.DictReader(io.TextIOWrapper(archive.open(name), encoding="utf-8")))
+
+
+def test_a_tom_study_exports_the_trait_and_the_estimates_described_in_the_dictionary(monkeypatch):
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
+    study = tom_study(slug="extom")
+    empty = _export(study)
+    assert _rows(empty, "tom_estimates.csv") == [], "no analysis run for the current data: empty, not stale"
+    services.analysis_job_run(job_id=services.analysis_request(study=study, kind="tom", actor=None).pk)
+    result = BackgroundJob.objects.get(study=study, kind="tom").result
+    archive = _export(study)
+    workers = _rows(archive, "tom_workers.csv")
+    assert len(workers) == 12 and all(float(w["tom_trait"]) >= 0 for w in workers)
+    estimates = {(r["analysis"], r["term"]): r for r in _rows(archive, "tom_estimates.csv")}
+    kappa = result["analysis"]["moderation"]["kappa"]
+    assert float(estimates[("moderation", "kappa")]["estimate"]) == pytest.approx(kappa["estimate"])
+    assert estimates[("moderation", "kappa")]["note"] == ""
+    icc = estimates[("judges", "icc_2_k")]
+    assert float(icc["estimate"]) == pytest.approx(result["analysis"]["judges"]["icc_average"])
+    quality = estimates[("response_quality", "tom_trait")]
+    assert quality["estimate"] == "" and "parsed log" in quality["note"]
+    dictionary = _rows(archive, "data_dictionary.csv")
+    described = {(r["file"], r["column"]) for r in dictionary}
+    for name in ("tom_workers.csv", "tom_estimates.csv"):
+        header = next(csv.reader(io.TextIOWrapper(archive.open(name), encoding="utf-8")))
+        assert all((name, column) in described for column in header)
+
+
+def test_a_solo_study_without_tom_coding_exports_no_tom_files():
+    planted = planted_synergy_study(workers=12, tasks=6, slug="plain")
+    names = _export(planted.world.study).namelist()
+    assert not any("tom_" in name for name in names)
+
+
+def test_a_fit_that_did_not_converge_shows_its_reason_and_no_number():
+    from console.dashboard.tom import effect_rows
+    row = {"estimate": 2.0, "se": 1.0, "lower": 0.0, "upper": 4.0, "p_value": 0.05}
+    analysis = {"moderation": {"converged": False, "kappa": row, "theta": row, "boost": row,
+                               "reasons": {"convergence": "the REML search did not converge"}},
+                "deviation": {"converged": True, "deviation": row, "reasons": {}}}
+    rows = effect_rows(analysis)
+    assert [r["row"] for r in rows[:3]] == [None, None, None]
+    assert all(r["reason"] == "the REML search did not converge" for r in rows[:3])
+    assert rows[3]["row"] == row and rows[3]["reason"] is None
