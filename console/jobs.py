@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Sum
 
+from experts.models import ToMGoldCode
 from grading.models import ProcessCoding
 from rating.models import RatingSnapshot
 from rating.synergy_episodes import synergy_fingerprint
@@ -42,7 +43,8 @@ def finished_synergy_result(study: Study) -> dict[str, Any] | None:
 
 def tom_cache_key(study: Study) -> str | None:
     """Return the key of the ToM analysis of the study's current episodes and codings (``None`` without ToM coding
-    or without the synergy model's data). It changes with the episodes, any current coding, and the judge pair."""
+    or without the synergy model's data). It changes with the episodes, any current coding, the judge pair and the
+    experts' submitted gold codes."""
     if not study.tom_coding:
         return None
     stamp = synergy_fingerprint(study)
@@ -52,7 +54,11 @@ def tom_cache_key(study: Study) -> str | None:
         n=Count("pk"), s=Sum("score"), t=Max("finished_at"))
     when = int(codings["t"].timestamp()) if codings["t"] else 0
     pair = hashlib.sha256(json.dumps(study.tom_coders, sort_keys=True).encode()).hexdigest()[:8]
-    return f"tom:{study.pk}:{stamp}:{codings['n']}.{codings['s'] or 0}.{when}:{pair}"[:128]
+    gold = ToMGoldCode.objects.filter(item__sample__study=study, status=ToMGoldCode.Status.SUBMITTED).aggregate(
+        n=Count("pk"), t=Max("submitted_at"))
+    gold_when = int(gold["t"].timestamp()) if gold["t"] else 0
+    return (f"tom:{study.pk}:{stamp}:{codings['n']}.{codings['s'] or 0}.{when}:{pair}"
+            f":{gold['n']}.{gold_when}")[:128]
 
 
 def finished_tom_result(study: Study) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from console.dashboard import selectors
 from console.dashboard.collaboration import collaboration_analysis
 from console.dashboard.exceptions import JobRefused
 from console.dashboard.stability import study_stability
+from experts import selectors as expert_selectors
 from experts.services.gate import study_gate_evaluate
 from grading.services.theory_of_mind import study_tom
 from rating import selectors as rating_selectors
@@ -245,7 +246,8 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
         elif job.kind == "synergy":
             result = study_synergy(study)
         elif job.kind == "tom":
-            result = study_tom(study)
+            result = study_tom(study, gold=[(g.episode_id, g.expert_id, float(g.score))
+                                            for g in expert_selectors.study_tom_gold(study.pk)])
         elif job.kind == "synergy_plan":
             result = synergy_plan(job.params)
         elif job.kind == "gate":

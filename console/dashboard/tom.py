@@ -63,6 +63,27 @@ def icc_rows(judges: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+def gold_rows(gold: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The judges' mean against the experts' gold mean on the sampled episodes: ICC(2,1) and ICC(2,2)."""
+    if not gold or gold.get("icc_single") is None:
+        return []
+    return [
+        {"label": "ICC(2,1): the judges' mean against the gold mean", "value": gold["icc_single"],
+         "interval": gold.get("icc_single_interval")},
+        {"label": "ICC(2,2): the mean of the two", "value": gold["icc_average"],
+         "interval": gold.get("icc_average_interval")},
+    ]
+
+
+def _gold_reason(result: dict[str, Any], gold: dict[str, Any] | None) -> str:
+    if gold:
+        return str(gold.get("reason") or "")
+    if not result.get("n_gold_codes"):
+        return ("no expert has submitted a gold code yet: draw a gold sample on the experts' staff page "
+                "(ToM gold sample) and let the assigned experts code it")
+    return "no gold-coded episode also has a ToM code from the judges"
+
+
 def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
     """Everything the template shows, from the stored result (or an empty page without one)."""
     if not result:
@@ -87,6 +108,8 @@ def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
         "judges": judges or {}, "icc_rows": icc_rows(judges),
         "icc_reason": (judges or {}).get("reason") if judges else "no episode has a ToM code from the judges",
         "judge_labels": result.get("judges") or [],
+        "gold": analysis.get("gold") or {}, "gold_rows": gold_rows(analysis.get("gold")),
+        "gold_reason": _gold_reason(result, analysis.get("gold")), "n_gold_codes": result.get("n_gold_codes", 0),
         "counts": [{"status": k, "count": v} for k, v in (result.get("coding_counts") or {}).items()],
         "n_episodes": result.get("n_episodes", 0), "n_agent_episodes": result.get("n_agent_episodes", 0),
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from rating.synergy_episodes import SynergyEpisodes, synergy_episodes
 from rating.tom_analysis import TomInputs, tom_analysis
 from rating.tom_moderation import TomModerationData
 from rating.tom_quality import QualityData
-from rating.tom_reliability import rating_table
+from rating.tom_reliability import judge_gold_table, rating_table
 from studies.models import Study
 
 __all__ = ["study_tom"]
@@ -59,9 +60,13 @@ def _status(row: EpisodeProcessCodes, labels: tuple[str, ...], team: bool) -> st
     return "not coded yet"
 
 
-def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes],
-            labels: tuple[str, ...]) -> tuple[TomInputs, dict[str, int]]:
-    """The analysis inputs aligned to the synergy rows, and the count of episodes per coding status."""
+def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes], labels: tuple[str, ...],
+            gold: Sequence[tuple[int, object, float]] = ()) -> tuple[TomInputs, dict[str, int]]:
+    """The analysis inputs aligned to the synergy rows, and the count of episodes per coding status.
+
+    ``gold`` holds the experts' submitted codes of the gold sample, (episode id, expert, score): the judges' mean
+    is set beside the experts' mean per sampled episode for the judge-vs-gold ICC.
+    """
     syn = coded.data
     team = syn.team
     tom = np.full(syn.n, math.nan)
@@ -89,8 +94,9 @@ def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes],
     quality_data = QualityData(quality=quality[team], human=syn.human[team], tom=tom[team], turns=effort[team, 0],
                                characters=effort[team, 1], edit_ratio=effort[team, 2])
     judges = rating_table(judge_rows, raters=labels) if judge_rows else None
+    gold_table = judge_gold_table(judge_rows, gold) if gold and judge_rows else None
     inputs = TomInputs(moderation=TomModerationData(syn, tom), quality=quality_data, judges=judges,
-                       simulated=simulated)
+                       gold=gold_table, simulated=simulated)
     return inputs, dict(counts)
 
 
@@ -106,8 +112,12 @@ def _worker_traits(coded: SynergyEpisodes, tom: np.ndarray) -> list[dict[str, An
     return out
 
 
-def study_tom(study: Study, *, level: float = 0.95) -> dict[str, Any]:
+def study_tom(study: Study, *, level: float = 0.95,
+              gold: Sequence[tuple[int, object, float]] = ()) -> dict[str, Any]:
     """Fit the ToM analysis to the study's scored episodes and current codings; JSON-ready, ``simulated`` first.
+
+    ``gold``: the experts' gold-sample codes (episode id, expert, score), read by the caller from the expert
+    workspace (a higher app), so the judges can be checked against people as well as against each other.
 
     Without ToM coding on, a usable judge pair or a scored episode the result says why and carries no estimate.
     """
@@ -124,11 +134,11 @@ def study_tom(study: Study, *, level: float = 0.95) -> dict[str, Any]:
     if coded is None:
         return {"simulated": False, "analysis": None, "judges": list(labels), "reason": "no episode is scored yet"}
     rows = {row.episode_id: row for row in study_process_codes(study.pk)}
-    inputs, counts = _inputs(coded, rows, labels)
+    inputs, counts = _inputs(coded, rows, labels, gold)
     analysis = tom_analysis(inputs, level=level).to_dict()
     return {
         "simulated": inputs.simulated, "analysis": analysis, "judges": list(labels), "level": level,
-        "n_episodes": coded.data.n, "n_agent_episodes": int(coded.data.team.sum()),
+        "n_episodes": coded.data.n, "n_agent_episodes": int(coded.data.team.sum()), "n_gold_codes": len(gold),
         "coding_counts": dict(sorted(counts.items())),
         "workers": _worker_traits(coded, inputs.moderation.tom), "reason": None,
         "quality_note": _quality_note(inputs.quality),

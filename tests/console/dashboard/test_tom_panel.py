@@ -173,3 +173,43 @@ def test_a_fit_that_did_not_converge_shows_its_reason_and_no_number():
     assert [r["row"] for r in rows[:3]] == [None, None, None]
     assert all(r["reason"] == "the REML search did not converge" for r in rows[:3])
     assert rows[3]["row"] == row and rows[3]["reason"] is None
+
+
+def _gold(study, episodes, scores) -> None:
+    from experts.models import ToMGoldCode, ToMGoldItem, ToMGoldSample
+    from tests.factories.experts import make_expert
+
+    sample = ToMGoldSample.objects.create(study=study, size=len(episodes), seed=1, population=len(episodes),
+                                          prompt_version="v1")
+    expert = make_expert(username="gold-expert")
+    for episode, score in zip(episodes, scores, strict=True):
+        item = ToMGoldItem.objects.create(sample=sample, episode=episode, stratum="mid|agent",
+                                          stratum_population=len(episodes), stratum_sample=len(episodes),
+                                          inclusion_probability=1.0, judge_mean=2.5)
+        ToMGoldCode.objects.create(item=item, expert=expert, status="submitted", score=score, reason="gold")
+
+
+def test_the_experts_gold_codes_check_the_judges_on_the_panel_and_refresh_the_result(staff_client, monkeypatch):
+    from rating.tom_reliability import icc_agreement, judge_gold_table
+
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
+    study = tom_study(slug="goldtom")
+    job = services.analysis_request(study=study, kind="tom", actor=None)
+    services.analysis_job_run(job_id=job.pk)
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    assert 'id="tom-gold-reason"' in html and "no expert has submitted a gold code yet" in html
+    key = BackgroundJob.objects.get(pk=job.pk).cache_key
+    agent = list(Episode.objects.filter(study=study, condition="with_agent").order_by("pk"))[:8]
+    scores = [min(5, (e.pk % 6 + (e.pk + 1) % 6) // 2 + (i % 2)) for i, e in enumerate(agent)]
+    _gold(study, agent, scores)
+    assert selectors.analysis_cache_key(study, "tom", None) != key, "a new gold code makes the result stale"
+    job = services.analysis_request(study=study, kind="tom", actor=None)
+    services.analysis_job_run(job_id=job.pk)
+    gold = BackgroundJob.objects.get(pk=job.pk).result["analysis"]["gold"]
+    judges = [(e.pk, label, float(c.score)) for e in agent for label, c in
+              ((f"{c.provider}/{c.model}", c) for c in ProcessCoding.objects.filter(episode=e, instrument="tom"))]
+    expected = icc_agreement(judge_gold_table(judges, [(e.pk, "x", float(s)) for e, s in zip(agent, scores,
+                                                                                             strict=True)]))
+    assert gold["n_items"] == 8 and gold["icc_single"] == pytest.approx(expected.icc_single, abs=1e-12)
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    assert 'id="tom-gold"' in html and "ICC(2,1): the judges" in html
