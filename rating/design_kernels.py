@@ -263,10 +263,11 @@ def grouped_pair_entries(
     size: int,
 ) -> tuple[Any, Any, Any]:  # pragma: no cover - compiled; exercised through rating.task_blocks
     """Return ``(dest, g, value)``: :math:`\\sum_{h \\in g} L_{hi} R_{hj}` at ``row_base[i] + col_offset[j]``
-    for every weight group ``g`` (ascending) and pair met in it, zero sums left out.
+    for every weight group ``g`` and pair met in it, each destination's groups ascending, zero sums left out.
 
-    ``rows`` lists the CSR rows grouped by ``group[h]`` in ascending group order, the rows that share a pair
-    in ascending order; pairs with ``lower[i] < lower[j]`` are skipped unless ``lower`` is empty. Each sum runs
+    ``rows`` lists the CSR rows so that the rows meeting any one destination come by ascending group
+    ``group[h]``, each group's together and in ascending order (a group's run may span rows that meet other
+    destinations); pairs with ``lower[i] < lower[j]`` are skipped unless ``lower`` is empty. Each sum runs
     over the group's rows in ascending order from zero, as the sparse product (spread left factor times the
     right one) it replaces did, so the values are the same; a group's sums accumulate in one dense vector
     of the destinations, without the product's (groups x columns) rows and their sorting.

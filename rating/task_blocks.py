@@ -118,8 +118,8 @@ def _pair_sums(
     product of the left factor spread over the groups with the right one, which at 10^6 episodes built
     twice the entries kept and sorted them (measured about eight times slower). With ``lower`` (a rank per
     column, ``left is right``) only the pairs with ``lower[i] >= lower[j]`` are kept: the lower triangle of a
-    symmetric result. ``rows`` orders the participants by group, then in any order that keeps ascending
-    participants among those who share a pair (:func:`_walk_order`).
+    symmetric result. ``rows`` orders the participants so that those who meet a destination come by
+    ascending group, each group's together and ascending (by group; or by block, :func:`_walk_order`).
     """
     # Imported here: numba loads only in the processes that fit.
     from rating.design_kernels import grouped_pair_entries
@@ -134,16 +134,17 @@ def _pair_sums(
 
 
 def _walk_order(c_task: scipy.sparse.csr_matrix, group: np.ndarray, task_dest: np.ndarray) -> np.ndarray:
-    """Return the participants ordered by weight group, then by task block, then ascending.
+    """Return the participants ordered by task block, then by weight group, then ascending.
 
-    A pair of tasks is met only by participants of its block, so among them the order stays ascending (the
-    pair sums come out the same); walking a block's participants together keeps the group's accumulator
-    writes within that block's part of the storage (in cache) instead of all over it.
+    A pair of tasks is met only by participants of its block, so among them the order is by group, each
+    group together and ascending within it (the pair sums come out the same, in the same order); walking
+    a block at a time keeps the accumulator's writes, and the final sort of the entries by destination,
+    within that block's part of the storage (in cache) instead of all over it.
     """
     has = np.diff(c_task.indptr) > 0
     block = np.full(c_task.shape[0], -1, dtype=np.int64)
     block[has] = task_dest[c_task.indices[c_task.indptr[:-1][has]]]
-    return np.lexsort((block, group))
+    return np.lexsort((group, block))
 
 
 def _block_layout(task_block: np.ndarray, n_t: int) -> dict[str, object]:
@@ -211,9 +212,11 @@ def task_blocks(
     group = group.reshape(-1)
     n_groups = values.shape[0]
 
+    # Agent pairs are met in every block: walk them by group; task pairs only in their block: walk by block.
+    by_group = np.argsort(group, kind="stable")
     rows = _walk_order(c_task, group, cast(np.ndarray, layout["task_dest"]))
     agents = np.arange(n_agents, dtype=np.int64)
-    elim_aa = _pair_sums(c_agent, c_agent, group, rows, n_groups, agents * n_agents, agents, n_agents * n_agents)
+    elim_aa = _pair_sums(c_agent, c_agent, group, by_group, n_groups, agents * n_agents, agents, n_agents * n_agents)
     tasks_idx = np.arange(n_t, dtype=np.int64)
     elim_ta = _pair_sums(c_task, c_agent, group, rows, n_groups, tasks_idx * n_agents, agents, n_t * n_agents)
     task_local, task_size = cast(np.ndarray, layout["task_local"]), cast(np.ndarray, layout["task_size"])
