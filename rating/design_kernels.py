@@ -245,3 +245,72 @@ def border_forms(
                 s += m_inv[a, b] * y[b]
             acc += y[a] * s
         out[o] += acc
+
+
+@njit(cache=True, nogil=True)
+def grouped_pair_entries(
+    l_indptr: Any,
+    l_indices: Any,
+    l_data: Any,
+    r_indptr: Any,
+    r_indices: Any,
+    r_data: Any,
+    rows: Any,
+    group: Any,
+    row_base: Any,
+    col_offset: Any,
+    lower: Any,
+    size: int,
+) -> tuple[Any, Any, Any]:  # pragma: no cover - compiled; exercised through rating.task_blocks
+    """Return ``(dest, g, value)``: :math:`\\sum_{h \\in g} L_{hi} R_{hj}` at ``row_base[i] + col_offset[j]``
+    for every weight group ``g`` and pair met in it, each destination's groups ascending, zero sums left out.
+
+    ``rows`` lists the CSR rows so that the rows meeting any one destination come by ascending group
+    ``group[h]``, each group's together and in ascending order (a group's run may span rows that meet other
+    destinations); pairs with ``lower[i] < lower[j]`` are skipped unless ``lower`` is empty. Each sum runs
+    over the group's rows in ascending order from zero, as the sparse product (spread left factor times the
+    right one) it replaces did, so the values are the same; a group's sums accumulate in one dense vector
+    of the destinations, without the product's (groups x columns) rows and their sorting.
+    """
+    n = rows.shape[0]
+    filtered = lower.shape[0] > 0
+    bound = 0
+    for t in range(n):
+        h = rows[t]
+        bound += (l_indptr[h + 1] - l_indptr[h]) * (r_indptr[h + 1] - r_indptr[h])
+    acc = np.zeros(size)
+    mark = np.full(size, -1, dtype=np.int32)  # the group that last met each destination
+    touched = np.empty(min(bound, size), dtype=np.int64)
+    out_dest = np.empty(bound, dtype=np.int64)
+    out_group = np.empty(bound, dtype=np.int32)
+    out_value = np.empty(bound)
+    nnz = 0
+    t = 0
+    while t < n:
+        g = group[rows[t]]
+        n_touched = 0
+        while t < n and group[rows[t]] == g:
+            h = rows[t]
+            for a in range(l_indptr[h], l_indptr[h + 1]):
+                i = l_indices[a]
+                v = l_data[a]
+                for b in range(r_indptr[h], r_indptr[h + 1]):
+                    j = r_indices[b]
+                    if filtered and lower[i] < lower[j]:
+                        continue
+                    dest = row_base[i] + col_offset[j]
+                    if mark[dest] != g:
+                        mark[dest] = g
+                        touched[n_touched] = dest
+                        n_touched += 1
+                        acc[dest] = 0.0
+                    acc[dest] += v * r_data[b]
+            t += 1
+        for k in range(n_touched):
+            dest = touched[k]
+            if acc[dest] != 0.0:  # the sparse product kept no zero sums
+                out_dest[nnz] = dest
+                out_group[nnz] = g
+                out_value[nnz] = acc[dest]
+                nnz += 1
+    return out_dest[:nnz], out_group[:nnz], out_value[:nnz]

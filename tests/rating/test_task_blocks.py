@@ -206,3 +206,62 @@ def test_disjoint_groups_of_agents_participants_and_tasks_fit_block_by_block() -
         fit = fit_model(agent, human, y, task, spec=ModelSpec(kind="calibrated_task", integrate_hyper=False))
     assert fit.diagnostics["task_blocks"]["blocks"] == 2
     assert np.all(np.isfinite(fit.agent_mu))
+
+
+def _product_pair_sums(left, right, group, n_groups, row_base, col_offset, size, lower=None):
+    """The pair sums as a sparse product: the left factor spread over the groups times the right one."""
+    import scipy.sparse
+
+    n_rows, n_left = left.shape
+    coo = left.tocoo()
+    spread = scipy.sparse.csr_matrix(
+        (coo.data, (group[coo.row].astype(np.int64) * n_left + coo.col, coo.row)), shape=(n_groups * n_left, n_rows)
+    )
+    product = spread @ right
+    rows = np.repeat(np.arange(n_groups * n_left, dtype=np.int64), np.diff(product.indptr))
+    first, g, cols, values = rows % n_left, (rows // n_left).astype(np.int32), product.indices, product.data
+    if lower is not None:
+        keep = lower[first] >= lower[cols]
+        first, g, cols, values = first[keep], g[keep], cols[keep], values[keep]
+    return scipy.sparse.csr_matrix((values, (row_base[first] + col_offset[cols], g)), shape=(size, n_groups))
+
+
+@pytest.mark.parametrize("shape", ["clustered", "connected", "weighted"])
+def test_pair_operators_equal_the_sparse_product_and_the_per_group_sums(shape) -> None:
+    rng = np.random.default_rng(21)
+    if shape == "connected":
+        data = connected(rng, n_agents=4, n_humans=120, n_tasks=40, n_obs=900)
+    else:
+        data = clustered(rng, n_agents=3, n_humans=150, n_tasks=30, n_obs=1000, n_groups=3)
+    weights = rng.uniform(0.5, 2.0, data["y"].shape[0]) if shape == "weighted" else None
+    obs = _observations(data["agent"], data["human"], data["y"], data["task"], weights)
+    b = _structure(obs, tasks=True, blocks=True).blocks
+    c_agent, c_task, n_groups = b.couplings_agent, b.couplings_task, b.group_weight.shape[0]
+    p, n_t = b.n_agents, b.n_tasks
+    agents, tasks = np.arange(p, dtype=np.int64), np.arange(n_t, dtype=np.int64)
+    row_base = b.task_dest + b.task_local * b.task_size
+    references = {
+        "elim_aa": _product_pair_sums(c_agent, c_agent, b.group, n_groups, agents * p, agents, p * p),
+        "elim_ta": _product_pair_sums(c_task, c_agent, b.group, n_groups, tasks * p, agents, n_t * p),
+        "elim_tt": _product_pair_sums(
+            c_task, c_task, b.group, n_groups, row_base, b.task_local, b.storage, lower=b.task_local
+        ),
+    }
+    for name, reference in references.items():
+        matrix = getattr(b, name).matrix
+        # The same sums in the same order: bit for bit, entry for entry.
+        assert np.array_equal(matrix.indptr, reference.indptr), name
+        assert np.array_equal(matrix.indices, reference.indices), name
+        assert np.array_equal(matrix.data, reference.data), name
+    # And the per-group sums of outer products, written out densely.
+    ca, ct = c_agent.toarray(), c_task.toarray()
+    for g in range(n_groups):
+        members = b.group == g
+        aa = ca[members].T @ ca[members]
+        ta = ct[members].T @ ca[members]
+        tt = ct[members].T @ ct[members]
+        np.testing.assert_allclose(b.elim_aa.matrix[:, [g]].toarray().reshape(p, p), aa, rtol=1e-13, atol=1e-12)
+        np.testing.assert_allclose(b.elim_ta.matrix[:, [g]].toarray().reshape(n_t, p), ta, rtol=1e-13, atol=1e-12)
+        stored = b.elim_tt.matrix[:, [g]].toarray().ravel()
+        i, j = np.nonzero(b.same_block(tasks[:, None], tasks[None, :]) & (b.task_local[:, None] >= b.task_local))
+        np.testing.assert_allclose(stored[b.dest(i, j)], tt[i, j], rtol=1e-13, atol=1e-12)
