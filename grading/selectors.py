@@ -465,7 +465,8 @@ def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
         out.append(EpisodeProcessCodes(
             episode_id=episode.pk, worker_id=episode.participant_id,
             condition=episode.condition,
-            agent=episode.agent.name if episode.agent_id else "", task_id=episode.task_id, score=episode.score,
+            agent=episode.agent.name if episode.agent is not None else "", task_id=episode.task_id,
+            score=episode.score,
             worker_turns=transcript.user_prompts if transcript else None,
             worker_chars=transcript.user_chars if transcript else None,
             edit_ratio=_edit_ratio(transcript, episode.task.prompt),

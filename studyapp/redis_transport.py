@@ -67,14 +67,14 @@ class QoS(kombu_redis.QoS):
 class Channel(kombu_redis.Channel):
     QoS = QoS
     fail_fast = False
-    from_transport_options = (*kombu_redis.Channel.from_transport_options, "fail_fast")
+    from_transport_options = (*kombu_redis.Channel.from_transport_options, "fail_fast")  # type: ignore[assignment]
 
-    @property  # type: ignore[override]
-    def connection_class(self) -> type:
+    @property
+    def connection_class(self) -> type:  # type: ignore[override]
         return redis_breaker.FailFastConnection if self.fail_fast else kombu_redis.redis.Connection
 
-    @property  # type: ignore[override]
-    def connection_class_ssl(self) -> type:
+    @property
+    def connection_class_ssl(self) -> type:  # type: ignore[override]
         return redis_breaker.FailFastSSLConnection if self.fail_fast else kombu_redis.redis.SSLConnection
 
     def close(self) -> None:

@@ -79,7 +79,8 @@ def _check_sources(study: Study, task: TaskInstance, episodes: list[Episode], ru
         raise ComparisonError(f"A comparison needs at least {MIN_ITEMS} deliverables; {count} chosen.")
     if count > MAX_ITEMS:
         raise ComparisonError(f"A comparison shows at most {MAX_ITEMS} deliverables; {count} chosen.")
-    for source in (*episodes, *runs):
+    sources: list[Episode | SoloRun] = [*episodes, *runs]
+    for source in sources:
         if source.task_id != task.pk:
             raise ComparisonError("All deliverables of a comparison must answer the same task; "
                                   f"one answers “{source.task.title}”.")
@@ -212,7 +213,8 @@ def _lock_draft(assignment: ComparisonAssignment, user: Any) -> ComparisonAssign
 
 
 def _add_time(assignment: ComparisonAssignment, visible_seconds: float | None) -> None:
-    elapsed = max(0, math.ceil((timezone.now() - assignment.opened_at).total_seconds()))
+    opened = assignment.opened_at or timezone.now()  # callers check it is set (_editable); never counted as open
+    elapsed = max(0, math.ceil((timezone.now() - opened).total_seconds()))
     if visible_seconds is None:
         assignment.time_spent_seconds = max(assignment.time_spent_seconds, min(elapsed, NO_REPORT_CAP_SECONDS))
         return

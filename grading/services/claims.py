@@ -27,10 +27,11 @@ def running_claim(model: type[Row], key: dict[str, Any], *, create: dict[str, An
     now = timezone.now()
     lease = now + timedelta(seconds=lease_seconds())
     token = uuid.uuid4().hex
-    running = model.objects.filter(**key, status=RUNNING).first()
+    running = model._default_manager.filter(**key, status=RUNNING).first()
     if running is None:
-        return model.objects.create(**key, **create, status=RUNNING, claim=token, lease_expires_at=lease)
-    if running.lease_expires_at is not None and running.lease_expires_at >= now:
+        return model._default_manager.create(**key, **create, status=RUNNING, claim=token, lease_expires_at=lease)
+    expires = running.lease_expires_at  # type: ignore[attr-defined]  # every claimable model has the lease field
+    if expires is not None and expires >= now:
         raise CodingInFlight(in_flight)
     fields = {"claim": token, "lease_expires_at": lease, **(take_over or {})}
     for name, value in fields.items():
@@ -40,14 +41,14 @@ def running_claim(model: type[Row], key: dict[str, Any], *, create: dict[str, An
 
 
 def lease_renew(model: type[models.Model], pk: int, token: str) -> int:
-    return model.objects.filter(pk=pk, status=RUNNING, claim=token).update(
+    return model._default_manager.filter(pk=pk, status=RUNNING, claim=token).update(
         lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()))
 
 
 def lease_drop(model: type[models.Model], pk: int, token: str) -> None:
     """Give the claim back: the next message takes the row over at once."""
-    model.objects.filter(pk=pk, claim=token).update(lease_expires_at=None)
+    model._default_manager.filter(pk=pk, claim=token).update(lease_expires_at=None)
 
 
 def claim_held(model: type[models.Model], pk: int, token: str) -> bool:
-    return model.objects.filter(pk=pk, status=RUNNING, claim=token).exists()
+    return model._default_manager.filter(pk=pk, status=RUNNING, claim=token).exists()

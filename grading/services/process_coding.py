@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
@@ -174,7 +174,7 @@ def _finish(row: ProcessCoding, token: str, *, purpose: str, responses: Sequence
 
 def _call(row: ProcessCoding, spec: JudgeSpec, prompt: RenderedPrompt, *, final_attempt: bool) -> ProcessCoding:
     """Make the paid call under the claim's lease and store its outcome."""
-    instrument = _SPECS[row.instrument]
+    instrument = _SPECS[ProcessCoding.Instrument(row.instrument)]
     token = row.claim
     try:
         with LeaseKeeper(lambda: _renew(row.pk, token), lease_seconds() / 3):
@@ -195,8 +195,9 @@ def _call(row: ProcessCoding, spec: JudgeSpec, prompt: RenderedPrompt, *, final_
         claims.lease_drop(ProcessCoding, row.pk, token)
         raise
     markers = sorted(set(getattr(out, "markers", ())))
+    scored = cast(ToMOut | ResponseQualityOut, out)  # the instrument's own schema validated the reply
     return _finish(row, token, purpose=instrument.purpose, responses=responses, accepted=True,
-                   status=Status.SUCCEEDED, score=out.score, markers=markers, reason=one_line(out.reason, 1500))
+                   status=Status.SUCCEEDED, score=scored.score, markers=markers, reason=one_line(scored.reason, 1500))
 
 
 def _code_one(episode: Episode, transcript: EpisodeTranscript, instrument: str, spec: JudgeSpec, *, force: bool,

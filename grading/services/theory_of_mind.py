@@ -32,8 +32,8 @@ SUCCEEDED = "succeeded"
 
 def _judge_scores(codes: dict[str, JudgeCode], labels: tuple[str, ...]) -> list[tuple[str, float]]:
     """The pair's succeeded scores of one instrument, by judge label (other judges' old codings are ignored)."""
-    return [(label, float(codes[label].score)) for label in labels
-            if label in codes and codes[label].status == SUCCEEDED and codes[label].score is not None]
+    return [(label, float(score)) for label in labels if label in codes and codes[label].status == SUCCEEDED
+            and (score := codes[label].score) is not None]
 
 
 def _mean(scores: list[tuple[str, float]]) -> float:

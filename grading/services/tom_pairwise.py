@@ -130,7 +130,7 @@ def _call(row: ToMPairCoding, spec: JudgeSpec, prompt: RenderedPrompt, *, final_
         claims.lease_drop(ToMPairCoding, row.pk, token)
         raise
     return _finish(row, token, responses=responses, accepted=True, status=Status.SUCCEEDED, shown_choice=out.choice,
-                   winner=_WINNER[row.order][out.choice], reason=one_line(out.reason, 1500))
+                   winner=_WINNER[ToMPairCoding.Order(row.order)][out.choice], reason=one_line(out.reason, 1500))
 
 
 def _code_one(a: Episode, b: Episode, order: str, spec: JudgeSpec, seed: int, *,
