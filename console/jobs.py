@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Count, Max, Sum
 
 from experts.models import ToMGoldCode
-from grading.models import ProcessCoding
+from grading.models import ProcessCoding, ToMPairCoding
 from rating.models import RatingSnapshot
 from rating.synergy_episodes import synergy_fingerprint
 from studies.models import BackgroundJob, Study
@@ -43,8 +43,8 @@ def finished_synergy_result(study: Study) -> dict[str, Any] | None:
 
 def tom_cache_key(study: Study) -> str | None:
     """Return the key of the ToM analysis of the study's current episodes and codings (``None`` without ToM coding
-    or without the synergy model's data). It changes with the episodes, any current coding, the judge pair and the
-    experts' submitted gold codes."""
+    or without the synergy model's data). It changes with the episodes, any current coding, the judge pair, the
+    experts' submitted gold codes and the pairwise run's succeeded comparisons."""
     if not study.tom_coding:
         return None
     stamp = synergy_fingerprint(study)
@@ -57,8 +57,11 @@ def tom_cache_key(study: Study) -> str | None:
     gold = ToMGoldCode.objects.filter(item__sample__study=study, status=ToMGoldCode.Status.SUBMITTED).aggregate(
         n=Count("pk"), t=Max("submitted_at"))
     gold_when = int(gold["t"].timestamp()) if gold["t"] else 0
+    pairs = ToMPairCoding.objects.filter(study=study, status=ToMPairCoding.Status.SUCCEEDED).aggregate(
+        n=Count("pk"), t=Max("finished_at"))
+    pairs_when = int(pairs["t"].timestamp()) if pairs["t"] else 0
     return (f"tom:{study.pk}:{stamp}:{codings['n']}.{codings['s'] or 0}.{when}:{pair}"
-            f":{gold['n']}.{gold_when}")[:128]
+            f":{gold['n']}.{gold_when}:{pairs['n']}.{pairs_when}")[:128]
 
 
 def finished_tom_result(study: Study) -> dict[str, Any] | None:

@@ -75,6 +75,20 @@ def gold_rows(gold: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+PAIRWISE_MEASURES = (
+    ("order_consistency", "Same winner in both orders"),
+    ("position_a", "Answered “A” (the prompt shown first), of non-ties; 0.5 = no position bias"),
+    ("absolute_agreement", "Winner has the higher absolute ToM code, of decided comparisons"),
+)
+
+
+def pairwise_rows(pairwise: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The pairwise run per judge and pooled: each measure's share, interval and counts, or its reason."""
+    return [{"judge": row["judge"], "n_pairs": row["n_pairs"], "n_comparisons": row["n_comparisons"],
+             "measures": [{"key": key, "label": label, **row[key]} for key, label in PAIRWISE_MEASURES]}
+            for row in (pairwise or {}).get("rows") or []]
+
+
 def _gold_reason(result: dict[str, Any], gold: dict[str, Any] | None) -> str:
     if gold:
         return str(gold.get("reason") or "")
@@ -110,6 +124,10 @@ def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
         "judge_labels": result.get("judges") or [],
         "gold": analysis.get("gold") or {}, "gold_rows": gold_rows(analysis.get("gold")),
         "gold_reason": _gold_reason(result, analysis.get("gold")), "n_gold_codes": result.get("n_gold_codes", 0),
+        "pairwise_rows": pairwise_rows(result.get("pairwise")),
+        "pairwise_min": (result.get("pairwise") or {}).get("min_count", 5),
+        "pairwise_reason": (result.get("pairwise") or {}).get("reason")
+        or "the analysis was fitted before the pairwise run was summarised: fit it again",
         "counts": [{"status": k, "count": v} for k, v in (result.get("coding_counts") or {}).items()],
         "n_episodes": result.get("n_episodes", 0), "n_agent_episodes": result.get("n_agent_episodes", 0),
     }

@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 
+from grading.prompts import TOM_PAIR_PROMPT_VERSION
 from grading.providers import tom_coders
-from grading.selectors import EpisodeProcessCodes, JudgeCode, study_process_codes
+from grading.selectors import EpisodeProcessCodes, JudgeCode, study_process_codes, study_tom_pair_results
 from rating.synergy_episodes import SynergyEpisodes, synergy_episodes
 from rating.tom_analysis import TomInputs, tom_analysis
 from rating.tom_moderation import TomModerationData
+from rating.tom_pairwise_summary import PairAnswer, pairwise_summary
 from rating.tom_quality import QualityData
 from rating.tom_reliability import judge_gold_table, rating_table
 from studies.models import Study
@@ -142,7 +144,22 @@ def study_tom(study: Study, *, level: float = 0.95,
         "coding_counts": dict(sorted(counts.items())),
         "workers": _worker_traits(coded, inputs.moderation.tom), "reason": None,
         "quality_note": _quality_note(inputs.quality),
+        "pairwise": _pairwise(study, rows, labels, level),
     }
+
+
+def _pairwise(study: Study, rows: dict[int, EpisodeProcessCodes], labels: tuple[str, ...],
+              level: float) -> dict[str, Any]:
+    """The pairwise robustness run summarised per judge of the pair (current pair prompt only), against each
+    episode's mean absolute ToM code; a study that does not ask for the run and has none says so."""
+    results = [r for r in study_tom_pair_results(study.pk) if r.prompt_version == TOM_PAIR_PROMPT_VERSION]
+    if not results and study.tom_pairwise_pairs < 1:
+        return {"level": level, "rows": [], "reason": "this study does not ask for a pairwise run: set its "
+                "pairwise pairs cap and run manage.py code_tom_pairs"}
+    answers = [PairAnswer(episode_a=r.episode_a, episode_b=r.episode_b, order=r.order,
+                          judge=f"{r.provider}/{r.model}", shown=r.shown_choice, winner=r.winner) for r in results]
+    absolute = {pk: _mean(_judge_scores(row.tom, labels)) for pk, row in rows.items()}
+    return pairwise_summary(answers, absolute, labels, level)
 
 
 def _quality_note(quality: QualityData | None) -> str | None:

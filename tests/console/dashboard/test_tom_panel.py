@@ -14,6 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from console.dashboard import selectors, services
 from console.exports import build_export
@@ -213,3 +214,63 @@ def test_the_experts_gold_codes_check_the_judges_on_the_panel_and_refresh_the_re
     assert gold["n_items"] == 8 and gold["icc_single"] == pytest.approx(expected.icc_single, abs=1e-12)
     html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
     assert 'id="tom-gold"' in html and "ICC(2,1): the judges" in html
+
+
+def _pair(study, a, b, order, judge, shown, winner):
+    from grading.models import ToMPairCoding
+    from grading.prompts import TOM_PAIR_PROMPT_VERSION
+    from tests.factories.tom import PAIR
+
+    spec = PAIR[judge]
+    return ToMPairCoding.objects.create(study=study, episode_a=a, episode_b=b, order=order, seed=1,
+                                        prompt_version=TOM_PAIR_PROMPT_VERSION, provider=spec["provider"],
+                                        model=spec["model"], family=spec["provider"], status="succeeded",
+                                        shown_choice=shown, winner=winner, reason="r",
+                                        finished_at=timezone.now())
+
+
+def _tom_mean(episode) -> float:
+    return ((episode.pk % 6) + ((episode.pk + 1) % 6)) / 2
+
+
+def test_the_pairwise_run_is_summarised_per_judge_and_its_results_refresh_the_analysis(staff_client, monkeypatch):
+    """A judge that always answers "A" is fully position-biased and never order-consistent; the panel shows it."""
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
+    study = tom_study(slug="pairtom")
+    study.tom_pairwise_pairs = 6
+    study.save(update_fields=["tom_pairwise_pairs"])
+    services.analysis_job_run(job_id=services.analysis_request(study=study, kind="tom", actor=None).pk)
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    assert 'id="tom-pairwise-reason"' in html and "no pairwise comparison by the study" in html
+    key = selectors.analysis_cache_key(study, "tom", None)
+    agent = list(Episode.objects.filter(study=study, condition="with_agent").order_by("pk"))
+    pairs = [(agent[2 * i], agent[2 * i + 1]) for i in range(6)]
+    for a, b in pairs:
+        _pair(study, a, b, "ab", 0, "A", "a")
+        _pair(study, a, b, "ba", 0, "A", "b")
+    assert selectors.analysis_cache_key(study, "tom", None) != key, "new pair results make the analysis stale"
+    job = services.analysis_request(study=study, kind="tom", actor=None)
+    services.analysis_job_run(job_id=job.pk)
+    rows = {r["judge"]: r for r in BackgroundJob.objects.get(pk=job.pk).result["pairwise"]["rows"]}
+    judge = rows[LABELS[0]]
+    assert (judge["n_pairs"], judge["n_comparisons"]) == (6, 12)
+    assert (judge["order_consistency"]["successes"], judge["order_consistency"]["n"]) == (0, 6)
+    assert (judge["position_a"]["successes"], judge["position_a"]["n"], judge["position_a"]["share"]) == (12, 12, 1)
+    unequal = sum(1 for a, b in pairs if _tom_mean(a) != _tom_mean(b))
+    assert (judge["absolute_agreement"]["successes"], judge["absolute_agreement"]["n"]) == (unequal, 2 * unequal)
+    assert rows[LABELS[1]]["n_comparisons"] == 0 and rows[LABELS[1]]["position_a"]["share"] is None
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    table = html[html.index('id="tom-pairwise"'):]
+    table = table[:table.index("</table>")]
+    assert LABELS[0] in table and LABELS[1] in table and "all judges" in table
+    assert "0 of 6" in table and "12 of 12" in table and "1.000" in table
+    assert "Not identifiable: no pairs compared in both orders" in table
+
+
+def test_a_study_without_a_pairwise_run_says_how_to_ask_for_one(staff_client, monkeypatch):
+    monkeypatch.setattr("studyapp.celery.app.send_task", lambda *a, **k: None)
+    study = tom_study(slug="nopairs")
+    services.analysis_job_run(job_id=services.analysis_request(study=study, kind="tom", actor=None).pk)
+    html = staff_client.get(reverse("dashboard:tom", args=[study.slug])).content.decode()
+    assert 'id="tom-pairwise-reason"' in html and "code_tom_pairs" in html
+    assert 'id="tom-pairwise"' not in html
