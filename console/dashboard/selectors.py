@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from console.dashboard import counts
+from experts.services.preferences import preferences_fingerprint
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from grading.selectors import episodes_held
 from rating import selectors as rating_selectors
@@ -40,7 +41,7 @@ from studies.roles import file_jobs_visible
 from studies.task_choice import participants_with_task
 from surveys.selectors import answers_fingerprint
 
-ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders", "synergy")
+ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders", "synergy", "preferences")
 FILE_JOB_KINDS = ("export", "payouts")
 STALE_AFTER = dt.timedelta(hours=24)
 MONITOR_LIMIT = 50
@@ -437,6 +438,9 @@ def analysis_cache_key(
     if kind == "synergy":
         stamp = synergy_fingerprint(study)
         return None if stamp is None else f"synergy:{study.pk}:{stamp}"[:128]
+    if kind == "preferences":
+        stamp = preferences_fingerprint(study)
+        return None if stamp is None else f"preferences:{study.pk}:{stamp}"[:128]
     raise ValueError(f"kind must be one of {ANALYSIS_KINDS}, got {kind!r}")
 
 

@@ -26,6 +26,7 @@ from console.dashboard.collaboration import collaboration_analysis
 from console.dashboard.exceptions import JobRefused
 from console.dashboard.stability import study_stability
 from experts.services.gate import study_gate_evaluate
+from experts.services.preferences import study_preferences
 from rating import selectors as rating_selectors
 from rating.services import analysis as rating_analysis
 from rating.services.synergy import study_synergy, synergy_plan
@@ -218,8 +219,8 @@ def _study_of(job: BackgroundJob) -> Study:
 
 
 def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
-    """Compute a stored analysis (stability, surveys, collaboration, graders, synergy) or evaluate the expert
-    gate for its job."""
+    """Compute a stored analysis (stability, surveys, collaboration, graders, synergy, preferences) or evaluate
+    the expert gate for its job."""
 
     def work(job: BackgroundJob, progress: ProgressReporter) -> dict[str, Any]:
         study = _study_of(job)
@@ -243,6 +244,8 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
             result = collaboration_analysis(study)
         elif job.kind == "synergy":
             result = study_synergy(study)
+        elif job.kind == "preferences":
+            result = study_preferences(study)
         elif job.kind == "synergy_plan":
             result = synergy_plan(job.params)
         elif job.kind == "gate":

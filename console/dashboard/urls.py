@@ -25,6 +25,7 @@ urlpatterns = [
     path("<slug:slug>/costs/", _staff(views.costs), name="costs"),
     path("<slug:slug>/synergy/", _staff(views.synergy), name="synergy"),
     path("<slug:slug>/synergy/plan/", _staff(views.synergy_plan_run), name="synergy_plan"),
+    path("<slug:slug>/comparisons/", _staff(views.comparisons), name="comparisons"),
     path("<slug:slug>/exports/", _staff(views.exports), name="exports"),
     path("<slug:slug>/analysis/<str:kind>/run/", _staff(views.analysis_run), name="analysis_run"),
     path("<slug:slug>/jobs/<int:job_id>/status/", _staff(views.job_status), name="job_status"),
