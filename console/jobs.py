@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from experts.comparison_selectors import preferences_fingerprint
 from rating.models import RatingSnapshot
 from rating.synergy_episodes import synergy_fingerprint
 from studies.models import BackgroundJob, Study
@@ -31,5 +32,17 @@ def finished_synergy_result(study: Study) -> dict[str, Any] | None:
         return None
     job = (BackgroundJob.objects.filter(study=study, kind="synergy", status=BackgroundJob.Status.DONE,
                                         cache_key=f"synergy:{study.pk}:{stamp}"[:128])
+           .order_by("-finished_at", "-created_at").first())
+    return job.result if job else None
+
+
+def finished_preferences_result(study: Study) -> dict[str, Any] | None:
+    """Return the stored preference fit of the study's current rankings and scores, or ``None`` when none was
+    computed for them (a fit of earlier data would disagree with the rows it is shown beside)."""
+    stamp = preferences_fingerprint(study)
+    if stamp is None:
+        return None
+    job = (BackgroundJob.objects.filter(study=study, kind="preferences", status=BackgroundJob.Status.DONE,
+                                        cache_key=f"preferences:{study.pk}:{stamp}"[:128])
            .order_by("-finished_at", "-created_at").first())
     return job.result if job else None

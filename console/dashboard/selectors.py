@@ -29,7 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from console.dashboard import counts
-from experts.services.preferences import preferences_fingerprint
+from experts.comparison_selectors import preferences_fingerprint
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from grading.selectors import episodes_held
 from rating import selectors as rating_selectors

@@ -13,14 +13,11 @@ names (``human_agent``/``human_alone``/``agent_alone``) to the model's (``with_a
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Max
-
 from experts.comparison_selectors import SubmittedComparison, study_submitted_comparisons
-from experts.models import ComparisonAssignment, ComparisonItem
+from experts.models import ComparisonItem
 from rating.models import GradeObservation
 from rating.preferences import (
     ComparisonRow,
@@ -137,23 +134,6 @@ def preference_rows(study: Study) -> PreferenceRows:
     runs, run_sources = _solo_rows(study, compared_runs, labels)
     scores = _score_rows(study, {s["id"] for s in sources.values()}, {s["id"] for s in run_sources.values()})
     return PreferenceRows(episodes + runs, scores, [_comparison_row(c) for c in submitted], sources | run_sources)
-
-
-def preferences_fingerprint(study: Study) -> str | None:
-    """A stamp that changes whenever the rankings or scores behind the analysis may have; ``None`` without a
-    submitted comparison (then there is nothing to fit)."""
-    submitted = ComparisonAssignment.objects.filter(comparison_set__study=study,
-                                                    status=ComparisonAssignment.Status.SUBMITTED)
-    comps = submitted.aggregate(n=Count("pk"), t=Max("submitted_at"))
-    if not comps["n"]:
-        return None
-    parts = (
-        sorted(submitted.values_list("pk", flat=True)), str(comps["t"]),
-        sorted(GradeObservation.objects.filter(study=study, active=True).values_list("pk", "y")),
-        sorted(Episode.objects.filter(study=study, score__isnull=False).values_list("pk", "score")),
-        sorted(SoloRun.objects.filter(study=study, score__isnull=False).values_list("pk", "score")),
-    )
-    return f"{comps['n']}.{hashlib.sha256(repr(parts).encode()).hexdigest()[:16]}"
 
 
 def study_preferences(study: Study, *, level: float = 0.95) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from django.urls import reverse
 from console.dashboard import services
 from experts.services.preferences import study_preferences
 from studies.models import BackgroundJob, Episode, SoloRun
-from tests.experts.test_preference_service import grade, rank_set
+from tests.experts.test_preference_service import VARIED, grade, rank_set
 from tests.factories.experts import make_comparison_world, make_solo_run
 from tests.factories.users import UserFactory
 
@@ -35,8 +35,7 @@ def fitted_world():
     SoloRun.objects.filter(pk=world["run"].pk).update(score=40.0)
     SoloRun.objects.filter(pk=make_solo_run(study=world["study"], task=world["task"], agent=world["agent"]).pk
                            ).update(score=46.0)
-    rank_set(world, staff, {"human_agent": 1, "agent_alone": 2, "human_alone": 3}, experts=3)
-    rank_set(world, staff, {"human_agent": 2, "agent_alone": 3, "human_alone": 1}, experts=1)
+    rank_set(world, staff, VARIED, experts=len(VARIED))
     return world
 
 
