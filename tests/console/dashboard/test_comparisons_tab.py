@@ -113,3 +113,17 @@ def test_the_tab_is_staff_only(client, no_broker):
     response = client.get(url)
     assert response.status_code == 302 and "login" in response["Location"]
     assert not BackgroundJob.objects.filter(kind="preferences").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_preference_job_runs_on_a_real_worker(celery_worker_process):
+    from tests.conftest import wait_for
+
+    study = fitted_world()["study"]
+    worker = celery_worker_process(queues="default")
+    job = services.analysis_request(study=study, kind="preferences", actor=None)  # enqueued on commit
+    wait_for(lambda: BackgroundJob.objects.get(pk=job.pk).status in ("done", "failed"), timeout=120)
+    job.refresh_from_db()
+    assert job.status == "done", job.error + worker.output()[-3000:]
+    assert job.progress_done == job.progress_total == 1
+    assert job.result == study_preferences(study) and job.result["fit"]["win_rates"]
