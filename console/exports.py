@@ -29,7 +29,13 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from console import economics
-from console.jobs import converged_part, finished_stability_job, finished_synergy_result, finished_tom_result
+from console.jobs import (
+    converged_part,
+    finished_preferences_result,
+    finished_stability_job,
+    finished_synergy_result,
+    finished_tom_result,
+)
 from experts import comparison_selectors
 from experts.models import (
     ComparisonAssignment,
@@ -420,6 +426,22 @@ COMPARISON_TABLES: tuple[Table, ...] = (
         _c("length_chars", "integer", "Characters of extracted deliverable text (empty: not extracted)."),
         _c("size_bytes", "integer", "Total size of the deliverable files."),
     )),
+    Table("comparison_win_rates.csv", "The preference model's win / tie / loss rates of every arm against every "
+          "other (rankings and rubric scores fitted jointly; at equal position and length), one row per arm pair; "
+          "empty when the preference fit had not been run for the current comparisons and scores.", (
+        _c("arm", "string", "Arm: worker alone, with agent: <agent> or agent alone: <agent>."),
+        _c("versus", "string", "Arm compared with (the worker alone where it is one side)."),
+        *(_c(f"{name}{suffix}", "number", f"{label}{words}") for name, label in (
+            ("win", "Probability the arm's deliverable is preferred"),
+            ("tie", "Probability of a tie (0 without a tie term: no tie was observed)"),
+            ("loss", "Probability the other arm's deliverable is preferred"))
+          for suffix, words in _BOUNDS),
+        _c("level", "number", "Interval level (0.95)."),
+        _c("raw_wins", "integer", "Raw count of ranked pairs the arm won (not modelled)."),
+        _c("raw_ties", "integer", "Raw count of tied ranked pairs (not modelled)."),
+        _c("raw_losses", "integer", "Raw count of ranked pairs the arm lost (not modelled)."),
+        _c("not_identifiable", "string", "Why the model gives no rate for this pair (empty when it does)."),
+    )),
 )
 # Written only for a study that codes theory of mind or holds such codings, so other studies' exports keep their files.
 PROCESS_TABLES: tuple[Table, ...] = (
@@ -776,6 +798,22 @@ def _tom_estimate_rows(result: dict[str, Any] | None) -> Iterator[dict[str, Any]
         row = {"estimate": value, "lower": bounds[0] if bounds else None,
                "upper": bounds[1] if bounds else None} if value is not None else None
         yield _tom_estimate("judges", term, row, base, judges.get("reason") or "no ToM code from the judges")
+
+
+def _comparison_win_rate_rows(result: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    """The stored preference fit's win-rate table; a rate without an interval (no tie term) keeps its bounds empty."""
+    fit = (result or {}).get("fit") or {}
+    for row in fit.get("win_rates") or []:
+        out: dict[str, Any] = {"arm": row["cell"], "versus": row["versus"], "level": fit.get("level"),
+                               "not_identifiable": row.get("not_identifiable", "")}
+        for name in ("win", "tie", "loss"):
+            value = row.get(name) or {}
+            out.update({f"{name}{suffix}": value.get(key) for suffix, key in (
+                ("", "estimate"), ("_lower", "lower"), ("_upper", "upper"))})
+        observed = row.get("observed") or {}
+        out.update({"raw_wins": observed.get("wins"), "raw_ties": observed.get("ties"),
+                    "raw_losses": observed.get("losses")})
+        yield out
 
 
 def _episode_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
@@ -1334,6 +1372,8 @@ def build_export(
         if has_comparisons(study):
             writer.table(TABLE_BY_FILE["comparisons.csv"], _comparison_rows(study, hasher))
             writer.table(TABLE_BY_FILE["comparison_rankings.csv"], _comparison_ranking_rows(study, hasher))
+            writer.table(TABLE_BY_FILE["comparison_win_rates.csv"],
+                         _comparison_win_rate_rows(finished_preferences_result(study)))
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
         if has_process_codings(study):
             writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))

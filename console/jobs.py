@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Sum
 
+from experts.comparison_selectors import preferences_fingerprint
 from experts.models import ToMGoldCode
 from grading.models import ProcessCoding, ToMPairCoding
 from rating.models import RatingSnapshot
@@ -82,3 +83,15 @@ def converged_part(part: dict[str, Any] | None) -> dict[str, Any]:
     if part.get("converged") is False:
         return {"reasons": part.get("reasons") or {"convergence": "the fit did not converge"}}
     return part
+
+
+def finished_preferences_result(study: Study) -> dict[str, Any] | None:
+    """Return the stored preference fit of the study's current rankings and scores, or ``None`` when none was
+    computed for them (a fit of earlier data would disagree with the rows it is shown beside)."""
+    stamp = preferences_fingerprint(study)
+    if stamp is None:
+        return None
+    job = (BackgroundJob.objects.filter(study=study, kind="preferences", status=BackgroundJob.Status.DONE,
+                                        cache_key=f"preferences:{study.pk}:{stamp}"[:128])
+           .order_by("-finished_at", "-created_at").first())
+    return job.result if job else None

@@ -9,11 +9,12 @@ stored as a ``SoloRun`` rather than an episode). Arms are named per agent where 
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 
 from experts.models import (
     ComparisonAssignment,
@@ -24,6 +25,7 @@ from experts.models import (
     ExpertProfile,
 )
 from grading.models import Extraction
+from rating.models import GradeObservation
 from studies.models import Episode, EpisodeFile, SoloRun, SoloRunFile, Study, TaskInstance
 
 OPEN = (ComparisonAssignment.Status.ASSIGNED, ComparisonAssignment.Status.IN_PROGRESS)
@@ -349,3 +351,20 @@ def raw_arm_pair_counts(comparisons: list[SubmittedComparison]) -> list[PairCoun
                 else:
                     row[1] += 1
     return [PairCount(a, b, *row) for (a, b), row in sorted(counts.items())]
+
+
+def preferences_fingerprint(study: Study) -> str | None:
+    """A stamp that changes whenever the rankings or scores behind the analysis may have; ``None`` without a
+    submitted comparison (then there is nothing to fit)."""
+    submitted = ComparisonAssignment.objects.filter(comparison_set__study=study,
+                                                    status=ComparisonAssignment.Status.SUBMITTED)
+    comps = submitted.aggregate(n=Count("pk"), t=Max("submitted_at"))
+    if not comps["n"]:
+        return None
+    parts = (
+        sorted(submitted.values_list("pk", flat=True)), str(comps["t"]),
+        sorted(GradeObservation.objects.filter(study=study, active=True).values_list("pk", "y")),
+        sorted(Episode.objects.filter(study=study, score__isnull=False).values_list("pk", "score")),
+        sorted(SoloRun.objects.filter(study=study, score__isnull=False).values_list("pk", "score")),
+    )
+    return f"{comps['n']}.{hashlib.sha256(repr(parts).encode()).hexdigest()[:16]}"

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from console.dashboard import counts
 from console.jobs import tom_cache_key
+from experts.comparison_selectors import preferences_fingerprint
 from grading.models import EpisodeTranscript, FluencyCoding, JudgeRun, LLMUsage
 from grading.selectors import episodes_held
 from rating import selectors as rating_selectors
@@ -41,7 +42,7 @@ from studies.roles import file_jobs_visible
 from studies.task_choice import participants_with_task
 from surveys.selectors import answers_fingerprint
 
-ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders", "synergy", "tom")
+ANALYSIS_KINDS = ("stability", "surveys", "collaboration", "graders", "synergy", "tom", "preferences")
 FILE_JOB_KINDS = ("export", "payouts")
 STALE_AFTER = dt.timedelta(hours=24)
 MONITOR_LIMIT = 50
@@ -440,6 +441,9 @@ def analysis_cache_key(
         return None if stamp is None else f"synergy:{study.pk}:{stamp}"[:128]
     if kind == "tom":
         return tom_cache_key(study)
+    if kind == "preferences":
+        stamp = preferences_fingerprint(study)
+        return None if stamp is None else f"preferences:{study.pk}:{stamp}"[:128]
     raise ValueError(f"kind must be one of {ANALYSIS_KINDS}, got {kind!r}")
 
 

@@ -27,6 +27,7 @@ from console.dashboard.exceptions import JobRefused
 from console.dashboard.stability import study_stability
 from experts import selectors as expert_selectors
 from experts.services.gate import study_gate_evaluate
+from experts.services.preferences import study_preferences
 from grading.services.theory_of_mind import study_tom
 from rating import selectors as rating_selectors
 from rating.services import analysis as rating_analysis
@@ -220,8 +221,8 @@ def _study_of(job: BackgroundJob) -> Study:
 
 
 def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
-    """Compute a stored analysis (stability, surveys, collaboration, graders, synergy) or evaluate the expert
-    gate for its job."""
+    """Compute a stored analysis (stability, surveys, collaboration, graders, synergy, preferences) or evaluate
+    the expert gate for its job."""
 
     def work(job: BackgroundJob, progress: ProgressReporter) -> dict[str, Any]:
         study = _study_of(job)
@@ -248,6 +249,8 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
         elif job.kind == "tom":
             result = study_tom(study, gold=[(g.episode_id, g.expert_id, float(g.score))
                                             for g in expert_selectors.study_tom_gold(study.pk)])
+        elif job.kind == "preferences":
+            result = study_preferences(study)
         elif job.kind == "synergy_plan":
             result = synergy_plan(job.params)
         elif job.kind == "gate":

@@ -26,6 +26,7 @@ urlpatterns = [
     path("<slug:slug>/synergy/", _staff(views.synergy), name="synergy"),
     path("<slug:slug>/synergy/plan/", _staff(views.synergy_plan_run), name="synergy_plan"),
     path("<slug:slug>/why-some-gain-more/", _staff(views.tom), name="tom"),
+    path("<slug:slug>/comparisons/", _staff(views.comparisons), name="comparisons"),
     path("<slug:slug>/exports/", _staff(views.exports), name="exports"),
     path("<slug:slug>/analysis/<str:kind>/run/", _staff(views.analysis_run), name="analysis_run"),
     path("<slug:slug>/jobs/<int:job_id>/status/", _staff(views.job_status), name="job_status"),

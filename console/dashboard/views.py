@@ -19,11 +19,13 @@ from console.dashboard import cached, counts, pages, power, selectors, services
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
+from console.dashboard.preferences import preference_page
 from console.dashboard.synergy import synergy_page
 from console.dashboard.synergy_planning import synergy_plan_context, synergy_plan_inputs, synergy_plan_request
 from console.dashboard.tom import tom_page
 from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
+from experts import comparison_selectors as csel
 from experts import selectors as expert_selectors
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
@@ -44,6 +46,7 @@ TABS = (
     ("costs", "Time & cost"),
     ("synergy", "Who benefits"),
     ("tom", "Why some gain more"),
+    ("comparisons", "Comparisons"),
     ("exports", "Exports & payouts"),
 )
 
@@ -205,6 +208,19 @@ def tom(request: HttpRequest, slug: str) -> HttpResponse:
                    state=state, result=shown, view=tom_page(shown))
 
 
+def comparisons(request: HttpRequest, slug: str) -> HttpResponse:
+    """Which deliverable experts prefer: the stored preference fit of the blind comparisons and rubric scores,
+    beside the raw counts of ranked pairs."""
+    study = _study(slug)
+    state = _analysis_context(request, study, "preferences", auto=True)
+    shown = state.result or (state.stale.result if state.stale else None)
+    return _render(
+        request, "console/comparisons.html", study, "comparisons", f"{study.name}: blind comparisons",
+        state=state, result=shown, view=preference_page(shown),
+        pair_counts=csel.raw_arm_pair_counts(csel.study_submitted_comparisons(study)),
+    )
+
+
 @require_POST
 def synergy_plan_run(request: HttpRequest, slug: str) -> HttpResponse:
     """Start a plan of the solo condition for a target boost-interval width."""
@@ -271,7 +287,7 @@ def analysis_run(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
         messages.error(request, str(exc))
     target = {"stability": "dashboard:leaderboard", "graders": "dashboard:leaderboard",
               "surveys": "dashboard:surveys", "synergy": "dashboard:synergy",
-              "tom": "dashboard:tom"}.get(kind, "dashboard:collaboration")
+              "tom": "dashboard:tom", "preferences": "dashboard:comparisons"}.get(kind, "dashboard:collaboration")
     url = reverse(target, kwargs={"slug": study.slug})
     return redirect(url + ("?cluster=human" if kind == "stability" and cluster == "human" else ""))
 

@@ -28,7 +28,7 @@ from console.api.serializers import (
 )
 from console.api.views.base import StaffApiMixin
 from console.dashboard.services import export_request, job_download_record
-from console.jobs import finished_stability_job
+from console.jobs import finished_preferences_result, finished_stability_job
 from experts.comparison_selectors import raw_arm_pair_counts, study_submitted_comparisons
 from rating.selectors import latest_snapshot
 from studies.files import serve_private_file
@@ -120,6 +120,18 @@ class StudyViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
         rows = study_submitted_comparisons(self._study())
         return Response(StudyComparisonsSerializer({"comparisons": rows,
                                                     "raw_arm_pair_counts": raw_arm_pair_counts(rows)}).data)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: _NOT_YET},
+                   summary="The preference model's fit of the blind comparisons and rubric scores: win/tie rates of "
+                           "every arm against every other with intervals, quality differences, expert effects, "
+                           "agreement with the scores; what it cannot identify is named without a number")
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def preferences(self, request: Request, slug: str) -> Response:
+        result = finished_preferences_result(self._study())
+        if result is None:
+            raise NotFound("No preference fit of this study's current comparisons has finished; open the "
+                           "dashboard's Comparisons tab to start one.", code="no_preference_fit")
+        return Response(result)
 
     @extend_schema(parameters=[SurveyStatisticsQuery], responses={200: OpenApiTypes.OBJECT, 404: _NOT_YET},
                    summary="Paired pre/post survey statistics and their relation to skill")

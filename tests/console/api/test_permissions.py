@@ -49,6 +49,10 @@ ENDPOINTS = [
     Endpoint("get", "/api/studies/{slug}/costs/", lambda w: f"/api/studies/{w.study.slug}/costs/", STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/comparisons/", lambda w: f"/api/studies/{w.study.slug}/comparisons/",
              STAFF_ONLY),
+    # Staff get 404 here: the world has no finished preference fit (tests/console/test_preference_exports.py
+    # checks the 200).
+    Endpoint("get", "/api/studies/{slug}/preferences/", lambda w: f"/api/studies/{w.study.slug}/preferences/",
+             {**STAFF_ONLY, "staff": 404}),
     Endpoint("get", "/api/studies/{slug}/survey-statistics/",
              lambda w: f"/api/studies/{w.study.slug}/survey-statistics/", STAFF_ONLY),
     Endpoint("get", "/api/studies/{slug}/exports/", lambda w: f"/api/studies/{w.study.slug}/exports/", STAFF_ONLY),
