@@ -7,8 +7,11 @@ no random number is spent, so seeds replay exactly the pairings they always did.
 Order: ``solo_first`` gives a worker's first k tasks solo, ``agent_first`` the last k; ``counterbalanced``
 draws one of the two per worker with probability 1/2 at their first task, and every later episode of the worker
 repeats the order drawn (stored on each episode with its probability, so order and learning can be separated
-from the agent's effect). A skipped task does not count towards its condition, so a replacement task keeps the
-worker's split.
+from the agent's effect). Where skipped tasks are replaced (``post_survey_gate = all_submitted``) a skip does not
+count towards its condition, so the replacement keeps the worker's split; where a skip uses up its place in the
+session (the default gate), it counts where it stood, so the solo tasks keep their positions in either order
+(otherwise a skipped agent task under "agent first" would cost the worker a solo task, and one order would lose
+solo tasks the other keeps).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class ConditionDraw:
 
 
 def condition_of_next(*, solo_total: int, session_total: int, order: str, solo_done: int, agent_done: int) -> str:
-    """Return the condition of the next task given how many of each the worker has done (skips excluded)."""
+    """Return the condition of the next task given how many of each the worker has done (replaced skips excluded)."""
     agent_total = max(session_total - solo_total, 0)
     if solo_total <= 0:
         return WITH_AGENT
@@ -63,7 +66,8 @@ def condition_draw(*, participant: Participant, rng: Any) -> ConditionDraw:
         order, probability = (ORDERS[0] if rng.random() < 0.5 else ORDERS[1]), 0.5
     else:
         order, probability = study.condition_order, 1.0
-    counted = [c for c, _, _, status in earlier if status != Episode.Status.SKIPPED]
+    replaced = study.post_survey_gate == Study.PostSurveyGate.ALL_SUBMITTED
+    counted = [c for c, _, _, status in earlier if not (replaced and status == Episode.Status.SKIPPED)]
     condition = condition_of_next(
         solo_total=study.solo_tasks_per_session, session_total=study.tasks_per_session, order=order,
         solo_done=counted.count(SOLO), agent_done=counted.count(WITH_AGENT))

@@ -274,7 +274,8 @@ class Study(models.Model):
             raise ValidationError({"gate_mode": "Enforcing the gate holds episodes for experts, but with the "
                                                 "automated score source their expert grades never count; choose "
                                                 "the blended or expert score source first."})
-
+        if self.tom_coders is None:  # an emptied admin field: "use the default pair", stored as the empty list
+            self.tom_coders = []
         if self.tom_coders and (problem := tom_coder_problem(self.tom_coders)) is not None:
             raise ValidationError({"tom_coders": problem})
 

@@ -52,3 +52,12 @@ def test_valid_settings_save():
     form.save()
     study.refresh_from_db()
     assert (study.gate_mode, study.calibration_rate, study.gate_min_episodes) == ("enforce", 0.25, 20)
+
+
+def test_an_emptied_tom_coders_field_saves_as_the_default_pair_not_a_server_error():
+    study = StudyFactory()
+    form = _form(study, tom_coders="")
+    assert form.is_valid(), form.errors
+    form.save()
+    study.refresh_from_db()
+    assert study.tom_coders == []

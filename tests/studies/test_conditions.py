@@ -126,3 +126,20 @@ def test_a_study_refuses_as_many_solo_tasks_as_tasks_per_session():
     world.study.solo_tasks_per_session = world.study.tasks_per_session
     with pytest.raises(ValidationError, match="At least one task per session"):
         world.study.full_clean()
+
+
+@pytest.mark.parametrize("order", ["solo_first", "agent_first"])
+def test_a_skip_that_uses_up_its_place_keeps_the_solo_tasks_in_their_positions(order):
+    # The default gate: a skipped task is not replaced, so it counts where it stood and both orders keep two solo
+    # tasks in a session of five (a skipped agent task under "agent first" does not cost a solo task).
+    world = make_world(tasks=8, capacity=5, solo_tasks_per_session=2, condition_order=order)
+    participant = make_participant(world)
+    conditions = []
+    for position in range(1, 6):
+        episode = episode_assign(participant=participant, position=position)
+        skipped = episode.condition == AGENT and not any(c == AGENT for c in conditions)
+        status = m.Episode.Status.SKIPPED if skipped else m.Episode.Status.SUBMITTED
+        m.Episode.objects.filter(pk=episode.pk).update(status=status)
+        conditions.append(episode.condition)
+    assert conditions == ([SOLO, SOLO, AGENT, AGENT, AGENT] if order == "solo_first"
+                          else [AGENT, AGENT, AGENT, SOLO, SOLO])
