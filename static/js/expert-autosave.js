@@ -85,4 +85,5 @@ window.expertAutosave = function (form, collect, onChange) {
     flushVisible();
     if (dirty || pendingSeconds >= 60) save(false);
   }, 8000);
+  form.dataset.autosave = "ready";  // changes from here on are saved (a browser test waits for this mark)
 };

@@ -84,6 +84,7 @@ def test_staff_build_a_set_experts_rank_it_blind_on_desktop_and_phone_and_staff_
     for hidden in ("Hidden Agent Q", "qx-77", "64.25", "PSEUDO-W2", "alone", "Solo", "solo"):
         assert hidden not in body, hidden
     expect(page.locator("section.deliverable")).to_have_count(3)
+    expect(page.locator("#compare-form[data-autosave='ready']")).to_be_attached()  # the draft autosave is listening
     page.select_option("#id_rank_1", "2")
     expect(page.locator("#autosave-status")).to_contain_text("Saved at", timeout=20_000)
     page.reload()

@@ -90,6 +90,7 @@ def test_expert_authors_a_rubric_staff_approve_it_and_the_expert_grades_blind(pa
     body = page.content()
     assert "Hidden Agent Z" not in body and "42.5" not in body
     expect(page.locator("pre.extracted")).to_contain_text("| Feb | 250 |")
+    expect(page.locator("#grade-form[data-autosave='ready']")).to_be_attached()  # the draft autosave is listening
     criteria = list(rubric.criteria.order_by("order"))
     page.check(f"input[name='verdict_{criteria[0].pk}'][value='pass']")
     expect(page.locator("#autosave-status")).to_contain_text("Saved at", timeout=20_000)

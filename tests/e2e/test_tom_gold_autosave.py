@@ -26,6 +26,7 @@ def test_the_gold_code_draft_saves_itself_and_survives_a_reload_on_a_phone(page)
     page.set_viewport_size({"width": 390, "height": 844})
     login(page, "gwen", PASSWORD)
     page.goto(f"/expert/tom/{code.pk}/")
+    expect(page.locator("#tom-form[data-autosave='ready']")).to_be_attached()  # the draft autosave is listening
     page.check("input[name='score'][value='4']")
     page.check("input[name='markers'][value='rapport']")
     page.fill("#id_reason", "Explains what the agent cannot see.")
