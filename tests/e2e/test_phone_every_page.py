@@ -36,7 +36,7 @@ VISITED_HERE = frozenset({
     "worker:home", "worker:declined",
     "dashboard:index", "dashboard:glossary", "dashboard:overview", "dashboard:leaderboard", "dashboard:gate",
     "dashboard:surveys", "dashboard:collaboration", "dashboard:costs", "dashboard:synergy", "dashboard:exports",
-    "dashboard:comparisons",
+    "dashboard:comparisons", "dashboard:tom",
     "expert:home", "expert:invite_accept", "expert:task_detail", "expert:rubric_detail", "expert:rubric_edit",
     "expert:grade",
     "expert:staff_experts", "expert:staff_expert_edit", "expert:staff_rubrics", "expert:staff_rubric_review",
@@ -183,8 +183,8 @@ def _staff_pages(visits: _Visits, data, assignment) -> None:
     slug = data.study.slug
     visits.open(reverse("dashboard:index"), "dashboard-index")
     visits.open(reverse("dashboard:glossary"), "dashboard-glossary")
-    for name in ("overview", "leaderboard", "gate", "surveys", "collaboration", "costs", "synergy", "comparisons",
-                 "exports"):
+    for name in ("overview", "leaderboard", "gate", "surveys", "collaboration", "costs", "synergy", "tom",
+                 "comparisons", "exports"):
         visits.open(reverse(f"dashboard:{name}", args=[slug]), f"dashboard-{name}")
     profile = ExpertProfile.objects.get(user__username="eva")
     rubric = Rubric.objects.filter(task=assignment.episode.task).order_by("-pk").first()
