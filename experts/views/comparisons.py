@@ -10,7 +10,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from experts import comparison_selectors as csel
@@ -21,6 +20,7 @@ from experts.models import ComparisonAssignment, ComparisonPlacement, ExpertProf
 from experts.services import preview
 from experts.services.comparisons import comparison_open, comparison_save_draft, comparison_submit
 from experts.views.access import grader_page
+from experts.views.autosave import draft_autosave_reply
 from studies.files import serve_private_file
 
 
@@ -82,17 +82,10 @@ def compare(request: HttpRequest, profile: ExpertProfile, assignment_id: int) ->
 def compare_autosave(request: HttpRequest, profile: ExpertProfile, assignment_id: int) -> JsonResponse:
     """Save the page's answers as a draft; JSON in, JSON out (409 once submitted or withdrawn)."""
     assignment = _assignment(profile, assignment_id)
-    try:
-        posted = comparison_input_from_json(request.body)
-        saved = comparison_save_draft(assignment=assignment, user=request.user, **posted.kwargs())
-    except ComparisonNotEditable as exc:
-        return JsonResponse({"error": exc.message}, status=409)
-    except ExpertError as exc:
-        return JsonResponse({"error": exc.message}, status=400)
-    except ValueError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse({"ok": True, "saved_at": timezone.now().isoformat(),
-                         "time_spent_seconds": saved.time_spent_seconds})
+    return draft_autosave_reply(
+        lambda: comparison_save_draft(assignment=assignment, user=request.user,
+                                      **comparison_input_from_json(request.body).kwargs()),
+        not_editable=(ComparisonNotEditable,))
 
 
 @grader_page

@@ -10,7 +10,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from experts import metrics
@@ -21,6 +20,7 @@ from experts.models import ExpertAssignment, ExpertGrade, ExpertProfile
 from experts.services import preview
 from experts.services.grading import grade_open, grade_save_draft, grade_submit
 from experts.views.access import grader_page
+from experts.views.autosave import draft_autosave_reply
 from studies.files import serve_private_file
 
 
@@ -92,17 +92,9 @@ def grade_autosave(request: HttpRequest, profile: ExpertProfile, assignment_id: 
     current = ExpertGrade.objects.filter(assignment=assignment).first()
     if current is None:
         return JsonResponse({"error": "Open the grading page first."}, status=409)
-    try:
-        posted = grade_input_from_json(request.body)
-        saved = grade_save_draft(grade=current, user=request.user, **posted.kwargs())
-    except GradeNotEditable as exc:
-        return JsonResponse({"error": exc.message}, status=409)
-    except ExpertError as exc:
-        return JsonResponse({"error": exc.message}, status=400)
-    except ValueError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse({"ok": True, "saved_at": timezone.now().isoformat(),
-                         "time_spent_seconds": saved.time_spent_seconds})
+    return draft_autosave_reply(
+        lambda: grade_save_draft(grade=current, user=request.user, **grade_input_from_json(request.body).kwargs()),
+        not_editable=(GradeNotEditable,))
 
 
 @grader_page

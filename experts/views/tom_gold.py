@@ -21,6 +21,7 @@ from experts.forms import ToMGoldDrawForm
 from experts.models import ExpertProfile, ToMGoldCode
 from experts.services.tom_gold import tom_gold_open, tom_gold_sample_draw, tom_gold_save
 from experts.views.access import grader_page
+from experts.views.autosave import draft_autosave_reply
 from grading.schemas import TOM_MARKERS
 from studies.models import Study
 from studies.roles import staff_required
@@ -83,16 +84,14 @@ def tom_gold_autosave(request: HttpRequest, profile: ExpertProfile, code_id: int
     code = _code(profile, code_id)
     if code.status == ToMGoldCode.Status.SUBMITTED:
         return JsonResponse({"error": "This ToM code was already submitted."}, status=409)
-    try:
-        data = json.loads(request.body or b"{}")
-        if not isinstance(data, dict):
-            raise ExpertError("Send a JSON object.")
-        saved = tom_gold_save(code=code, user=request.user, **_posted(data))
-    except json.JSONDecodeError:
-        return JsonResponse({"error": "The body is not JSON."}, status=400)
-    except ExpertError as exc:
-        return JsonResponse({"error": exc.message}, status=400)
-    return JsonResponse({"ok": True, "time_spent_seconds": saved.time_spent_seconds})
+    return draft_autosave_reply(lambda: tom_gold_save(code=code, user=request.user, **_posted(_json_object(request))))
+
+
+def _json_object(request: HttpRequest) -> dict:
+    data = json.loads(request.body or b"{}")
+    if not isinstance(data, dict):
+        raise ExpertError("Send a JSON object.")
+    return data
 
 
 @staff_required
