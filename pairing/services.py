@@ -22,11 +22,18 @@ random (``balanced``), or at random with probabilities favouring information abo
 Randomness comes from ``random.Random(seed)``; the seed is drawn per assignment and stored in
 ``Episode.pairing_seed``, so every draw can be replayed from the same database state.
 
-Concurrency: the whole choice runs in one transaction. On PostgreSQL the participant row, the candidate
-task rows and the agent rows are locked with ``SELECT … FOR UPDATE`` (always in this order and by primary
-key, so two transactions cannot deadlock), so two workers starting together are serialised and a task's
-capacity is never exceeded. On SQLite the settings open every transaction as ``BEGIN IMMEDIATE``, which
-serialises writers the same way.
+Concurrency: the whole choice runs in one transaction, in two steps. First everything that depends on this
+worker alone is read with only the participant row locked (sectors, candidate tasks, occupation tags, the
+agents, the worker's own history, the cached posterior). Then, on PostgreSQL, the candidate task rows and
+-- in ``balanced`` mode only, the one mode that reads the study's agent counts -- the agent rows are locked
+with ``SELECT … FOR NO KEY UPDATE`` (always participant, tasks, agents, each by primary key, so two
+transactions cannot deadlock) for the coverage and balance counts and the insert, which is all that is left
+before the commit. ``NO KEY`` leaves the key-share locks of other inserts' foreign-key checks free, so an
+episode, solo run or grade that merely points at a locked task or agent never waits. Two workers who could
+get the same task are serialised only for those few statements, a task's capacity is never exceeded, and
+the balance stays exact; workers of other sectors never wait for each other in ``uniform`` or ``adaptive``
+mode. On SQLite the settings open every transaction as ``BEGIN IMMEDIATE``, which serialises writers the
+same way.
 
 A web request never fits the rating model: adaptive pairing reads the agents' calibrated posterior (mean,
 joint covariance, worker spread, noise) from the cache, written by ``design_posterior_refresh`` from the
@@ -40,6 +47,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,7 +66,7 @@ from studies.conditions import condition_draw
 from studies.exceptions import NoAgentAvailable, StepNotAvailable
 from studies.models import Agent, Episode, Participant, Study, TaskInstance
 from studies.services.audit import audit_record
-from studies.task_choice import choose_task
+from studies.task_choice import task_candidates, task_pick
 from studies.task_sending import send_task_on_commit
 
 logger = logging.getLogger(__name__)
@@ -104,10 +112,14 @@ def episode_assign(*, participant: Participant, position: int, seed: int | None 
         # nothing is drawn, so a seed replays the pairing it always gave.
         drawn = condition_draw(participant=locked, rng=rng)
         solo = drawn.condition == Episode.Condition.SOLO
-        task = choose_task(locked, rng, condition=drawn.condition if drawn.order else None)
+        # Everything that does not depend on other workers' episodes is read first, locking nothing; the
+        # locks that keep capacity and balance exact are taken last, for the counts and the insert alone.
+        tasks = task_candidates(locked)
+        agents = None if solo else agent_candidates(participant=locked)
+        task = task_pick(locked, tasks, rng, lock=True, condition=drawn.condition if drawn.order else None)
         # The agent comes from the study's pairing design (studies/services/design.py), which also says how
         # likely this agent was, for weighted analyses.
-        pairing = None if solo else agent_pair(participant=locked, rng=rng)
+        pairing = None if agents is None else agent_pick(participant=locked, candidates=agents, rng=rng)
         return Episode.objects.create(
             participant=locked, study=locked.study, agent=pairing.agent if pairing else None, task=task,
             position=position, pairing_seed=seed, design_mode=pairing.design_mode if pairing else None,
@@ -243,33 +255,62 @@ class Pairing:
 
 
 def agent_pair(*, participant: Participant, rng: Any) -> Pairing:
-    """Choose the agent for the participant's next task under the study's design; runs inside the matching
-    transaction (agent rows locked in primary-key order).
+    """Choose the agent for the participant's next task under the study's design (both steps in one call)."""
+    return agent_pick(participant=participant, candidates=agent_candidates(participant=participant), rng=rng)
 
-    Exactly one random number per candidate agent is drawn first, in primary-key order, as pairing always
-    did, so ``uniform`` and ``balanced`` replay the earlier least-used-first choices for the same seed.
+
+@dataclass(frozen=True)
+class AgentCandidates:
+    """What pairing knows before it looks at other workers' episodes."""
+
+    agent_ids: list[int]  # primary-key order
+    earlier: Sequence[tuple[int | None, str]]  # this worker's (agent, status) by position (None: solo)
+    posterior: dict[str, Any] | None  # the cached design posterior (adaptive mode only)
+
+
+def agent_candidates(*, participant: Participant) -> AgentCandidates:
+    """Read the study's agents, the worker's own history and (adaptive) the cached posterior, locking nothing.
+
+    None of it depends on other workers' assignments, so it is read before the locked step of matching.
     """
     study = participant.study
     agents = Agent.objects.filter(is_active=True, studies=study)
     if not agents.exists():
         agents = Agent.objects.filter(is_active=True)
-    agent_ids = list(agents.select_for_update(of=("self",)).order_by("pk").values_list("pk", flat=True))
+    agent_ids = list(agents.order_by("pk").values_list("pk", flat=True))
+    earlier = list(Episode.objects.filter(participant=participant).order_by("position").values_list(
+        "agent_id", "status"))
+    posterior = design_posterior_get(study) if study.design_mode == Study.DesignMode.ADAPTIVE else None
+    return AgentCandidates(agent_ids, earlier, posterior)
+
+
+def agent_pick(*, participant: Participant, candidates: AgentCandidates, rng: Any) -> Pairing:
+    """Draw the agent; only ``balanced`` reads the study's counts, with the agent rows locked in primary-key
+    order for that read and the insert after it (the other modes depend on this worker alone, so lock nothing).
+
+    Exactly one random number per candidate agent is drawn first, in primary-key order, as pairing always
+    did, so ``uniform`` and ``balanced`` replay the earlier least-used-first choices for the same seed.
+    """
+    study = participant.study
+    agent_ids = candidates.agent_ids
+    mode = study.design_mode
+    if agent_ids and mode == Study.DesignMode.BALANCED:
+        live = set(Agent.objects.filter(pk__in=agent_ids, is_active=True).order_by("pk")
+                   .select_for_update(of=("self",), no_key=True).values_list("pk", flat=True))
+        agent_ids = [pk for pk in agent_ids if pk in live]
     if not agent_ids:
         raise NoAgentAvailable("No AI agent is available for this study right now. Please try again later or "
                                "contact the study team.")
-    earlier = list(Episode.objects.filter(participant=participant).order_by("position").values_list(
-        "agent_id", "status"))
-    used_counts: dict[int, int] = {}
+    earlier = candidates.earlier
+    used_counts: dict[int | None, int] = {}
     for agent_id, _status in earlier:
         used_counts[agent_id] = used_counts.get(agent_id, 0) + 1
-    mode = study.design_mode
-    # Only balanced pairing looks at the study's counts: the aggregate over every episode is skipped otherwise.
     counts = _study_counts(study, agent_ids) if mode == Study.DesignMode.BALANCED else {}
     draws = [rng.random() for _ in agent_ids]
     used = np.array([used_counts.get(pk, 0) for pk in agent_ids], dtype=np.int64)
     study_counts = np.array([counts.get(pk, 0) for pk in agent_ids], dtype=np.int64)
     if mode == Study.DesignMode.ADAPTIVE:
-        mu, cov, human_sd, noise_sd = _posterior_for(agent_ids, design_posterior_get(study))
+        mu, cov, human_sd, noise_sd = _posterior_for(agent_ids, candidates.posterior)
         summary = design.design_summary([str(pk) for pk in agent_ids], mu, cov, human_sd=human_sd,
                                         noise_sd=noise_sd)
         index_of = {pk: i for i, pk in enumerate(agent_ids)}

@@ -1,8 +1,10 @@
 """Which task a worker would get next: the read behind matching, shared by the matching service and pages.
 
-The matching service (:mod:`pairing.services`) calls :func:`choose_task` inside its transaction
-with row locks; :func:`task_available` asks the same for one worker without locking or assigning anything,
-and :func:`participants_with_task` for many at once (the staff overview's stranded workers).
+The matching service (:mod:`pairing.services`) reads :func:`task_candidates` first, unlocked, and then
+calls :func:`task_pick`, which locks the candidate rows only for the coverage counts and the insert that
+follows; :func:`choose_task` is both in one call. :func:`task_available` asks the same for one worker
+without locking or assigning anything, and :func:`participants_with_task` for many at once (the staff
+overview's stranded workers).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.db.models import Count, Q
 
@@ -92,38 +95,68 @@ def choose_task(participant: Participant, rng: random.Random, *, lock: bool = Tr
     With a ``condition`` (a study with solo tasks) the task least covered in that condition comes first, so
     every task is reached in both conditions (:mod:`studies.conditions`).
 
-    With ``lock`` (inside the matching transaction) the candidate rows are locked ``FOR UPDATE``; without it
+    With ``lock`` (inside the matching transaction) the candidate rows are locked ``FOR NO KEY UPDATE``; without it
     this is a plain read. Raises :class:`~studies.exceptions.NoTaskAvailable` when nothing fits.
     """
-    study = participant.study
+    return task_pick(participant, task_candidates(participant), rng, lock=lock, condition=condition)
+
+
+@dataclass(frozen=True)
+class TaskCandidates:
+    """What task choice knows before it looks at other workers' episodes: nothing here changes under them."""
+
+    sectors: list[int]
+    rows: list[tuple[int, int]]  # (task, sector), in primary-key order
+    exact: frozenset[int]  # candidates tagged with the worker's own occupation
+
+
+def task_candidates(participant: Participant) -> TaskCandidates:
+    """Read the participant's candidate tasks without locking anything (the first, unlocked step of matching).
+
+    Everything that depends only on the worker and the study's task list is read here, so the locked step
+    (:func:`task_pick`) holds its locks for the coverage counts and the insert alone.
+    """
     sectors = _sectors_for(participant)
     if not sectors or participant.occupation_id is None:  # no occupation gives no sectors
         raise NoTaskAvailable("Your occupation is not linked to a work sector, so no task can be matched. Please "
                               "contact the study team.")
     done = Episode.objects.filter(participant__user_id=participant.user_id) if participant.user_id else \
         Episode.objects.filter(participant=participant)
-    # Lock every candidate of every sector the worker may fall back to in one statement, in primary-key
-    # order: locking sector by sector could deadlock two workers whose fallbacks point at each other.
-    candidates = (TaskInstance.objects.filter(studies=study, is_active=True, sector_id__in=sectors)
-                  .exclude(pk__in=done.values("task_id")).order_by("pk"))
-    if lock:
-        candidates = candidates.select_for_update(of=("self",))
-    rows = list(candidates.values_list("pk", "sector_id"))
+    rows = list(TaskInstance.objects.filter(studies=participant.study, is_active=True, sector_id__in=sectors)
+                .exclude(pk__in=done.values("task_id")).order_by("pk").values_list("pk", "sector_id"))
+    exact = frozenset(TaskInstance.occupations.through.objects.filter(
+        taskinstance_id__in=[pk for pk, _ in rows], occupation_id=participant.occupation_id
+    ).values_list("taskinstance_id", flat=True)) if rows else frozenset()
+    return TaskCandidates(sectors, rows, exact)
+
+
+def task_pick(participant: Participant, candidates: TaskCandidates, rng: random.Random, *, lock: bool,
+              condition: str | None) -> TaskInstance:
+    """Choose among the candidates by their coverage as it is now (the short, locked step of matching).
+
+    With ``lock`` every candidate row of every sector the worker may fall back to is locked in one statement,
+    in primary-key order (sector by sector could deadlock two workers whose fallbacks point at each other);
+    a task deactivated since :func:`task_candidates` read it drops out here.
+    """
+    study = participant.study
+    rows = candidates.rows
+    if lock and rows:
+        live = set(TaskInstance.objects.filter(pk__in=[pk for pk, _ in rows], is_active=True).order_by("pk")
+                   .select_for_update(of=("self",), no_key=True).values_list("pk", flat=True))
+        rows = [(pk, sector) for pk, sector in rows if pk in live]
     coverage = dict(
         Episode.objects.filter(study=study, task_id__in=[pk for pk, _ in rows])
         .exclude(status=Episode.Status.SKIPPED).values("task_id").annotate(n=Count("id")).values_list("task_id", "n")
-    )
-    for sector_id in sectors:
+    ) if rows else {}
+    for sector_id in candidates.sectors:
         capacity = study.max_episodes_per_task
         open_ids = [pk for pk, sector in rows if sector == sector_id and coverage.get(pk, 0) < capacity]
         if not open_ids:
             continue
-        exact = set(TaskInstance.occupations.through.objects.filter(
-            taskinstance_id__in=open_ids, occupation_id=participant.occupation_id
-        ).values_list("taskinstance_id", flat=True))
         crossing = condition_coverage(study=study, task_ids=open_ids, condition=condition) if condition else {}
         # One random number per candidate, drawn in primary-key order, so a seed replays the same choice.
-        keyed = [(crossing.get(pk, 0), coverage.get(pk, 0), pk not in exact, rng.random(), pk) for pk in open_ids]
+        keyed = [(crossing.get(pk, 0), coverage.get(pk, 0), pk not in candidates.exact, rng.random(), pk)
+                 for pk in open_ids]
         return TaskInstance.objects.get(pk=min(keyed)[-1])
     raise NoTaskAvailable("There is no task left that fits your occupation right now. Please come back later or "
                           "contact the study team; nothing you already did is lost.")
