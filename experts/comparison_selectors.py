@@ -10,6 +10,7 @@ stored as a ``SoloRun`` rather than an episode). Arms are named per agent where 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,10 +96,11 @@ def expert_comparison_queue(profile: ExpertProfile) -> dict[str, list[Comparison
 @dataclass
 class ShownFile:
     index: int
-    name: str
+    name: str  # the stored name: staff only, never on the expert's page (it may hint at the arm)
     size: int
     sha256: str
     file: Any
+    shown_name: str = ""  # what the expert sees and downloads: position, number and the file's extension
 
 
 @dataclass
@@ -115,7 +117,12 @@ class ShownDeliverable:
 
 
 def placement_files(placement: ComparisonPlacement) -> list[ShownFile]:
-    """The deliverable files behind a shown position, numbered from 1 in name order."""
+    """The deliverable files behind a shown position, numbered from 1 in name order, with neutral names.
+
+    A stored name can tell the arm (an agent's own naming habit, a harness's fixed output name, a worker's
+    "final_v12"), so the expert sees ``deliverable-<position>-file-<n>`` with only the extension kept, which
+    the file needs to open.
+    """
     item = placement.item
     rows: list[EpisodeFile] | list[SoloRunFile]
     if item.episode_id is not None:
@@ -123,7 +130,27 @@ def placement_files(placement: ComparisonPlacement) -> list[ShownFile]:
                     .order_by("name", "pk"))
     else:
         rows = list(SoloRunFile.objects.filter(run_id=item.solo_run_id).order_by("name", "pk"))
-    return [ShownFile(index, row.name, row.size, row.sha256, row.file) for index, row in enumerate(rows, start=1)]
+    return [ShownFile(index, row.name, row.size, row.sha256, row.file,
+                      shown_file_name(placement.position, index, row.name))
+            for index, row in enumerate(rows, start=1)]
+
+
+_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+
+
+def shown_file_name(position: int, index: int, stored_name: str) -> str:
+    """The neutral name of a deliverable's file on a comparison page (extension kept when it is plain)."""
+    match = _EXTENSION.search(stored_name.rsplit("/", 1)[-1])
+    return f"deliverable-{position}-file-{index}{match.group(0).lower() if match else ''}"
+
+
+def shown_part_name(part_name: str, files: list[ShownFile]) -> str:
+    """A preview part's name with the stored file name replaced by the shown one (archive members keep their
+    path inside the archive, which is the deliverable's own content)."""
+    for shown in sorted(files, key=lambda f: len(f.name), reverse=True):
+        if part_name == shown.name or part_name.startswith(shown.name + "/"):
+            return shown.shown_name + part_name[len(shown.name):]
+    return "part of deliverable"
 
 
 def shown_deliverables(assignment: ComparisonAssignment, *, posted: dict[int, tuple[int | None, str]] | None = None,

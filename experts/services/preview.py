@@ -32,8 +32,12 @@ def deliverable_preview(episode: Episode) -> DeliverablePreview:
 
 def placement_preview(placement: ComparisonPlacement) -> DeliverablePreview:
     """The same preview for a comparison's shown deliverable (an episode's or a solo-agent run's files)."""
-    return _preview(comparison_selectors.placement_extraction(placement),
-                    lambda: comparison_selectors.placement_files(placement), f"comparison placement {placement.pk}")
+    files = comparison_selectors.placement_files(placement)
+    shown = _preview(comparison_selectors.placement_extraction(placement), lambda: files,
+                     f"comparison placement {placement.pk}")
+    for part in shown.parts:  # stored names may hint at the arm: the page shows the neutral ones
+        part.name = comparison_selectors.shown_part_name(part.name, files)
+    return shown
 
 
 def _preview(content: dict[str, Any] | None, load_files: Callable[[], list[Any]], label: str) -> DeliverablePreview:

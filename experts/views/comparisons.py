@@ -96,4 +96,4 @@ def compare_file(request: HttpRequest, profile: ExpertProfile, assignment_id: in
     shown = next((f for f in csel.placement_files(placement) if f.index == number), None)
     if shown is None:
         raise Http404
-    return serve_private_file(shown.file, shown.name)
+    return serve_private_file(shown.file, shown.shown_name)

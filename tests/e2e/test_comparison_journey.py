@@ -81,8 +81,8 @@ def test_staff_build_a_set_experts_rank_it_blind_on_desktop_and_phone_and_staff_
     page.click("a:has-text('Start comparing')")
     expect(page.locator("#compare-form")).to_be_visible()
     body = page.content()
-    for hidden in ("Hidden Agent Q", "qx-77", "64.25", "PSEUDO-W2", "alone", "Solo", "solo"):
-        assert hidden not in body, hidden
+    for hidden in ("Hidden Agent Q", "qx-77", "64.25", "PSEUDO-W2", "alone", "Solo", "solo", LONG_NAME, "memo.txt"):
+        assert hidden not in body, hidden  # stored file names too: the expert sees deliverable-<n>-file-<k>
     expect(page.locator("section.deliverable")).to_have_count(3)
     expect(page.locator("#compare-form[data-autosave='ready']")).to_be_attached()  # the draft autosave is listening
     page.select_option("#id_rank_1", "2")

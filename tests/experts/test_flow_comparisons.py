@@ -195,3 +195,36 @@ def test_the_admin_shows_sets_and_answers_read_only(client, ctx):
         page = client.get(reverse(f"admin:experts_{name}_change", args=[pk]))
         assert page.status_code == 200 and 'type="submit" value="Save"' not in page.content.decode()
         assert client.get(reverse(f"admin:experts_{name}_add")).status_code == 403
+
+
+def test_stored_file_names_never_reach_the_expert(client, ctx):
+    """A stored name can tell the arm (an agent's naming habit, a harness's fixed output name); the page, the
+    previews and the downloads use ``deliverable-<position>-file-<n>`` with the extension only."""
+    from studies.models import EpisodeFile, SoloRunFile
+
+    EpisodeFile.objects.filter(episode=ctx["with_agent"]).update(name="claude_code_session_output.md")
+    EpisodeFile.objects.filter(episode=ctx["alone"]).update(name="written_alone_by_me.TXT")
+    SoloRunFile.objects.filter(run=ctx["run"]).update(name="solo-harness/answer.md")
+    page = client.get(ctx["url"]).content.decode()
+    for telling in ("claude_code_session_output", "written_alone_by_me", "solo-harness", "answer.md"):
+        assert telling not in page, telling
+    shown = set(re.findall(r"deliverable-\d-file-1\.(?:md|txt)", page))
+    assert len(shown) == 3, shown
+    for position in (1, 2, 3):
+        response = client.get(reverse("expert:compare_file", args=[ctx["assignment"].pk, position, 1]))
+        disposition = response["Content-Disposition"]
+        assert f"deliverable-{position}-file-1." in disposition, disposition
+        assert not any(t in disposition for t in ("claude", "alone", "harness", "answer")), disposition
+
+
+def test_shown_names_keep_only_a_plain_extension_and_rename_archive_members():
+    from experts.comparison_selectors import ShownFile, shown_file_name, shown_part_name
+
+    assert shown_file_name(2, 1, "Report FINAL.DOCX") == "deliverable-2-file-1.docx"
+    assert shown_file_name(1, 3, "no_extension") == "deliverable-1-file-3"
+    assert shown_file_name(1, 1, "weird.name-with-agent") == "deliverable-1-file-1"
+    files = [ShownFile(1, "bundle.zip", 1, "", None, "deliverable-1-file-1.zip"),
+             ShownFile(2, "bundle.zip.txt", 1, "", None, "deliverable-1-file-2.txt")]
+    assert shown_part_name("bundle.zip/inner/table.csv", files) == "deliverable-1-file-1.zip/inner/table.csv"
+    assert shown_part_name("bundle.zip.txt", files) == "deliverable-1-file-2.txt"
+    assert shown_part_name("something else", files) == "part of deliverable"
