@@ -135,26 +135,32 @@ def open_task(http: Http, base: str, position: int, csrf, pause) -> str:
 def work_task(http: Http, recruit: Recruit, page: str, position: int, csrf, pause, *,
               deliverable_bytes: int = DELIVERABLE_BYTES, log_bytes: int = LOG_BYTES) -> None:
     """From an open task's page: download the reference, set up, upload a deliverable and a log (or give the
-    shared-session link, for agents whose log is one), review and submit."""
-    episode = re.search(r"/episodes/(\d+)/setup/", page)
+    shared-session link, for agents whose log is one), review and submit; a solo-condition task has no setup
+    and no log, and sends its solo panel instead."""
+    episode = re.search(r"/episodes/(\d+)/(setup|solo)/", page)
     if episode is None:
-        raise FlowError(f"task {position}: no setup form on the task page")
+        raise FlowError(f"task {position}: neither a setup form nor a solo task on the task page")
     episode_path = f"/episodes/{episode.group(1)}"
+    solo = episode.group(2) == "solo"  # a solo-condition task: no agent to set up and no log to send
     reference = re.search(rf"{episode_path}/reference/(\d+)/", page)
     if reference is not None:
         _expect(http.request("reference-download", "GET", f"{episode_path}/reference/{reference.group(1)}/"),
                 "reference-download", 200)
     pause(10)
-    _expect(http.request("setup", "POST", f"{episode_path}/setup/",
-                         data={"prior_experience": "few", "ready": "on"}, headers=csrf()), "setup", 302)
+    if not solo:
+        _expect(http.request("setup", "POST", f"{episode_path}/setup/",
+                             data={"prior_experience": "few", "ready": "on"}, headers=csrf()), "setup", 302)
     pause(30)
     uploads = (("deliverable", f"report-{position}.csv", deliverable_bytes),
-               ("log", f"session-log-{position}.txt", log_bytes))
+               *(() if solo else (("log", f"session-log-{position}.txt", log_bytes),)))
     for kind, name, size in uploads:
         files = {"file": (name, payload(recruit.worker_id, name, size), "application/octet-stream")}
         _expect(http.request("upload", "POST", f"{episode_path}/files/", data={"kind": kind}, files=files,
                              headers={**csrf(), "Accept": "application/json"}), "upload", 200, 201)
     pause(5)
+    if solo:  # "Review and submit" sends the solo panel (no AI tool used, no notes) and opens the review
+        _expect(http.request("solo", "POST", f"{episode_path}/solo/", data={"notes": "", "next": "review"},
+                             headers=csrf()), "solo", 302)
     review = _text(_expect(http.request("review", "GET", f"{episode_path}/submit/"), "review", 200))
     if "shared-session link" in review:  # agents whose log is a share link, not a file
         _expect(http.request("log", "POST", f"{episode_path}/log/",

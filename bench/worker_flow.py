@@ -8,7 +8,7 @@ per view, quickly, and the offenders named.
 
 Runs against DATABASE_URL (the demo study is loaded and opened if missing; recruits get fresh platform ids).
 
-    python bench/worker_flow.py [--recruits 3] [--staff-refreshes 5] [--cohorts 1]
+    python bench/worker_flow.py [--recruits 3] [--staff-refreshes 5] [--cohorts 1] [--link open|personal]
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recruits", type=int, default=3)
     parser.add_argument("--staff-refreshes", type=int, default=5)
+    parser.add_argument("--link", choices=("open", "personal"), default="open",
+                        help="the study's open link with a Prolific id (default, as a recruitment platform sends "
+                             "recruits), or signed personal links")
     parser.add_argument("--cohorts", type=int, default=1,
                         help="also print each step's median CPU per cohort of recruits (does a page's cost grow "
                              "with the study?)")
@@ -92,7 +95,7 @@ def main() -> None:
     run = f"prof{uuid.uuid4().hex[:6]}"
     cohort_size = max(1, -(-args.recruits // max(1, args.cohorts)))
     by_cohort: list[dict[str, list[tuple[float, int]]]] = []
-    for n, recruit in enumerate(recruits(study, run=run, count=args.recruits)):
+    for n, recruit in enumerate(recruits(study, run=run, count=args.recruits, link=args.link)):
         if n % cohort_size == 0:
             by_cohort.append(defaultdict(list))
         cohort = by_cohort[-1]
@@ -123,6 +126,7 @@ def main() -> None:
     print(json.dumps({
         "steps": rows,
         **({"cpu_ms_median_by_cohort": growth, "cohort_size": cohort_size} if growth else {}),
+        "link": args.link,
         "worker_request_cpu_ms_median": round(statistics.median(worker), 1), "target_cpu_ms": TARGET_CPU_MS,
         "load": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
     }, indent=1))
