@@ -100,6 +100,7 @@ def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes], labels
         quality_scores = _judge_scores(row.response_quality, labels)
         simulated |= any(row.tom[label].is_simulated for label, _ in tom_scores)
         simulated |= any(row.response_quality[label].is_simulated for label, _ in quality_scores)
+        simulated |= row.effort_simulated
         tom[i], quality[i] = _mean(tom_scores), _mean(quality_scores)
         judge_rows.extend((episode_id, label, score) for label, score in tom_scores)
         effort[i] = [math.nan if v is None else float(v) for v in (row.worker_turns, row.worker_chars,
@@ -155,6 +156,7 @@ def study_tom(study: Study, *, level: float = 0.95, gold: Sequence[tuple[int, ob
         "simulated": inputs.simulated, "analysis": analysis, "judges": list(labels), "level": level,
         "n_episodes": coded.data.n, "n_agent_episodes": int(coded.data.team.sum()), "n_gold_codes": len(gold),
         "coding_counts": dict(sorted(counts.items())),
+        "simulated_effort": _simulated_effort(coded, rows),
         "workers": _worker_traits(coded, inputs.moderation.tom), "reason": None,
         "quality_note": _quality_note(inputs.quality),
         "pairwise": _pairwise(study, rows, labels, level),
@@ -173,6 +175,12 @@ def _pairwise(study: Study, rows: dict[int, EpisodeProcessCodes], labels: tuple[
                           judge=f"{r.provider}/{r.model}", shown=r.shown_choice, winner=r.winner) for r in results]
     absolute = {pk: _mean(_judge_scores(row.tom, labels)) for pk, row in rows.items()}
     return pairwise_summary(answers, absolute, labels, level)
+
+
+def _simulated_effort(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes]) -> int:
+    """With-agent episodes of the fit whose effort controls are simulated draws (the demo's), not a parsed log."""
+    team = coded.episode_ids[coded.data.team].tolist()
+    return sum(1 for pk in team if pk in rows and rows[pk].effort_simulated)
 
 
 def _quality_note(quality: QualityData | None) -> str | None:
