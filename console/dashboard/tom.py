@@ -127,6 +127,7 @@ def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
     mod = analysis.get("moderation") or {}
     return {
         "ready": True, "simulated": bool(result.get("simulated")),
+        "simulated_effort": int(result.get("simulated_effort") or 0),
         "headline": verdict.get("headline", ""), "sentences": verdict.get("sentences") or [],
         "level_pct": round(100 * float(result.get("level", 0.95))),
         "effects": effect_rows(analysis),
