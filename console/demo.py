@@ -318,6 +318,7 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
     judge_rng = random.Random(SEED + 1)  # its own stream, so the episodes' quality draws stay as they were
     solo_rng = random.Random(SEED + 2)  # the solo condition's stream, for the same reason
     tom_rng = random.Random(SEED + 3)  # the simulated ToM codings' stream, so no earlier draw moves
+    effort_rng = random.Random(SEED + 4)  # the simulated effort controls' stream, for the same reason
     judges = study_judges(study)
     coders = demo_tom_coders(study)
     planted: list[tuple[Participant, float, float]] = []
@@ -374,7 +375,7 @@ def _simulated_cohort(study: Study, agents: list[Agent], tasks: list[TaskInstanc
             planted.append((participant, human_skill, own_boost))
             _simulated_survey(participant, human_skill, rng)
         _assigned_when_started(Episode.objects.filter(study=study, is_simulated=True))
-        simulated_tom_codes(planted, coders, tom_rng)
+        simulated_tom_codes(planted, coders, tom_rng, effort_rng)
     return COHORT_SIZE, n_episodes
 
 

@@ -423,7 +423,8 @@ class EpisodeProcessCodes:
     `tom` and `response_quality` map "provider/model" to that judge's current coding. Effort: `worker_turns`
     (the worker's prompts), `worker_chars` (characters the worker wrote), `edit_ratio` (normalised edit distance
     of the prompts from the task's text, :mod:`grading.transcripts.effort`; None when the worker wrote nothing or
-    no log was parsed).
+    no log was parsed). `effort_simulated`: the effort was drawn for a simulated episode without a parsed log
+    (the demo's `SimulatedEffort`), not read from a log.
     """
 
     episode_id: int
@@ -437,10 +438,23 @@ class EpisodeProcessCodes:
     edit_ratio: float | None
     tom: dict[str, JudgeCode] = field(default_factory=dict)
     response_quality: dict[str, JudgeCode] = field(default_factory=dict)
+    effort_simulated: bool = False
 
 
 def _edit_ratio(transcript: EpisodeTranscript | None, question: str) -> float | None:
     return edit_ratio(worker_prompts(transcript.files), question) if transcript else None
+
+
+def _effort(episode: Episode) -> tuple[int | None, int | None, float | None, bool]:
+    """(turns, characters, edit ratio, simulated): from the parsed log; for a simulated episode without parsed
+    measures, its simulated draw; a real episode's simulated row (never written by the service) is ignored."""
+    transcript = getattr(episode, "transcript", None)
+    drawn = getattr(episode, "simulated_effort", None) if episode.is_simulated else None
+    if drawn is not None and (transcript is None or transcript.user_prompts is None):
+        return drawn.worker_turns, drawn.worker_chars, drawn.edit_ratio, True
+    if transcript is None:
+        return None, None, None, False
+    return transcript.user_prompts, transcript.user_chars, _edit_ratio(transcript, episode.task.prompt), False
 
 
 def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
@@ -450,7 +464,7 @@ def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
     caller sees what is missing. Solo episodes carry their condition "solo" (no agent turns to code).
     """
     episodes = (Episode.objects.filter(study_id=study_id).exclude(participant__status=Participant.Status.WITHDRAWN)
-                .select_related("agent", "transcript", "task").order_by("pk"))
+                .select_related("agent", "transcript", "task", "simulated_effort").order_by("pk"))
     codes: dict[int, dict[str, dict[str, JudgeCode]]] = {}
     rows = ProcessCoding.objects.filter(episode__study_id=study_id, is_current=True).order_by("provider", "model")
     for row in rows:
@@ -460,18 +474,15 @@ def study_process_codes(study_id: int) -> list[EpisodeProcessCodes]:
         codes.setdefault(row.episode_id, {}).setdefault(row.instrument, {})[f"{row.provider}/{row.model}"] = code
     out = []
     for episode in episodes:
-        transcript = getattr(episode, "transcript", None)
         found = codes.get(episode.pk, {})
+        turns, chars, ratio, simulated = _effort(episode)
         out.append(EpisodeProcessCodes(
             episode_id=episode.pk, worker_id=episode.participant_id,
             condition=episode.condition,
             agent=episode.agent.name if episode.agent is not None else "", task_id=episode.task_id,
-            score=episode.score,
-            worker_turns=transcript.user_prompts if transcript else None,
-            worker_chars=transcript.user_chars if transcript else None,
-            edit_ratio=_edit_ratio(transcript, episode.task.prompt),
+            score=episode.score, worker_turns=turns, worker_chars=chars, edit_ratio=ratio,
             tom=found.get(ProcessCoding.Instrument.TOM, {}),
-            response_quality=found.get(ProcessCoding.Instrument.RESPONSE_QUALITY, {})))
+            response_quality=found.get(ProcessCoding.Instrument.RESPONSE_QUALITY, {}), effort_simulated=simulated))
     return out
 
 

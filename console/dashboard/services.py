@@ -247,8 +247,9 @@ def analysis_job_run(*, job_id: int) -> BackgroundJob | None:
         elif job.kind == "synergy":
             result = study_synergy(study)
         elif job.kind == "tom":
-            result = study_tom(study, gold=[(g.episode_id, g.expert_id, float(g.score))
-                                            for g in expert_selectors.study_tom_gold(study.pk)])
+            gold = expert_selectors.study_tom_gold(study.pk)
+            result = study_tom(study, gold=[(g.episode_id, g.expert_id, float(g.score)) for g in gold],
+                               gold_strata={g.episode_id: (g.stratum, g.stratum_population) for g in gold})
         elif job.kind == "preferences":
             result = study_preferences(study)
         elif job.kind == "synergy_plan":

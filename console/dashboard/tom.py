@@ -63,16 +63,32 @@ def icc_rows(judges: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
-def gold_rows(gold: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The judges' mean against the experts' gold mean on the sampled episodes: ICC(2,1) and ICC(2,2)."""
+def gold_rows(gold: dict[str, Any] | None, weighted: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The judges' mean against the experts' gold mean on the sampled episodes: ICC(2,1) and ICC(2,2), as sampled
+    (unweighted) and weighted by the stratified sample's design (an estimate for every ToM-coded episode)."""
     if not gold or gold.get("icc_single") is None:
         return []
-    return [
-        {"label": "ICC(2,1): the judges' mean against the gold mean", "value": gold["icc_single"],
-         "interval": gold.get("icc_single_interval")},
-        {"label": "ICC(2,2): the mean of the two", "value": gold["icc_average"],
+    rows = [
+        {"label": "ICC(2,1): the judges' mean against the gold mean", "weighting": "unweighted",
+         "value": gold["icc_single"], "interval": gold.get("icc_single_interval")},
+        {"label": "ICC(2,2): the mean of the two", "weighting": "unweighted", "value": gold["icc_average"],
          "interval": gold.get("icc_average_interval")},
     ]
+    if weighted and weighted.get("icc_single") is not None:
+        rows += [
+            {"label": "ICC(2,1): the judges' mean against the gold mean", "weighting": "design-weighted",
+             "value": weighted["icc_single"], "interval": weighted.get("icc_single_interval")},
+            {"label": "ICC(2,2): the mean of the two", "weighting": "design-weighted",
+             "value": weighted["icc_average"], "interval": weighted.get("icc_average_interval")},
+        ]
+    return rows
+
+
+def _weighted_note(weighted: dict[str, Any] | None) -> str:
+    """Why the design-weighted ICC has no number or no interval (empty when it has both)."""
+    if not weighted:
+        return "the analysis was fitted before the weighted ICC was added: fit it again"
+    return str(weighted.get("reason") or weighted.get("interval_note") or "")
 
 
 PAIRWISE_MEASURES = (
@@ -111,6 +127,7 @@ def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
     mod = analysis.get("moderation") or {}
     return {
         "ready": True, "simulated": bool(result.get("simulated")),
+        "simulated_effort": int(result.get("simulated_effort") or 0),
         "headline": verdict.get("headline", ""), "sentences": verdict.get("sentences") or [],
         "level_pct": round(100 * float(result.get("level", 0.95))),
         "effects": effect_rows(analysis),
@@ -122,7 +139,10 @@ def tom_page(result: dict[str, Any] | None) -> dict[str, Any]:
         "judges": judges or {}, "icc_rows": icc_rows(judges),
         "icc_reason": (judges or {}).get("reason") if judges else "no episode has a ToM code from the judges",
         "judge_labels": result.get("judges") or [],
-        "gold": analysis.get("gold") or {}, "gold_rows": gold_rows(analysis.get("gold")),
+        "gold": analysis.get("gold") or {},
+        "gold_rows": gold_rows(analysis.get("gold"), analysis.get("gold_weighted")),
+        "gold_weighted": analysis.get("gold_weighted") or {},
+        "gold_weighted_note": _weighted_note(analysis.get("gold_weighted")),
         "gold_reason": _gold_reason(result, analysis.get("gold")), "n_gold_codes": result.get("n_gold_codes", 0),
         "pairwise_rows": pairwise_rows(result.get("pairwise")),
         "pairwise_min": (result.get("pairwise") or {}).get("min_count", 5),

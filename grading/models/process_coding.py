@@ -104,3 +104,30 @@ class ToMPairCoding(models.Model):
             models.CheckConstraint(condition=models.Q(episode_a__lt=models.F("episode_b")),
                                    name="tom_pair_a_before_b"),
         ]
+
+
+class SimulatedEffort(models.Model):
+    """Effort measures drawn from a model for a simulated (demonstration) episode that has no log: what a parsed
+    transcript would give the response-quality regression as controls.
+
+    Kept apart from EpisodeTranscript on purpose: the readers of transcripts (the coders that send text to an LLM,
+    the pairwise and gold prompts, the transcripts dashboard, economics, the transcript export) never see it. Only
+    the ToM analysis reads it, for simulated episodes without parsed measures, and then says its result is
+    simulated. Written only through `grading.services.simulated_effort`, which refuses real episodes.
+    """
+
+    episode = models.OneToOneField("studyapp.Episode", on_delete=models.CASCADE, related_name="simulated_effort")
+    worker_turns = models.PositiveIntegerField(help_text="Simulated count of the worker's prompts.")
+    worker_chars = models.PositiveIntegerField(help_text="Simulated characters the worker wrote.")
+    edit_ratio = models.FloatField(help_text="Simulated normalised edit distance of the prompts from the task text.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(edit_ratio__gte=0) & models.Q(edit_ratio__lte=1),
+                                   name="simulated_effort_edit_ratio_0_1"),
+            models.CheckConstraint(condition=models.Q(worker_turns__gte=1), name="simulated_effort_turns_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"simulated effort of episode {self.episode_id}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from rating.tom_moderation import TomModerationData
 from rating.tom_pairwise_summary import PairAnswer, pairwise_summary
 from rating.tom_quality import QualityData
 from rating.tom_reliability import judge_gold_table, rating_table
+from rating.tom_weighted_icc import GoldDesign
 from studies.models import Study
 
 __all__ = ["study_tom"]
@@ -62,12 +63,22 @@ def _status(row: EpisodeProcessCodes, labels: tuple[str, ...], team: bool) -> st
     return "not coded yet"
 
 
+def _gold_design(strata: Mapping[int, tuple[str, int]]) -> GoldDesign | None:
+    """The gold sample's design for the weighted judge-vs-gold ICC: each sampled episode's stratum and N_h."""
+    if not strata:
+        return None
+    return GoldDesign(strata={str(pk): h for pk, (h, _) in strata.items()},
+                      stratum_population={h: int(n) for h, n in strata.values()})
+
+
 def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes], labels: tuple[str, ...],
-            gold: Sequence[tuple[int, object, float]] = ()) -> tuple[TomInputs, dict[str, int]]:
+            gold: Sequence[tuple[int, object, float]] = (),
+            gold_strata: Mapping[int, tuple[str, int]] | None = None) -> tuple[TomInputs, dict[str, int]]:
     """The analysis inputs aligned to the synergy rows, and the count of episodes per coding status.
 
     ``gold`` holds the experts' submitted codes of the gold sample, (episode id, expert, score): the judges' mean
-    is set beside the experts' mean per sampled episode for the judge-vs-gold ICC.
+    is set beside the experts' mean per sampled episode for the judge-vs-gold ICC. ``gold_strata`` maps each
+    sampled episode to (stratum, N_h), for the same ICC weighted by the sample's design.
     """
     syn = coded.data
     team = syn.team
@@ -89,6 +100,7 @@ def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes], labels
         quality_scores = _judge_scores(row.response_quality, labels)
         simulated |= any(row.tom[label].is_simulated for label, _ in tom_scores)
         simulated |= any(row.response_quality[label].is_simulated for label, _ in quality_scores)
+        simulated |= row.effort_simulated
         tom[i], quality[i] = _mean(tom_scores), _mean(quality_scores)
         judge_rows.extend((episode_id, label, score) for label, score in tom_scores)
         effort[i] = [math.nan if v is None else float(v) for v in (row.worker_turns, row.worker_chars,
@@ -98,7 +110,8 @@ def _inputs(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes], labels
     judges = rating_table(judge_rows, raters=labels) if judge_rows else None
     gold_table = judge_gold_table(judge_rows, gold) if gold and judge_rows else None
     inputs = TomInputs(moderation=TomModerationData(syn, tom), quality=quality_data, judges=judges,
-                       gold=gold_table, simulated=simulated)
+                       gold=gold_table, gold_design=_gold_design(gold_strata or {}) if gold_table else None,
+                       simulated=simulated)
     return inputs, dict(counts)
 
 
@@ -114,12 +127,13 @@ def _worker_traits(coded: SynergyEpisodes, tom: np.ndarray) -> list[dict[str, An
     return out
 
 
-def study_tom(study: Study, *, level: float = 0.95,
-              gold: Sequence[tuple[int, object, float]] = ()) -> dict[str, Any]:
+def study_tom(study: Study, *, level: float = 0.95, gold: Sequence[tuple[int, object, float]] = (),
+              gold_strata: Mapping[int, tuple[str, int]] | None = None) -> dict[str, Any]:
     """Fit the ToM analysis to the study's scored episodes and current codings; JSON-ready, ``simulated`` first.
 
     ``gold``: the experts' gold-sample codes (episode id, expert, score), read by the caller from the expert
-    workspace (a higher app), so the judges can be checked against people as well as against each other.
+    workspace (a higher app), so the judges can be checked against people as well as against each other;
+    ``gold_strata``: each sampled episode's (stratum, N_h), so that check is also weighted to every coded episode.
 
     Without ToM coding on, a usable judge pair or a scored episode the result says why and carries no estimate.
     """
@@ -136,12 +150,13 @@ def study_tom(study: Study, *, level: float = 0.95,
     if coded is None:
         return {"simulated": False, "analysis": None, "judges": list(labels), "reason": "no episode is scored yet"}
     rows = {row.episode_id: row for row in study_process_codes(study.pk)}
-    inputs, counts = _inputs(coded, rows, labels, gold)
+    inputs, counts = _inputs(coded, rows, labels, gold, gold_strata)
     analysis = tom_analysis(inputs, level=level).to_dict()
     return {
         "simulated": inputs.simulated, "analysis": analysis, "judges": list(labels), "level": level,
         "n_episodes": coded.data.n, "n_agent_episodes": int(coded.data.team.sum()), "n_gold_codes": len(gold),
         "coding_counts": dict(sorted(counts.items())),
+        "simulated_effort": _simulated_effort(coded, rows),
         "workers": _worker_traits(coded, inputs.moderation.tom), "reason": None,
         "quality_note": _quality_note(inputs.quality),
         "pairwise": _pairwise(study, rows, labels, level),
@@ -160,6 +175,12 @@ def _pairwise(study: Study, rows: dict[int, EpisodeProcessCodes], labels: tuple[
                           judge=f"{r.provider}/{r.model}", shown=r.shown_choice, winner=r.winner) for r in results]
     absolute = {pk: _mean(_judge_scores(row.tom, labels)) for pk, row in rows.items()}
     return pairwise_summary(answers, absolute, labels, level)
+
+
+def _simulated_effort(coded: SynergyEpisodes, rows: dict[int, EpisodeProcessCodes]) -> int:
+    """With-agent episodes of the fit whose effort controls are simulated draws (the demo's), not a parsed log."""
+    team = coded.episode_ids[coded.data.team].tolist()
+    return sum(1 for pk in team if pk in rows and rows[pk].effort_simulated)
 
 
 def _quality_note(quality: QualityData | None) -> str | None:
