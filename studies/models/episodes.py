@@ -77,6 +77,10 @@ class Episode(models.Model):
     skip_description = models.TextField(blank=True)
     share_url = models.URLField(blank=True, max_length=500, help_text="Shared-session link to the agent log.")
     notes = models.TextField(blank=True, help_text="Anything the worker wants the study team to know.")
+    self_reported_minutes = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Minutes the worker said they spent on the task, asked at submission (optional; empty if not "
+                  "given). Kept beside the timestamps, never merged with them.")
     score = models.FloatField(null=True, blank=True, help_text="Final 0–100 score y used by the rating.")
     auto_score = models.FloatField(null=True, blank=True, help_text="Mean of the current judge runs' totals.")
     expert_score = models.FloatField(null=True, blank=True, help_text="Score from submitted expert grades.")
