@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -187,6 +188,10 @@ class SoloRun(models.Model):
     score = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Episode.Status.choices, default=Episode.Status.SUBMITTED)
     grading_note = models.TextField(blank=True)
+    model_cost_usd = models.DecimalField(
+        max_digits=10, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="What the run's model calls cost in US dollars, from the provider's bill or the run's own session "
+                  "file; empty: unknown (the workflow comparison then says its cost cannot be estimated).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
