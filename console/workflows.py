@@ -95,10 +95,12 @@ def solo_run_review_seconds(study: Study) -> dict[int, float]:
 
 
 def _run_cost(model_cost: Decimal | None, review: float | None, wage: Decimal | None) -> tuple[Decimal | None, str]:
-    for missing, reason in ((model_cost, NO_RUN_COST), (review, NO_REVIEW), (wage, NO_EXPERT_WAGE)):
-        if missing is None:
-            return None, reason
-    assert model_cost is not None and review is not None and wage is not None  # narrowed by the loop
+    if model_cost is None:
+        return None, NO_RUN_COST
+    if review is None:
+        return None, NO_REVIEW
+    if wage is None:
+        return None, NO_EXPERT_WAGE
     return model_cost + Decimal(str(review)) / SECONDS_PER_HOUR * wage, ""
 
 
