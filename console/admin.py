@@ -59,7 +59,7 @@ class SectorAdmin(admin.ModelAdmin):
 
 @admin.register(m.Occupation)
 class OccupationAdmin(admin.ModelAdmin):
-    list_display = ("title", "soc_code", "sector")
+    list_display = ("title", "soc_code", "sector", "hourly_wage_usd")
     list_filter = ("sector",)
     search_fields = ("title", "soc_code")
 

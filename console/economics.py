@@ -44,6 +44,9 @@ class EpisodeEconomics:
     expert_grades: int
     cost: UsageCost
     tokens: dict[str, int] | None
+    condition: str = Episode.Condition.WITH_AGENT
+    self_reported_minutes: int | None = None
+    hourly_wage: Decimal | None = None  # the worker's occupation's wage, US dollars per hour
 
 
 def price_table() -> list[Price]:
@@ -89,9 +92,10 @@ def episode_economics(study: Study) -> list[EpisodeEconomics]:
     pay, expert, transcripts = _pay_by_episode(study), _expert_time_by_episode(study), _transcripts_by_episode(study)
     episodes = (Episode.objects.filter(study=study, status__in=SUBMITTED_STATES)
                 .exclude(participant__status=Participant.Status.WITHDRAWN)
-                .annotate(agent_name=F("agent__name"), sector_name=F("task__sector__name"), task_key=F("task__uuid"))
+                .annotate(agent_name=F("agent__name"), sector_name=F("task__sector__name"), task_key=F("task__uuid"),
+                          wage=F("participant__occupation__hourly_wage_usd"))
                 .order_by("pk").values("pk", "agent_name", "sector_name", "task_key", "score", "started_at",
-                                       "submitted_at"))
+                                       "submitted_at", "condition", "self_reported_minutes", "wage"))
     found = []
     for row in episodes.iterator(chunk_size=2000):
         active, usage = transcripts.get(row["pk"], (None, None))
@@ -103,7 +107,8 @@ def episode_economics(study: Study) -> list[EpisodeEconomics]:
             task_uuid=str(row["task_key"]), score=row["score"],
             worker_seconds=(submitted - started).total_seconds() if started and submitted else None,
             log_active_seconds=active, pay=amount, currency=currency, expert_seconds=seconds, expert_grades=grades,
-            cost=usage_cost(usage, _priced_on(row), prices), tokens=usage_tokens(usage)))
+            cost=usage_cost(usage, _priced_on(row), prices), tokens=usage_tokens(usage), condition=row["condition"],
+            self_reported_minutes=row["self_reported_minutes"], hourly_wage=row["wage"]))
     return found
 
 

@@ -296,6 +296,9 @@ TABLES: tuple[Table, ...] = (
         _c("output_tokens", "integer", "Output tokens, reasoning included."),
         _c("reasoning_tokens", "integer", "The reasoning part of output_tokens."),
         _c("price_ids", "string", "Rows of model_prices.csv used, space-separated."),
+        _c("self_reported_minutes", "integer", "Minutes the worker said the task took, asked (optionally) at "
+                                                "submission; empty when not given. A third measure, kept apart from "
+                                                "worker_seconds and log_active_seconds."),
     )),
     Table("model_prices.csv", "The price table the model costs were computed with (US dollars per million tokens).", (
         _c("price_id", "integer", "Row id, as referenced by episode_costs.csv."),
@@ -1029,6 +1032,7 @@ def _cost_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
             "input_tokens": tokens.get("input"), "cache_read_tokens": tokens.get("cache_read"),
             "cache_write_tokens": tokens.get("cache_write"), "output_tokens": tokens.get("output"),
             "reasoning_tokens": tokens.get("reasoning"), "price_ids": " ".join(map(str, row.cost.prices_used)),
+            "self_reported_minutes": row.self_reported_minutes,
         }
 
 

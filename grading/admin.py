@@ -389,7 +389,7 @@ class SoloRunForm(forms.ModelForm):
 
     class Meta:
         model = sm.SoloRun
-        fields = ("study", "task", "agent", "system_prompt")
+        fields = ("study", "task", "agent", "system_prompt", "model_cost_usd")
 
     def clean_deliverables(self) -> list:
         files = self.cleaned_data.get("deliverables") or []
@@ -434,12 +434,13 @@ class SoloRunAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         files = form.cleaned_data.get("deliverables") or []
         if change:
-            obj.save(update_fields=["system_prompt"])
+            obj.save(update_fields=["system_prompt", "model_cost_usd"])
             if files:
                 solo_runs.solo_run_add_files(solo_run=obj, files=files, actor=request.user)
             return
         created = solo_runs.solo_run_attach(study=obj.study, task=obj.task, agent=obj.agent, files=files,
-                                            actor=request.user, system_prompt=obj.system_prompt)
+                                            actor=request.user, system_prompt=obj.system_prompt,
+                                            model_cost_usd=obj.model_cost_usd)
         obj.pk = created.pk
         obj._state.adding = False
         self.message_user(request, "Solo run saved; its grading is queued.", messages.SUCCESS)

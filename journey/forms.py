@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 
 from studies.models import Episode, EpisodeFile, Occupation
+from studies.services.episodes import SELF_REPORT_MAX_MINUTES
 
 
 class SignupForm(UserCreationForm):
@@ -155,3 +156,18 @@ class UploadForm(forms.Form):
 class WithdrawForm(forms.Form):
     reason = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
     confirm = forms.BooleanField(error_messages={"required": "Please tick the box to confirm you want to withdraw."})
+
+
+class SubmitForm(forms.Form):
+    """The review page's optional "how many minutes did you spend on this task" answer."""
+
+    self_reported_minutes = forms.IntegerField(
+        required=False, min_value=1, max_value=SELF_REPORT_MAX_MINUTES,
+        label="About how many minutes did you spend on this task? (optional)",
+        error_messages={
+            "invalid": "Enter the minutes as a whole number, for example 45, or leave the field empty.",
+            "min_value": f"Enter a number of minutes from 1 to {SELF_REPORT_MAX_MINUTES:,}, or leave the field empty.",
+            "max_value": f"Enter a number of minutes from 1 to {SELF_REPORT_MAX_MINUTES:,} (that is 40 hours), or "
+                         "leave the field empty.",
+        },
+    )

@@ -449,6 +449,9 @@ class _EpisodeCost(serializers.Serializer):
     model_cost_note = serializers.CharField(source="cost.reason", allow_blank=True)
     tokens = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
     prices_used = serializers.ListField(source="cost.prices_used", child=serializers.IntegerField())
+    self_reported_minutes = serializers.IntegerField(
+        allow_null=True, help_text="The worker's own answer at submission; null when not given. Never merged with "
+                                   "worker_seconds.")
 
 
 class StudyCostsSerializer(serializers.Serializer):

@@ -91,3 +91,20 @@ class ExportForm(forms.Form):
 class PayoutForm(forms.Form):
     file_format = forms.ChoiceField(choices=list(PAYOUT_FORMATS.items()), label="Format")
     include_pii = forms.BooleanField(required=False, label="Use recruitment-platform worker ids")
+
+
+class WorkflowForm(forms.Form):
+    """The Time & cost page's target score and expert wage for the workflow comparison (a GET form)."""
+
+    target = forms.FloatField(
+        min_value=0, max_value=100, label="Target score",
+        error_messages={"required": "Enter a target score from 0 to 100.",
+                        "invalid": "Enter the target score as a number from 0 to 100, for example 70.",
+                        "min_value": "Enter a target score from 0 to 100.",
+                        "max_value": "Enter a target score from 0 to 100."})
+    expert_wage = forms.DecimalField(
+        required=False, min_value=0, max_value=10_000, decimal_places=2, label="Expert wage (US dollars per hour)",
+        error_messages={"invalid": "Enter the expert wage in US dollars per hour, for example 85, or leave it empty.",
+                        "min_value": "Enter an expert wage of 0 or more US dollars per hour.",
+                        "max_value": "Enter an expert wage of at most 10,000 US dollars per hour.",
+                        "max_decimal_places": "Enter the expert wage with at most two decimals."})

@@ -14,8 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console import economics
 from console.dashboard import cached, counts, pages, power, selectors, services
+from console.dashboard.costs import costs_page
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
@@ -237,11 +237,8 @@ def synergy_plan_run(request: HttpRequest, slug: str) -> HttpResponse:
 
 def costs(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(slug)
-    rows = economics.episode_economics(study)
     return _render(request, "console/costs.html", study, "costs", f"{study.name}: time and cost",
-                   view=economics.economics_summary(rows), n_episodes=len(rows),
-                   n_cost_unknown=sum(1 for r in rows if r.cost.amount is None),
-                   unknown_reasons=economics.unknown_reasons(rows), prices=economics.price_table())
+                   **costs_page(study, request.GET))
 
 
 def exports(request: HttpRequest, slug: str) -> HttpResponse:

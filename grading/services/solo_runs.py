@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from django.core.files.uploadedfile import UploadedFile
@@ -54,13 +55,15 @@ def solo_run_add_files(*, solo_run: SoloRun, files: Sequence[UploadedFile], acto
 
 
 def solo_run_attach(*, study: Study, task: TaskInstance, agent: Agent, files: Sequence[UploadedFile],
-                    actor: Any, system_prompt: str = "", grade: bool = True) -> SoloRun:
+                    actor: Any, system_prompt: str = "", grade: bool = True,
+                    model_cost_usd: Decimal | None = None) -> SoloRun:
     """Create a solo run of `agent` on `task` with its deliverables and (by default) queue its grading."""
     if not files:
         raise FileRejected("Attach at least one deliverable file.")
     checked = solo_run_files_check(files)
     with transaction.atomic():
         solo_run = SoloRun.objects.create(study=study, task=task, agent=agent, system_prompt=system_prompt,
+                                          model_cost_usd=model_cost_usd,
                                           status=SoloRun._meta.get_field("status").default)
         for name, upload, digest, size in checked:
             row = SoloRunFile(run=solo_run, name=name, size=size, sha256=digest)

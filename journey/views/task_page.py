@@ -15,7 +15,15 @@ from django.views.decorators.http import require_POST
 
 from grading.selectors import episode_log_file_notes, episode_log_format_warnings
 from journey.drafts import form_draft, form_draft_fields, form_draft_keep
-from journey.forms import NOTES_MAX_LENGTH, LogForm, OutsideExpertiseForm, SetupFailedForm, SetupForm, SoloForm
+from journey.forms import (
+    NOTES_MAX_LENGTH,
+    LogForm,
+    OutsideExpertiseForm,
+    SetupFailedForm,
+    SetupForm,
+    SoloForm,
+    SubmitForm,
+)
 from journey.views.worker import error_response, guard, load_participant, wants_json
 from pairing.services import episode_assign
 from studies.conf import upload_limits
@@ -321,10 +329,20 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
     episode = _episode(request, episode_id)
     back = task_url(episode)
     if request.method == "POST":
+        form = SubmitForm(request.POST)
+        if not form.is_valid():
+            # Nothing is submitted; the refused answer is kept and shown marked on the review page.
+            form_draft_keep(request.session, episode_id=episode.pk, form_name="submit", form=form)
+            if wants_json(request):
+                return JsonResponse({"ok": False, "errors": {k: [str(e) for e in v] for k, v in form.errors.items()}},
+                                    status=400)
+            return redirect("worker:episode-submit", episode_id=episode.pk)
         try:
-            episode = episode_submit(episode=episode, actor=request.user)
+            episode = episode_submit(episode=episode, actor=request.user,
+                                     self_reported_minutes=form.cleaned_data["self_reported_minutes"])
         except StudyError as exc:
             return error_response(request, exc, fallback_url=back + "#submit")
+        form_draft_keep(request.session, episode_id=episode.pk, form_name="submit", form=form)
         note = " It arrived after the time limit; it is kept and marked as late." if episode.timed_out else ""
         messages.success(request, f"Task {episode.position} submitted. Thank you! Grading will start shortly.{note}")
         return redirect(journey_state(episode.participant).url)
@@ -336,7 +354,9 @@ def submit(request: HttpRequest, episode_id: int) -> HttpResponse:
     warnings = episode_log_format_warnings(episode, files)
     section = "solo" if episode.is_solo else "log"
     unsaved = form_draft_fields(request.session, episode_id=episode.pk, form_name=section)
-    return render(request, "journey/submit_confirm.html", {
+    form = form_draft(request.session, episode_id=episode.pk, form_name="submit", form_class=SubmitForm,
+                      saved={}) or SubmitForm()
+    return render(request, "journey/submit_confirm.html", {"form": form,
         "unsaved": [_FIELD_NAMES.get(name, name) for name in unsaved], "unsaved_url": f"{back}#{section}",
         "episode": episode, "participant": episode.participant, "study": episode.participant.study,
         "agent": episode.agent, "files": files, "problems": submission_problems(episode, files),

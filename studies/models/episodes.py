@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -77,6 +78,10 @@ class Episode(models.Model):
     skip_description = models.TextField(blank=True)
     share_url = models.URLField(blank=True, max_length=500, help_text="Shared-session link to the agent log.")
     notes = models.TextField(blank=True, help_text="Anything the worker wants the study team to know.")
+    self_reported_minutes = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Minutes the worker said they spent on the task, asked at submission (optional; empty if not "
+                  "given). Kept beside the timestamps, never merged with them.")
     score = models.FloatField(null=True, blank=True, help_text="Final 0–100 score y used by the rating.")
     auto_score = models.FloatField(null=True, blank=True, help_text="Mean of the current judge runs' totals.")
     expert_score = models.FloatField(null=True, blank=True, help_text="Score from submitted expert grades.")
@@ -183,6 +188,10 @@ class SoloRun(models.Model):
     score = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Episode.Status.choices, default=Episode.Status.SUBMITTED)
     grading_note = models.TextField(blank=True)
+    model_cost_usd = models.DecimalField(
+        max_digits=10, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="What the run's model calls cost in US dollars, from the provider's bill or the run's own session "
+                  "file; empty: unknown (the workflow comparison then says its cost cannot be estimated).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

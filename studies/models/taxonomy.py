@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -27,6 +28,11 @@ class Occupation(models.Model):
     sector = models.ForeignKey(
         Sector, null=True, blank=True, on_delete=models.SET_NULL, related_name="occupations"
     )
+    hourly_wage_usd = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="The occupation's hourly wage in US dollars (e.g. the BLS median), used to price worker time in "
+                  "the workflow comparison; empty: that time cannot be priced.")
+    wage_source = models.CharField(max_length=300, blank=True, help_text="Where the wage was read, and its year.")
     # Not a column: how many tasks the study can still give, set on picker results by the occupation search.
     reach: int
 

@@ -237,8 +237,30 @@ def submission_problems(episode: Episode, files: list[EpisodeFile]) -> list[str]
     return [check.message for check in submission_checklist(episode, files) if not check.done]
 
 
-def episode_submit(*, episode: Episode, actor: Any) -> Episode:
-    """Submit the deliverables for grading: once, complete, late submissions kept and flagged."""
+# A task is done in at most a working week; a longer answer is a typo (seconds, or a date).
+SELF_REPORT_MAX_MINUTES = 2400
+
+
+def _check_self_report(minutes: int | None) -> None:
+    if minutes is not None and not 1 <= minutes <= SELF_REPORT_MAX_MINUTES:
+        raise SubmitRejected(f"Not submitted yet: the minutes you spent must be from 1 to "
+                             f"{SELF_REPORT_MAX_MINUTES:,}, or left empty (you entered {minutes}).")
+
+
+def _submit_audit(files: int, timed_out: bool, minutes: int | None) -> dict[str, Any]:
+    after: dict[str, Any] = {"files": files, "timed_out": timed_out}
+    if minutes is not None:
+        after["self_reported_minutes"] = minutes
+    return after
+
+
+def episode_submit(*, episode: Episode, actor: Any, self_reported_minutes: int | None = None) -> Episode:
+    """Submit the deliverables for grading: once, complete, late submissions kept and flagged.
+
+    ``self_reported_minutes`` is the worker's own optional answer to how long the task took, stored beside the
+    timestamps (the two measures are compared, never merged).
+    """
+    _check_self_report(self_reported_minutes)
     with transaction.atomic():
         locked = _locked(episode, with_participant=True)
         if locked.status not in EDITABLE_STATUSES:
@@ -253,10 +275,11 @@ def episode_submit(*, episode: Episode, actor: Any) -> Episode:
         locked.status = Episode.Status.SUBMITTED
         locked.submitted_at = now
         locked.timed_out = bool(locked.deadline_at and now > locked.deadline_at)
-        locked.save(update_fields=["status", "submitted_at", "timed_out", "updated_at"])
+        locked.self_reported_minutes = self_reported_minutes
+        locked.save(update_fields=["status", "submitted_at", "timed_out", "self_reported_minutes", "updated_at"])
         payment_record_task(episode=locked)
         audit_record(actor=actor, action="episode.submit", obj=locked, study=locked.study,
-                     after={"files": len(files), "timed_out": locked.timed_out})
+                     after=_submit_audit(len(files), locked.timed_out, self_reported_minutes))
         _unlock_post_survey_if_done(locked)
         episode_id = locked.pk
         # Never a 500 for a saved submission: with the broker down the grading sweep sends it later.

@@ -148,3 +148,26 @@ def test_the_api_gives_staff_each_episode_s_time_and_cost_and_refuses_others(pri
     worker = APIClient()
     worker.force_authenticate(UserFactory(username="worker-api", roles=["worker"]))
     assert worker.get(f"/api/studies/{populated.study.slug}/costs/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_export_and_the_api_carry_the_worker_s_own_minutes_as_the_last_column_empty_when_not_given(priced):
+    from rest_framework.test import APIClient
+
+    populated, first, second = priced
+    Episode.objects.filter(pk=first.pk).update(self_reported_minutes=35)
+    handle = io.BytesIO()
+    build_export(populated.study, handle)
+    archive = zipfile.ZipFile(io.BytesIO(handle.getvalue()))
+    header = archive.read("episode_costs.csv").decode().splitlines()[0].split(",")
+    assert header[-2:] == ["price_ids", "self_reported_minutes"]
+    hasher = Pseudonymizer(populated.study)
+    costs = {r["episode_id"]: r for r in csv.DictReader(io.TextIOWrapper(archive.open("episode_costs.csv")))}
+    assert costs[hasher("episode", first.pk)]["self_reported_minutes"] == "35"
+    assert costs[hasher("episode", second.pk)]["self_reported_minutes"] == ""
+    assert costs[hasher("episode", first.pk)]["worker_seconds"] == "1800.0"  # the two measures stay apart
+    assert "episode_costs.csv,self_reported_minutes,integer" in archive.read("data_dictionary.csv").decode()
+    client = APIClient()
+    client.force_authenticate(UserFactory(username="staff-minutes", roles=["staff"]))
+    episodes = {e["episode"]: e for e in client.get(f"/api/studies/{populated.study.slug}/costs/").json()["episodes"]}
+    assert episodes[first.pk]["self_reported_minutes"] == 35 and episodes[second.pk]["self_reported_minutes"] is None

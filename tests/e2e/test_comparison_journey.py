@@ -1,14 +1,18 @@
 """Staff build a blind comparison set; one expert ranks it on a desktop (1280 px), another on a phone (390 px,
-no horizontal scroll); the staff page then shows the answers by arm and the raw win/tie counts."""
+no horizontal scroll); the staff page then shows the answers by arm and the raw win/tie counts, and the Time &
+cost page's cost panel prices the three workflows with the experts' comparison time (at 1280 and 390 px)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from celery import current_app
 from playwright.sync_api import expect
 
 from experts.models import ComparisonAssignment, ComparisonSet
-from studies.models import Episode
+from studies.models import Episode, Participant, SoloRun
 from tests.e2e.steps import login, sign_out
 from tests.factories import SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.agents import AgentFactory
@@ -16,6 +20,7 @@ from tests.factories.episodes import EpisodeFactory, EpisodeFileFactory
 from tests.factories.experts import make_expert, make_solo_run
 from tests.factories.participants import ParticipantFactory
 from tests.factories.scenarios import make_episode
+from tests.factories.taxonomy import OccupationFactory
 
 PASSWORD = "pw-correct-horse"
 DESKTOP, PHONE = {"width": 1280, "height": 900}, {"width": 390, "height": 844}
@@ -51,7 +56,7 @@ def test_staff_build_a_set_experts_rank_it_blind_on_desktop_and_phone_and_staff_
     alone = EpisodeFactory(task=task, participant=ParticipantFactory(study=study, pseudonym="PSEUDO-W2"), agent=None,
                            condition=Episode.Condition.SOLO, status=Episode.Status.SUBMITTED)
     EpisodeFileFactory(episode=alone, name="memo.txt", content=b"Memo written by hand, no tool.\n")
-    make_solo_run(study=study, task=task, agent=agent, content=b"Memo the tool wrote on its own.\n")
+    run = make_solo_run(study=study, task=task, agent=agent, content=b"Memo the tool wrote on its own.\n")
     make_expert(username="eva", sectors=[sector])
     make_expert(username="ana", sectors=[sector])
     UserFactory(username="sam", roles=["staff"])
@@ -135,3 +140,41 @@ def test_staff_build_a_set_experts_rank_it_blind_on_desktop_and_phone_and_staff_
     totals = [int(row.locator("td").nth(5).inner_text()) for row in counts.all()]
     assert totals == [2, 2, 2]
     page.screenshot(path="var/e2e-comparison-staff.png", full_page=True)
+
+    # 5. The Time & cost page's cost panel: staff set a target and the expert wage; the agent-alone workflow is
+    # priced with the run's model cost and its share of the two comparisons' time, at 1280 and at 390 px.
+    _price_the_workflows(study, with_agent, alone, run)
+    expected = {"human_alone": "30.00", "agent_then_expert": _agent_alone_cost(comparison_set)}
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        page.goto(f"/admin/dashboard/{study.slug}/costs/")
+        expect(page.locator("#expert-time-table")).to_contain_text("Per comparison")
+        page.fill("#id_target", "70")
+        page.fill("#id_expert_wage", "90")
+        page.click("button:has-text('Compare the workflows')")
+        expect(page.locator("#workflow-target")).to_contain_text("Target score 70, expert wage 90 USD per hour")
+        agent_table = page.locator("table.workflow-table[data-group='Hidden Agent Q']")
+        for workflow, cost in expected.items():
+            expect(agent_table.locator(f"tr[data-workflow='{workflow}'] td.expected-cost")).to_contain_text(cost)
+        expect(agent_table.locator("tr[data-workflow='human_with_agent'] td.expected-cost")).to_contain_text(
+            "Cannot be estimated")
+        if viewport is PHONE:
+            _no_horizontal_scroll(page)
+    page.screenshot(path="var/e2e-comparison-costs-phone.png", full_page=True)
+
+
+def _price_the_workflows(study, with_agent, alone, run) -> None:
+    """Wages, timestamps and scores a real study would hold: the worker alone took 30 minutes at 60 USD/h."""
+    occupation = OccupationFactory(hourly_wage_usd=Decimal("60"))
+    Participant.objects.filter(study=study).update(occupation=occupation)
+    for episode, score in ((with_agent, 64.25), (alone, 72.0)):
+        submitted = episode.submitted_at or episode.assigned_at
+        Episode.objects.filter(pk=episode.pk).update(score=score, submitted_at=submitted,
+                                                     started_at=submitted - timedelta(minutes=30))
+    SoloRun.objects.filter(pk=run.pk).update(score=80.0, model_cost_usd=Decimal("0.40"))
+
+
+def _agent_alone_cost(comparison_set) -> str:
+    """The run's model cost plus a third of the experts' recorded comparison seconds at 90 USD/h (one task)."""
+    seconds = sum(a.time_spent_seconds for a in ComparisonAssignment.objects.filter(comparison_set=comparison_set))
+    return f"{0.40 + seconds / 3 / 3600 * 90:,.2f}"

@@ -118,6 +118,26 @@ def test_a_bad_solo_run_file_shows_a_form_error_and_saves_nothing(staff_client, 
     assert not SoloRun.objects.exists()
 
 
+def test_staff_enter_a_solo_run_s_model_cost_on_creation_and_later_and_a_negative_cost_is_refused(
+        staff_client, sent_tasks, on_commit):
+    study, task, agent = StudyFactory(), TaskFactory(), AgentFactory()
+    with on_commit():
+        staff_client.post("/admin/studyapp/solorun/add/", {
+            "study": study.pk, "task": task.pk, "agent": agent.pk, "model_cost_usd": "0.42",
+            "deliverables": [SimpleUploadedFile("a.txt", b"alpha")],
+            "files-TOTAL_FORMS": "0", "files-INITIAL_FORMS": "0"})
+    run = SoloRun.objects.get()
+    assert str(run.model_cost_usd) == "0.420000"
+    change = f"/admin/studyapp/solorun/{run.pk}/change/"
+    refused = staff_client.post(change, {"system_prompt": "", "model_cost_usd": "-1", "files-TOTAL_FORMS": "0",
+                                         "files-INITIAL_FORMS": "0"})
+    assert refused.status_code == 200 and "greater than or equal to 0" in refused.content.decode()
+    staff_client.post(change, {"system_prompt": "", "model_cost_usd": "1.5", "files-TOTAL_FORMS": "0",
+                               "files-INITIAL_FORMS": "0"})
+    run.refresh_from_db()
+    assert str(run.model_cost_usd) == "1.500000"
+
+
 def test_the_tom_coding_action_queues_episodes_of_tom_studies_only_and_codings_are_read_only(
         staff_client, sent_tasks, on_commit):
     from grading.models import ProcessCoding

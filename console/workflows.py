@@ -1,0 +1,152 @@
+"""The GDPval-style comparison of three workflows, per agent and per task family (sector).
+
+Each workflow's attempts are priced as follows (time is the platform's own timestamps, never the worker's
+self report, so the two time measures stay apart):
+
+- **Human alone**: a solo-condition episode; its cost is the worker's time (episode start to submission) at the
+  hourly wage of the worker's occupation.
+- **Agent alone, then expert review**: a solo-agent run; its cost is the run's model cost (staff enter it on the
+  run) plus the expert time spent reviewing it at the expert wage staff give. The review time is each
+  submitted comparison that showed the run, divided equally among the deliverables of its set (an expert
+  reviews all of them in that time). The platform records no separate fixing time, so none is added: a run
+  below the target counts as a failed attempt to be tried again, which the expected cost already prices.
+- **Human with agent**: an episode with an agent; its cost is the worker's time at the occupation's wage plus
+  the model cost of the usage its session files recorded.
+
+A cost with any unknown part is unknown (counted, with its reason), never guessed. The numerics are in
+`rating/workflow_costs.py`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count
+
+from console.economics import EpisodeEconomics
+from experts.models import ComparisonAssignment, ComparisonItem
+from rating.workflow_costs import WorkflowEstimate, workflow_estimate
+from studies.models import Episode, SoloRun, Study
+
+HUMAN_ALONE, AGENT_THEN_EXPERT, HUMAN_WITH_AGENT = "human_alone", "agent_then_expert", "human_with_agent"
+WORKFLOW_NAMES = {HUMAN_ALONE: "Human alone", AGENT_THEN_EXPERT: "Agent alone, then expert review",
+                  HUMAN_WITH_AGENT: "Human with agent"}
+SECONDS_PER_HOUR = Decimal(3600)
+NO_WAGE = "the worker's occupation has no hourly wage in the table"
+NO_TIME = "the episode has no start or submission time"
+NO_RUN_COST = "the solo run has no model cost entered"
+NO_REVIEW = "no submitted comparison reviewed the solo run"
+NO_EXPERT_WAGE = "no expert wage was given"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    workflow: str
+    agent: str
+    sector: str
+    task_uuid: str
+    score: float | None
+    cost: Decimal | None
+    reason: str = ""  # why the cost is unknown
+
+
+def _worker_cost(row: EpisodeEconomics) -> tuple[Decimal | None, str]:
+    if row.hourly_wage is None:
+        return None, NO_WAGE
+    if row.worker_seconds is None:
+        return None, NO_TIME
+    return Decimal(str(row.worker_seconds)) / SECONDS_PER_HOUR * row.hourly_wage, ""
+
+
+def episode_attempts(rows: Iterable[EpisodeEconomics]) -> list[Attempt]:
+    """Price each episode as an attempt of the human-alone or the human-with-agent workflow."""
+    found = []
+    for row in rows:
+        cost, reason = _worker_cost(row)
+        solo = row.condition == Episode.Condition.SOLO
+        if cost is not None and not solo:
+            cost, reason = (cost + row.cost.amount, "") if row.cost.amount is not None else (None, row.cost.reason)
+        found.append(Attempt(HUMAN_ALONE if solo else HUMAN_WITH_AGENT, row.agent, row.sector, row.task_uuid,
+                             row.score, cost, reason))
+    return found
+
+
+def solo_run_review_seconds(study: Study) -> dict[int, float]:
+    """Return each solo run's share of the expert time of the submitted comparisons that showed it."""
+    sizes = dict(ComparisonItem.objects.filter(comparison_set__study=study).values("comparison_set_id")
+                 .annotate(n=Count("pk")).values_list("comparison_set_id", "n"))
+    spent: dict[int, float] = defaultdict(float)
+    for set_id, seconds in (ComparisonAssignment.objects
+                            .filter(comparison_set__study=study, status=ComparisonAssignment.Status.SUBMITTED)
+                            .values_list("comparison_set_id", "time_spent_seconds")):
+        spent[set_id] += seconds
+    shares: dict[int, float] = defaultdict(float)
+    reviewed: set[int] = set()
+    for run_id, set_id in (ComparisonItem.objects.filter(comparison_set__study=study, solo_run__isnull=False)
+                           .values_list("solo_run_id", "comparison_set_id")):
+        if set_id in spent:
+            shares[run_id] += spent[set_id] / sizes[set_id]
+            reviewed.add(run_id)
+    return {run_id: shares[run_id] for run_id in reviewed}
+
+
+def _run_cost(model_cost: Decimal | None, review: float | None, wage: Decimal | None) -> tuple[Decimal | None, str]:
+    if model_cost is None:
+        return None, NO_RUN_COST
+    if review is None:
+        return None, NO_REVIEW
+    if wage is None:
+        return None, NO_EXPERT_WAGE
+    return model_cost + Decimal(str(review)) / SECONDS_PER_HOUR * wage, ""
+
+
+def solo_run_attempts(study: Study, expert_wage: Decimal | None) -> list[Attempt]:
+    """Price each graded solo run as an attempt of the agent-alone-then-expert-review workflow."""
+    review = solo_run_review_seconds(study)
+    runs = (SoloRun.objects.filter(study=study, score__isnull=False)
+            .values_list("pk", "agent__name", "task__sector__name", "task__uuid", "score", "model_cost_usd"))
+    found = []
+    for pk, agent, sector, task_uuid, score, model_cost in runs.order_by("pk"):
+        cost, reason = _run_cost(model_cost, review.get(pk), expert_wage)
+        found.append(Attempt(AGENT_THEN_EXPERT, agent or "", sector or "", str(task_uuid), score, cost, reason))
+    return found
+
+
+def _estimate(attempts: list[Attempt], target: float) -> WorkflowEstimate:
+    nan = float("nan")
+    return workflow_estimate([a.task_uuid for a in attempts],
+                             [a.score if a.score is not None else nan for a in attempts],
+                             [float(a.cost) if a.cost is not None else nan for a in attempts], target=target)
+
+
+def _unknown(attempts: list[Attempt]) -> list[tuple[str, int]]:
+    counted: dict[str, int] = defaultdict(int)
+    for attempt in attempts:
+        if attempt.cost is None:
+            counted[attempt.reason] += 1
+    return sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _row(workflow: str, attempts: list[Attempt], target: float) -> dict[str, Any]:
+    return {"workflow": workflow, "name": WORKFLOW_NAMES[workflow], "attempts": len(attempts),
+            "estimate": _estimate(attempts, target), "unknown": _unknown(attempts)}
+
+
+def _block(group: str, attempts: list[Attempt], target: float, workflows: Iterable[str]) -> dict[str, Any]:
+    return {"group": group, "rows": [_row(w, [a for a in attempts if a.workflow == w], target) for w in workflows]}
+
+
+def workflow_comparison(attempts: list[Attempt], *, target: float) -> dict[str, list[dict[str, Any]]]:
+    """Return the three workflows' estimates per agent (human alone as the agent-free reference) and per sector."""
+    order = (HUMAN_ALONE, AGENT_THEN_EXPERT, HUMAN_WITH_AGENT)
+    alone = [a for a in attempts if a.workflow == HUMAN_ALONE]
+    agents = sorted({a.agent for a in attempts if a.workflow != HUMAN_ALONE})
+    by_agent = [_block(name, [*alone, *(a for a in attempts if a.agent == name and a.workflow != HUMAN_ALONE)],
+                       target, order) for name in agents]
+    sectors = sorted({a.sector for a in attempts})
+    by_sector = [_block(name, [a for a in attempts if a.sector == name], target, order) for name in sectors]
+    return {"agents": by_agent, "sectors": by_sector}

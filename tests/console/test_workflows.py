@@ -1,0 +1,169 @@
+"""The workflow comparison: how each workflow's attempts are priced, the review share of a solo run, and the page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from console.economics import EpisodeEconomics, episode_economics
+from console.workflows import (
+    AGENT_THEN_EXPERT,
+    HUMAN_ALONE,
+    HUMAN_WITH_AGENT,
+    NO_EXPERT_WAGE,
+    NO_REVIEW,
+    NO_RUN_COST,
+    NO_WAGE,
+    episode_attempts,
+    solo_run_attempts,
+    solo_run_review_seconds,
+    workflow_comparison,
+)
+from experts.models import ComparisonAssignment, ComparisonItem, ComparisonSet
+from grading.costs import UsageCost
+from studies.models import Episode, Participant, SoloRun
+from tests.factories import AgentFactory, SectorFactory, StudyFactory, TaskFactory, UserFactory
+from tests.factories.episodes import EpisodeFactory
+from tests.factories.experts import make_expert, make_solo_run
+from tests.factories.participants import ParticipantFactory
+from tests.factories.taxonomy import OccupationFactory
+
+
+def _row(**fields) -> EpisodeEconomics:
+    base = {"episode_id": 1, "agent": "A", "sector": "S", "task_uuid": "t1", "score": 80.0, "worker_seconds": 1800.0,
+            "log_active_seconds": None, "pay": None, "currency": "", "expert_seconds": None, "expert_grades": 0,
+            "cost": UsageCost(amount=Decimal("0.40")), "tokens": None, "hourly_wage": Decimal("60")}
+    return EpisodeEconomics(**{**base, **fields})
+
+
+def test_an_episode_with_an_agent_costs_the_worker_s_time_at_the_wage_plus_the_model_cost():
+    (attempt,) = episode_attempts([_row()])
+    assert attempt.workflow == HUMAN_WITH_AGENT and attempt.cost == Decimal("30.40")
+
+
+def test_a_solo_episode_costs_the_worker_s_time_only_and_a_missing_part_makes_the_cost_unknown():
+    solo, no_wage, no_usage = episode_attempts([
+        _row(agent="", condition=Episode.Condition.SOLO, cost=UsageCost(amount=None, reason="no log")),
+        _row(hourly_wage=None), _row(cost=UsageCost(amount=None, reason="no uploaded session file"))])
+    assert solo.workflow == HUMAN_ALONE and solo.cost == Decimal("30")
+    assert no_wage.cost is None and no_wage.reason == NO_WAGE
+    assert no_usage.cost is None and no_usage.reason == "no uploaded session file"
+
+
+def test_the_comparison_puts_human_alone_beside_each_agent_and_estimates_per_sector():
+    rows = [_row(task_uuid=f"t{i}", score=s) for i, s in enumerate((80.0, 60.0, 90.0))]
+    rows += [_row(agent="", condition=Episode.Condition.SOLO, task_uuid=f"t{i}", score=s)
+             for i, s in enumerate((75.0, 65.0, 55.0))]
+    found = workflow_comparison(episode_attempts(rows), target=70)
+    (agent,) = found["agents"]
+    by_workflow = {r["workflow"]: r for r in agent["rows"]}
+    # human with agent: 3 attempts at 30.40, 2 reach 70 -> 3 * 30.40 / 2; human alone: 3 * 30 / 1
+    assert by_workflow[HUMAN_WITH_AGENT]["estimate"].expected_cost.estimate == pytest.approx(45.6)
+    assert by_workflow[HUMAN_ALONE]["estimate"].expected_cost.estimate == pytest.approx(90.0)
+    assert by_workflow[AGENT_THEN_EXPERT]["attempts"] == 0
+    assert by_workflow[AGENT_THEN_EXPERT]["estimate"].reason == "no attempt has both a score and a known cost"
+    assert [b["group"] for b in found["sectors"]] == ["S"]
+
+
+@pytest.fixture
+def reviewed(db):
+    """Two tasks, each with a graded solo run shown in a three-deliverable comparison that two experts submitted."""
+    study, agent, sector = StudyFactory(), AgentFactory(name="Claude Code"), SectorFactory(name="Finance")
+    runs = []
+    for index, score in enumerate((82.0, 58.0)):
+        task = TaskFactory(sector=sector)
+        run = make_solo_run(study=study, task=task, agent=agent)
+        SoloRun.objects.filter(pk=run.pk).update(score=score, model_cost_usd=Decimal("0.5"))
+        episodes = [EpisodeFactory(participant=ParticipantFactory(study=study), task=task, agent=agent,
+                                   status=Episode.Status.GRADED) for _ in range(2)]
+        the_set = ComparisonSet.objects.create(study=study, task=task)
+        ComparisonItem.objects.create(comparison_set=the_set, solo_run=run)
+        for episode in episodes:
+            ComparisonItem.objects.create(comparison_set=the_set, episode=episode)
+        for seconds, status in ((600, "submitted"), (900, "submitted"), (3000, "in_progress")):
+            ComparisonAssignment.objects.create(comparison_set=the_set, expert=make_expert(), order_seed=index,
+                                                order_probability=1 / 6, status=status,
+                                                time_spent_seconds=seconds)
+        runs.append(run)
+    return study, runs
+
+
+def test_a_solo_run_s_review_time_is_its_share_of_the_submitted_comparisons(reviewed):
+    study, runs = reviewed
+    assert solo_run_review_seconds(study) == {runs[0].pk: 500.0, runs[1].pk: 500.0}  # (600 + 900) / 3
+
+
+def test_a_solo_run_costs_its_model_cost_plus_its_review_time_at_the_expert_wage(reviewed):
+    study, runs = reviewed
+    first, second = solo_run_attempts(study, Decimal("90"))
+    assert first.workflow == AGENT_THEN_EXPERT and first.cost == Decimal("0.5") + Decimal(500) / 3600 * 90
+    found = workflow_comparison([first, second], target=70)
+    row = found["agents"][0]["rows"][1]
+    assert row["estimate"].expected_cost.estimate == pytest.approx(2 * 13.0)  # two attempts, one reaches 70
+
+
+def test_a_solo_run_without_cost_review_or_expert_wage_is_unknown_with_its_reason(reviewed):
+    study, runs = reviewed
+    assert {a.reason for a in solo_run_attempts(study, None)} == {NO_EXPERT_WAGE}
+    SoloRun.objects.filter(pk=runs[0].pk).update(model_cost_usd=None)
+    ComparisonAssignment.objects.filter(comparison_set__items__solo_run=runs[1]).update(status="cancelled")
+    assert [a.reason for a in solo_run_attempts(study, Decimal("90"))] == [NO_RUN_COST, NO_REVIEW]
+
+
+@pytest.fixture
+def staff(client, db):
+    client.force_login(UserFactory(username="staff-workflows", roles=["staff"], is_staff=True))
+    return client
+
+
+def _page(client, study, **query):
+    response = client.get(reverse("dashboard:costs", args=[study.slug]), query)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_page_compares_the_workflows_at_the_staff_target(staff, reviewed):
+    study, runs = reviewed
+    occupation = OccupationFactory(hourly_wage_usd=Decimal("60"))
+    Participant.objects.filter(study=study).update(occupation=occupation)
+    now = timezone.now()
+    Episode.objects.filter(study=study).update(started_at=now - timedelta(minutes=30), submitted_at=now, score=75)
+    page = _page(staff, study, target="70", expert_wage="90")
+    assert 'id="workflow-target"' in page and "Target score 70, expert wage 90 USD per hour" in page
+    assert 'data-workflow="agent_then_expert"' in page and "26.00" in page  # 2 × 13.00 per deliverable at 70
+    # the episodes have no session file: their model cost is unknown, so that workflow's expected cost too
+    assert "Cannot be estimated: no attempt has both a score and a known cost." in page
+    assert "no uploaded session file recorded model usage" in page
+    assert "Cannot be estimated: no attempt reaches the target score 90" in _page(staff, study, target="90",
+                                                                                  expert_wage="90")
+
+
+@pytest.mark.parametrize(("query", "said"), [
+    ({"target": "seventy"}, "Enter the target score as a number from 0 to 100"),
+    ({"target": "170"}, "Enter a target score from 0 to 100."),
+    ({"target": "70", "expert_wage": "-5"}, "Enter an expert wage of 0 or more"),
+])
+def test_a_bad_target_or_wage_is_refused_next_to_its_field_and_keeps_what_was_typed(staff, reviewed, query, said):
+    study, _ = reviewed
+    page = _page(staff, study, **query)
+    assert said in page and "Nothing was compared: correct the value above." in page
+    assert all(f'value="{value}"' in page for value in query.values())
+
+
+def test_without_a_target_the_page_asks_for_one(staff, reviewed):
+    study, _ = reviewed
+    assert "Enter a target score to compare the workflows." in _page(staff, study)
+
+
+def test_the_episode_rows_carry_the_condition_the_self_report_and_the_occupation_wage(reviewed):
+    study, _ = reviewed
+    occupation = OccupationFactory(hourly_wage_usd=Decimal("42.50"))
+    Participant.objects.filter(study=study).update(occupation=occupation)
+    Episode.objects.filter(study=study).update(self_reported_minutes=40)
+    rows = episode_economics(study)
+    assert rows and all(r.hourly_wage == Decimal("42.50") and r.self_reported_minutes == 40 and
+                        r.condition == Episode.Condition.WITH_AGENT for r in rows)
