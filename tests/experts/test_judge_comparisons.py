@@ -12,6 +12,7 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.urls import reverse
 from django.utils import timezone
 
 from experts.judge_comparison_selectors import study_judge_preferences, study_judge_rankings
@@ -24,6 +25,8 @@ from experts.services.comparisons import (
     comparison_submit,
 )
 from experts.services.judge_comparisons import comparison_set_judge
+from experts.task_names import JUDGE_COMPARISON_SET
+from experts.tasks import judge_comparison_set
 from grading.exceptions import BudgetExhausted, CodingInFlight
 from grading.models import LLMUsage
 from grading.prompts import COMPARE_PROMPT_VERSION
@@ -222,3 +225,18 @@ def test_the_command_and_the_summary_against_the_experts(llm_server, world, caps
     assert (pooled["position_bias"]["successes"], pooled["position_bias"]["n"]) == (6, 12)
     assert pooled["position_bias"]["share"] == pytest.approx(0.0)
     assert [r["judge"] for r in summary["rows"]] == ["openai/gpt-4.1", "anthropic/claude-sonnet-4-6", "all judges"]
+
+
+def test_the_admin_action_queues_one_task_per_set_and_the_task_judges_it(llm_server, world, client,  # noqa: F811
+                                                                           sent_tasks,
+                                                                           django_capture_on_commit_callbacks):
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:experts_comparisonset_changelist"),
+                               {"action": "judge_sets", "_selected_action": [world["set"].pk]}, follow=True)
+    assert response.status_code == 200 and "Queued judge rankings of 1 comparison set(s)." in response.content.decode()
+    assert sent_tasks == [(JUDGE_COMPARISON_SET, [world["set"].pk])]
+    assert judge_comparison_set(world["set"].pk) == {"status": "judged", "rankings": {"succeeded": 4}}
+    assert judge_comparison_set(world["set"].pk) == {"status": "judged", "rankings": {"succeeded": 4}}
+    assert len(_requests(llm_server)) == 4
+    assert judge_comparison_set(10**9) == {"status": "missing"}
