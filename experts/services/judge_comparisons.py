@@ -252,6 +252,9 @@ def comparison_set_judge(*, comparison_set: ComparisonSet, retry_failed: bool = 
         raise NotGradable(f"comparison set {comparison_set.pk} has {len(items)} deliverable(s); at least 2 are "
                           "compared")
     judges = study_comparison_judges(comparison_set.study)
+    stored = [_stored(comparison_set, order, spec, retry_failed=retry_failed) for order in ORDERS for spec in judges]
+    if all(row is not None for row in stored):
+        return [row for row in stored if row is not None]  # nothing owed: no file is read
     texts, cut = _deliverable_texts(items)
     reference = task_reference_text(comparison_set.task)
     results: list[JudgeComparison] = []
