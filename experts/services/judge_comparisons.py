@@ -3,9 +3,10 @@
 Each set is shown to each judge (`grading.providers.study_judges`, the rubric judges) in its recorded order (items
 by id) and reversed, so the judge's position bias can be measured (every pair of deliverables is seen in both
 relative orders). The judge sees what an expert sees: the task's request, the reference files given with it and
-the deliverables' text, numbered by shown position; never an agent, worker, condition, score or evaluator-only
-information. The reply is a ranking with ties and a short reason, checked strictly (one rank per deliverable,
-1 is best); a reply still wrong after the bounded repair rounds is stored as failed with the problems, never mended.
+the deliverables' text, numbered by shown position and under the experts' neutral file names; never an agent,
+worker, condition, score or evaluator-only information. The reply is a ranking with ties and a short reason,
+checked strictly (one rank per deliverable, 1 is best); a reply still wrong after the bounded repair rounds is
+stored as failed with the problems, never mended.
 
 Exactly once like every paid coding (`grading.services.claims`): one row per set x order x judge x prompt version,
 claimed RUNNING with a lease under the set's row lock, so a duplicate run finds it done or in flight and a killed
@@ -27,6 +28,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from experts.comparison_selectors import shown_file_name
 from experts.models import ComparisonItem, ComparisonSet, JudgeComparison
 from grading import llm
 from grading.conf import grading_settings
@@ -67,23 +69,25 @@ def _set_items(comparison_set: ComparisonSet) -> list[ComparisonItem]:
     return list(comparison_set.items.select_related("episode__participant__consent_version").order_by("pk"))
 
 
-def _item_files(item: ComparisonItem) -> list[tuple[str, Any]]:
+def _item_files(item: ComparisonItem, position: int) -> list[tuple[str, Any]]:
+    """The item's deliverable files under the neutral names the experts see (a stored name can tell the arm)."""
     rows: Any  # episode files, or a solo run's files (the database holds one source per item)
     if item.episode_id is not None:
         rows = EpisodeFile.objects.filter(episode_id=item.episode_id, kind=EpisodeFile.Kind.DELIVERABLE)
     else:
         rows = SoloRunFile.objects.filter(run_id=item.solo_run_id)
-    return [(row.name, row.file) for row in rows.order_by("name", "pk")]
+    return [(shown_file_name(position, index, row.name), row.file)
+            for index, row in enumerate(rows.order_by("name", "pk"), start=1)]
 
 
-def _deliverable_texts(items: Sequence[ComparisonItem]) -> tuple[dict[int, str], bool]:
-    """Each item's deliverable text (text only, the reading budget shared between the items) and whether any
-    was cut."""
-    limits = extraction_limits(max_chars=max(1, int(grading_settings()["EXTRACT_MAX_CHARS"]) // len(items)))
-    texts, cut = {}, False
-    for item in items:
-        extraction = stored_files_extract(_item_files(item), limits=limits)
-        texts[item.pk] = extraction.as_prompt_text(images_attached=False)
+def _deliverable_texts(shown: Sequence[ComparisonItem]) -> tuple[list[str], bool]:
+    """Each shown deliverable's text (text only, the reading budget shared between them), and whether any was
+    cut."""
+    limits = extraction_limits(max_chars=max(1, int(grading_settings()["EXTRACT_MAX_CHARS"]) // len(shown)))
+    texts, cut = [], False
+    for position, item in enumerate(shown, start=1):
+        extraction = stored_files_extract(_item_files(item, position), limits=limits)
+        texts.append(extraction.as_prompt_text(images_attached=False))
         cut = cut or extraction.truncated
     return texts, cut
 
@@ -92,11 +96,12 @@ def shown_order(items: Sequence[ComparisonItem], order: str) -> list[ComparisonI
     return list(items) if order == Order.RECORDED else list(reversed(items))
 
 
-def _prompt(comparison_set: ComparisonSet, shown: Sequence[ComparisonItem], texts: dict[int, str], cut: bool,
-            reference: str) -> RenderedPrompt:
+def _prompt(comparison_set: ComparisonSet, shown: Sequence[ComparisonItem], reference: str) -> RenderedPrompt:
+    """The request for one shown order (files are named by shown position, so each order reads them anew)."""
     task = comparison_set.task
-    return render_comparison_prompt(title=task.title, prompt=task.prompt, reference=reference,
-                                    deliverables=[texts[item.pk] for item in shown], truncated=cut)
+    texts, cut = _deliverable_texts(shown)
+    return render_comparison_prompt(title=task.title, prompt=task.prompt, reference=reference, deliverables=texts,
+                                    truncated=cut)
 
 
 def _refusal(items: Sequence[ComparisonItem], spec: JudgeSpec) -> str | None:
@@ -255,13 +260,12 @@ def comparison_set_judge(*, comparison_set: ComparisonSet, retry_failed: bool = 
     stored = [_stored(comparison_set, order, spec, retry_failed=retry_failed) for order in ORDERS for spec in judges]
     if all(row is not None for row in stored):
         return [row for row in stored if row is not None]  # nothing owed: no file is read
-    texts, cut = _deliverable_texts(items)
     reference = task_reference_text(comparison_set.task)
     results: list[JudgeComparison] = []
     held: RetryLater | CodingInFlight | None = None
     for order in ORDERS:
         shown = shown_order(items, order)
-        prompt = _prompt(comparison_set, shown, texts, cut, reference)
+        prompt = _prompt(comparison_set, shown, reference)
         for spec in judges:
             try:
                 results.append(_judge_one(comparison_set, shown, order, spec, prompt, retry_failed=retry_failed,

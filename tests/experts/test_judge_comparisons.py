@@ -73,8 +73,8 @@ def world(llm_server):  # noqa: F811
     TaskFileFactory(task=task, name="ledger.txt", content=REFERENCE.encode())
     TaskFileFactory(task=task, name="answers.csv", content=HIDDEN_FILE.encode(), kind=TaskFile.Kind.HIDDEN)
     agent = AgentFactory(name=SECRET_AGENT, model_version=SECRET_MODEL)
-    with_agent = submitted_episode(study=study, task=task, agent=agent, files={"memo.txt": b"MEMO-WITH-AGENT\n"},
-                                   score=88.5)
+    with_agent = submitted_episode(study=study, task=task, agent=agent, score=88.5,
+                                   files={"secret_agent_x_output.txt": b"MEMO-WITH-AGENT\n"})
     alone = submitted_episode(study=study, task=task, agent=None, condition=Episode.Condition.SOLO,
                               files={"memo.txt": b"MEMO-BY-HAND\n"})
     run = make_solo_run(study=study, task=task, agent=agent, content=b"MEMO-AGENT-ALONE\n", name="memo.txt")
@@ -116,7 +116,9 @@ def test_the_request_holds_the_task_reference_and_deliverables_and_nothing_blind
         _system, user = prompt_of(request.body)
         assert world["task"].prompt in user and world["task"].title in user and REFERENCE in user
         assert all(marker in user for marker in QUALITY)
+        assert "deliverable-1-file-1.txt" in user and "memo.txt" not in user
         for secret in (SECRET_AGENT, SECRET_MODEL, GOLD, HIDDEN_FILE, NOTE, "88.5", "solo", "SOLO",
+                       "secret_agent_x_output", "answers.csv",
                        world["with_agent"].participant.pseudonym, world["alone"].participant.pseudonym,
                        "human_agent", "agent_alone", "worker alone", "with_agent"):
             assert secret not in raw, secret
