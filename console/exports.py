@@ -39,10 +39,12 @@ from console.jobs import (
 from experts import comparison_selectors
 from experts.models import (
     ComparisonAssignment,
+    ComparisonItem,
     ComparisonPlacement,
     ComparisonSet,
     ExpertCriterionGrade,
     ExpertGrade,
+    JudgeComparison,
     ToMGoldCode,
 )
 from grading.models import CriterionScore, EpisodeTranscript, FluencyCoding, JudgeRun, ProcessCoding, ToMPairCoding
@@ -446,6 +448,34 @@ COMPARISON_TABLES: tuple[Table, ...] = (
         _c("not_identifiable", "string", "Why the model gives no rate for this pair (empty when it does)."),
     )),
 )
+# Written only for a study whose comparison sets LLM judges ranked, so other studies' exports keep their files.
+JUDGE_COMPARISON_TABLES: tuple[Table, ...] = (
+    Table("judge_comparisons.csv", "LLM judges in comparison mode: one row per comparison set, display order and "
+          "judge; the judge saw the task, its reference files and the deliverables' text only, and ranked them as "
+          "the experts do.", (
+        _c("judge_comparison_id", "integer", "Judge ranking id."),
+        _c("set_id", "integer", "Comparison set id (comparisons.csv, comparison_rankings.csv)."),
+        _c("task_id", "string", "Task UUID."),
+        _c("order", "string", "recorded: the set's items in id order; reversed: the same reversed (each set is "
+                              "shown in both orders to measure position bias)."),
+        _c("shown_deliverables", "string", "The deliverables in the order shown, space-separated: e:<hashed "
+                                           "episode id> or s:<solo-run id>; a withdrawn participant's deliverable "
+                                           "is written as -."),
+        _c("ranks", "string", "The judge's rank of each shown deliverable, space-separated and aligned with "
+                              "shown_deliverables: 1 is best, equal ranks are ties; empty unless succeeded."),
+        _c("instrument_version", "string", "Hash of the comparison prompt and reply schema."),
+        _c("provider", "string", "LLM provider of the judge."),
+        _c("model", "string", "Judge model."),
+        _c("family", "string", "Model family of the judge."),
+        _c("status", "string", "succeeded; failed (see note): a reply that stayed invalid after the repair rounds, "
+                               "a provider error or a consent refusal; running: in flight."),
+        _c("attempts", "integer", "Calls made (0: refused without a call; more than 1: a failed call retried)."),
+        _c("note", "string", "Why the ranking failed."),
+        _c("cost_usd", "number", "Cost of the judge's call(s) in US dollars."),
+        _c("finished_at", "datetime", "When it was stored."),
+        _c("reason", "string", "The judge's short reason for the ranking."),
+    )),
+)
 # Written only for a study that codes theory of mind or holds such codings, so other studies' exports keep their files.
 PROCESS_TABLES: tuple[Table, ...] = (
     Table("process_codings.csv", "Every theory-of-mind and response-quality coding of an episode's parsed log, one "
@@ -564,7 +594,8 @@ TOM_TABLES: tuple[Table, ...] = (
     )),
 )
 TABLE_BY_FILE = {table.file: table for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES,
-                                                  *PAIR_TABLES, *COMPARISON_TABLES, *TOM_TABLES)}
+                                                  *PAIR_TABLES, *COMPARISON_TABLES, *JUDGE_COMPARISON_TABLES,
+                                                  *TOM_TABLES)}
 EXTRA_FILES = {
     "sessions.json": "Released CollabSkill session format: a JSON list of objects with session_id, agent_id "
     "(agent name), user_id (hashed participant id), task_id (task UUID), autograde_status (\"done\"), skipped "
@@ -934,6 +965,37 @@ def _comparison_ranking_rows(study: Study, hasher: Pseudonymizer) -> Iterator[di
         }
 
 
+def _judge_comparisons(study: Study) -> QuerySet:
+    return JudgeComparison.objects.filter(study=study).order_by("pk")
+
+
+def _shown_refs(item_ids: list[int], sources: dict[int, tuple[int | None, int | None]], kept: set[int],
+                hasher: Pseudonymizer) -> str:
+    refs = []
+    for item_id in item_ids:
+        episode_id, solo_run_id = sources.get(item_id, (None, None))
+        if episode_id is not None:
+            refs.append(f"e:{hasher('episode', episode_id)}" if episode_id in kept else "-")
+        else:
+            refs.append(f"s:{solo_run_id}")
+    return " ".join(refs)
+
+
+def _judge_comparison_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
+    kept = set(_episodes(study).values_list("pk", flat=True))
+    sources = {pk: (episode_id, solo_run_id) for pk, episode_id, solo_run_id in ComparisonItem.objects.filter(
+        comparison_set__study=study).values_list("pk", "episode_id", "solo_run_id")}
+    rows = _judge_comparisons(study).values(
+        "pk", "comparison_set_id", "comparison_set__task__uuid", "order", "shown_items", "ranks", "prompt_version",
+        "provider", "model", "family", "status", "attempts", "error", "cost_usd", "finished_at", "reason")
+    for row in _stream(rows):
+        yield {**row, "judge_comparison_id": row.pop("pk"), "set_id": row.pop("comparison_set_id"),
+               "task_id": row.pop("comparison_set__task__uuid"),
+               "shown_deliverables": _shown_refs(row.pop("shown_items") or [], sources, kept, hasher),
+               "ranks": " ".join(str(rank) for rank in row["ranks"] or []),
+               "instrument_version": row.pop("prompt_version"), "note": row.pop("error")}
+
+
 def _fluency_rows(study: Study, hasher: Pseudonymizer) -> Iterator[dict[str, Any]]:
     rows = FluencyCoding.objects.filter(
         episode__in=_episodes(study), is_current=True, status=FluencyCoding.Status.SUCCEEDED
@@ -1274,6 +1336,7 @@ def _row_total(study: Study, include_pii: bool, snapshot: RatingSnapshot | None)
     total += _process_codings(study).count()
     total += _tom_gold_codes(study).count()
     total += _tom_pairs(study).count()
+    total += _judge_comparisons(study).count()
     total += _answers(study, include_pii).count() * 2
     total += _observations(study).count() * 2
     total += rating_selectors.active_grades(study).count()
@@ -1289,7 +1352,7 @@ def _dictionary(writer: _Writer) -> str:
     for name, description in EXTRA_FILES.items():
         rows.writerow([name, "", "file", description])
     for table in (*TABLES, *SYNERGY_TABLES, *PROCESS_TABLES, *GOLD_TABLES, *PAIR_TABLES, *COMPARISON_TABLES,
-                  *TOM_TABLES):
+                  *JUDGE_COMPARISON_TABLES, *TOM_TABLES):
         if table.file not in writer.headers:
             continue
         rows.writerow([table.file, "", "file", table.description])
@@ -1378,6 +1441,8 @@ def build_export(
             writer.table(TABLE_BY_FILE["comparison_rankings.csv"], _comparison_ranking_rows(study, hasher))
             writer.table(TABLE_BY_FILE["comparison_win_rates.csv"],
                          _comparison_win_rate_rows(finished_preferences_result(study)))
+        if _judge_comparisons(study).exists():
+            writer.table(TABLE_BY_FILE["judge_comparisons.csv"], _judge_comparison_rows(study, hasher))
         writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
         if has_process_codings(study):
             writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from experts import models as m
+from experts.task_names import JUDGE_COMPARISON_SET
 from studies.read_only_admin import ReadOnlyAdmin
+from studies.task_sending import send_task_on_commit
 
 
 @admin.register(m.ExpertProfile)
@@ -62,6 +66,24 @@ class ComparisonSetAdmin(ReadOnlyAdmin):
 
     list_display = ("id", "study", "task", "created_by", "created_at")
     list_filter = ("study",)
+    actions = ["judge_sets"]
+
+    @admin.action(description="Have the study's judges rank the selected sets (both orders)")
+    def judge_sets(self, request: HttpRequest, queryset: QuerySet[m.ComparisonSet]) -> None:
+        """Queue one ranking task per set; rankings already stored are not paid for again."""
+        ids = list(queryset.values_list("pk", flat=True))
+        for pk in ids:
+            send_task_on_commit(JUDGE_COMPARISON_SET, [pk])
+        self.message_user(request, f"Queued judge rankings of {len(ids)} comparison set(s).", messages.SUCCESS)
+        self.message_user(request, "To call again where a judge's call failed run `manage.py judge_comparisons "
+                                   "--study SLUG --retry-failed`.", messages.INFO)
+
+
+@admin.register(m.JudgeComparison)
+class JudgeComparisonAdmin(ReadOnlyAdmin):
+    list_display = ("id", "comparison_set", "order", "provider", "model", "status", "attempts", "cost_usd",
+                    "finished_at")
+    list_filter = ("status", "order", "provider")
 
 
 @admin.register(m.ComparisonAssignment)

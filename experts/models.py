@@ -267,3 +267,52 @@ class ComparisonPlacement(models.Model):
             models.UniqueConstraint(fields=["assignment", "item"], name="uniq_comparison_placement_item"),
             models.CheckConstraint(condition=models.Q(position__gte=1), name="comparison_position_positive"),
         ]
+
+
+class JudgeComparison(models.Model):
+    """One LLM judge's ranking of a comparison set's deliverables, shown in one order.
+
+    Each set is shown to each of the study's judges in its recorded order (items by id) and reversed, so a
+    judge's position bias is measured. One row per set x order x judge x prompt version (unique), claimed RUNNING
+    with a lease and finished in place, so a duplicate run or a killed worker never pays for a second ranking.
+    ``shown_items`` holds the items' ids in the order shown; ``ranks[i]`` is the rank the judge gave to
+    ``shown_items[i]`` (1 is best, equal ranks are ties).
+    """
+
+    class Order(models.TextChoices):
+        RECORDED = "recorded", "The set's recorded order"
+        REVERSED = "reversed", "The recorded order reversed"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey("studyapp.Study", on_delete=models.CASCADE, related_name="judge_comparisons")
+    comparison_set = models.ForeignKey(ComparisonSet, on_delete=models.CASCADE, related_name="judge_comparisons")
+    order = models.CharField(max_length=8, choices=Order.choices)
+    shown_items = models.JSONField(default=list, help_text="Item ids in the order the judge saw them.")
+    prompt_version = models.CharField(max_length=32)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=100)
+    family = models.CharField(max_length=32, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    ranks = models.JSONField(default=list, blank=True, help_text="The judge's rank of each shown item.")
+    reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claim = models.CharField(max_length=32, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study", "comparison_set", "order", "provider", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["comparison_set", "order", "provider", "model", "prompt_version"],
+                                    name="one_judge_comparison"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Judge comparison of set {self.comparison_set_id} ({self.order}) by {self.provider}/{self.model}"

@@ -3,3 +3,4 @@
 ROUTE_EXPERT_REVIEWS = "experts.tasks.route_expert_reviews"
 EVALUATE_EXPERT_GATE = "experts.tasks.evaluate_expert_gate"
 RECONCILE_EXPERT_GATES = "experts.tasks.reconcile_expert_gates"
+JUDGE_COMPARISON_SET = "experts.tasks.judge_comparison_set"

@@ -1,11 +1,23 @@
-"""Celery entry points of the expert workspace: the periodic routing sweep and the expert gate."""
+"""Celery entry points of the expert workspace: the periodic routing sweep, the expert gate and the judges'
+comparison-mode rankings."""
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
+from experts.models import ComparisonSet
 from experts.services.gate import gates_reconcile, study_gate_evaluate
+from experts.services.judge_comparisons import comparison_set_judge
 from experts.services.routing import episodes_route_pending
-from experts.task_names import EVALUATE_EXPERT_GATE, RECONCILE_EXPERT_GATES, ROUTE_EXPERT_REVIEWS
-from studies.instrumented_task import instrumented_task
+from experts.task_names import (
+    EVALUATE_EXPERT_GATE,
+    JUDGE_COMPARISON_SET,
+    RECONCILE_EXPERT_GATES,
+    ROUTE_EXPERT_REVIEWS,
+)
+from grading.exceptions import CodingInFlight, GradingWaiting, NotGradable, RetryLater
+from studies.instrumented_task import TimeLimits, instrumented_task
 
 
 # Formerly grading.tasks.route_expert_reviews; a message under that name lost at deploy is harmless: the
@@ -29,3 +41,17 @@ def evaluate_expert_gate(study_id: int) -> dict[str, int]:
 def reconcile_expert_gates() -> dict[str, int]:
     """Periodic: gate evaluations and re-grades that a lost message left undone."""
     return gates_reconcile()
+
+
+@instrumented_task(name=JUDGE_COMPARISON_SET, limits=TimeLimits(soft=15 * 60, hard=20 * 60))
+def judge_comparison_set(set_id: int, retry_failed: bool = False) -> dict[str, Any]:
+    """Have the study's judges rank one comparison set in both orders (the admin action); idempotent."""
+    comparison_set = ComparisonSet.objects.select_related("study", "task").filter(pk=set_id).first()
+    if comparison_set is None:
+        return {"status": "missing"}
+    try:
+        rows = comparison_set_judge(comparison_set=comparison_set, retry_failed=retry_failed)
+    except (NotGradable, GradingWaiting, CodingInFlight, RetryLater) as exc:
+        # Nothing is lost: stored rankings stay, and the command or the action runs the rest again.
+        return {"status": type(exc).__name__, "note": exc.reason}
+    return {"status": "judged", "rankings": dict(Counter(row.status for row in rows))}

@@ -341,3 +341,25 @@ class ToMPairOut(_Lenient):
 
     reason: str = Field(min_length=1, max_length=1500, description="A short paragraph comparing the two sets.")
     choice: Literal["A", "B", "tie"] = Field(description="A or B: that set shows more theory of mind; tie: neither.")
+
+
+# ------------------------------------------------------------------------------ comparison mode
+
+
+class ComparisonOut(_Lenient):
+    """A judge's ranking of the deliverables of one comparison set, in the order they were shown."""
+
+    reason: str = Field(min_length=1, max_length=1500, description="A short paragraph on why this ranking.")
+    ranks: list[int] = Field(description="One rank per deliverable in the order shown: 1 is best, equal ranks "
+                                         "are ties.")
+
+
+def comparison_problems(out: ComparisonOut, shown: int) -> list[str]:
+    """Why a ranking of ``shown`` deliverables cannot be used (empty when it can): strict, never mended."""
+    if len(out.ranks) != shown:
+        return [f"give exactly {shown} ranks, one per deliverable in the order shown; {len(out.ranks)} were given"]
+    problems = [f"rank {rank} of deliverable {i} is not between 1 and {shown}"
+                for i, rank in enumerate(out.ranks, start=1) if not 1 <= rank <= shown]
+    if not problems and min(out.ranks) != 1:
+        problems.append("the best deliverable must have rank 1")
+    return problems

@@ -370,6 +370,8 @@ CELERY_TASK_ROUTES = {
     grading_task_names.PARSE_LOG: {"queue": "default"},
     # The expert routing sweep ran as grading.tasks.route_expert_reviews and stays on the grading queue.
     experts_task_names.ROUTE_EXPERT_REVIEWS: {"queue": "grading"},
+    # The judges' comparison-mode rankings are LLM calls: they run beside the other judge calls.
+    experts_task_names.JUDGE_COMPARISON_SET: {"queue": "grading"},
     "rating.tasks.*": {"queue": "rating"},
 }
 CELERY_TASK_ACKS_LATE = True

@@ -100,3 +100,35 @@ def preference_page(result: dict[str, Any] | None) -> dict[str, Any]:
         "excluded_experts": fit.get("excluded_experts") or {},
         "not_identifiable": result.get("not_identifiable") or {},
     }
+
+
+def _pp(value: float) -> str:
+    """A signed difference of shares in percentage points."""
+    return f"{100 * value:+.0f} pp"
+
+
+def _cell(share: dict[str, Any], *, signed: bool = False) -> dict[str, Any]:
+    """One summary share as the table shows it: the value and interval, or the reason there is none."""
+    fmt = _pp if signed else _pct
+    counts = f"{share['successes']} of {share['n']}"
+    if share.get("share") is None:
+        return {"value": "", "interval": "", "counts": counts, "reason": share.get("reason") or ""}
+    low, high = share["interval"]
+    return {"value": fmt(share["share"]), "interval": f"{fmt(low)} to {fmt(high)}", "counts": counts, "reason": ""}
+
+
+def judge_page(summary: dict[str, Any]) -> dict[str, Any]:
+    """The judges' comparison-mode summary (experts/judge_comparison_selectors.py) shaped for the template."""
+    rows = []
+    for row in summary.get("rows") or []:
+        agreement = row["expert_agreement"]
+        kappa = agreement.get("kappa")
+        rows.append({"judge": row["judge"], "n_sets": row["n_sets"], "n_rankings": row["n_rankings"],
+                     "agreement": _cell(agreement), "strict": _cell(agreement["strict"]),
+                     "kappa": "" if kappa is None else f"{kappa:.2f}",
+                     "consistency": _cell(row["order_consistency"]),
+                     "position": _cell(row["position_bias"], signed=True), "ties": row["position_bias"]["ties"]})
+    return {"rows": rows, "reason": summary.get("reason"), "counts": summary.get("counts") or {},
+            "level_pct": round(100 * float(summary.get("level", 0.95))),
+            "experts": _cell(summary["experts_with_each_other"]) if summary.get("experts_with_each_other") else None,
+            "n_expert_rankings": summary.get("n_expert_rankings", 0)}

@@ -19,7 +19,7 @@ from console.dashboard.costs import costs_page
 from console.dashboard.exceptions import DashboardError
 from console.dashboard.forms import ACTION_FORMS, ExportForm, PayoutForm
 from console.dashboard.glossary import GLOSSARY
-from console.dashboard.preferences import preference_page
+from console.dashboard.preferences import judge_page, preference_page
 from console.dashboard.synergy import synergy_page
 from console.dashboard.synergy_planning import synergy_plan_context, synergy_plan_inputs, synergy_plan_request
 from console.dashboard.tom import tom_page
@@ -27,6 +27,7 @@ from console.dashboard.transcripts import transcript_overview, transcript_page
 from console.payouts import payout_formats_for
 from experts import comparison_selectors as csel
 from experts import selectors as expert_selectors
+from experts.judge_comparison_selectors import study_judge_preferences
 from grading.exceptions import RetryRefused
 from grading.services.pipeline import episode_grading_retry
 from pairing.services import DesignError, design_mode_set
@@ -218,6 +219,7 @@ def comparisons(request: HttpRequest, slug: str) -> HttpResponse:
         request, "console/comparisons.html", study, "comparisons", f"{study.name}: blind comparisons",
         state=state, result=shown, view=preference_page(shown),
         pair_counts=csel.raw_arm_pair_counts(csel.study_submitted_comparisons(study)),
+        judge_view=judge_page(study_judge_preferences(study)),
     )
 
 

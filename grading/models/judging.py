@@ -122,6 +122,7 @@ class LLMUsage(models.Model):
         TOM = "tom", "Theory-of-mind coding"
         RESPONSE_QUALITY = "response_quality", "Response-quality coding"
         TOM_PAIRWISE = "tom_pairwise", "Pairwise theory-of-mind comparison"
+        JUDGE_COMPARISON = "judge_comparison", "Judge comparison of deliverables"
 
     study = models.ForeignKey("studyapp.Study", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     purpose = models.CharField(max_length=16, choices=Purpose.choices)

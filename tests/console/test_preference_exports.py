@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from console.dashboard import services
 from console.exports import build_export
 from experts.comparison_selectors import preferences_fingerprint
+from experts.judge_comparison_selectors import study_judge_preferences
 from studies.models import Episode
 from tests.console.dashboard.test_comparisons_tab import fitted_world
 from tests.factories.users import UserFactory
@@ -49,7 +50,8 @@ def test_the_export_and_api_carry_the_fit_of_the_current_data_only(monkeypatch):
 
     result = _fit(study)
     response = client.get(url)
-    assert response.status_code == 200 and response.json() == result
+    assert response.status_code == 200 and response.json() == result | {"judges": study_judge_preferences(study)}
+    assert response.json()["judges"]["rows"] == [] and response.json()["judges"]["n_expert_rankings"] == 8
     _, rows = _export(study)
     fitted = result["fit"]["win_rates"]
     assert [(r["arm"], r["versus"]) for r in rows] == [(r["cell"], r["versus"]) for r in fitted]

@@ -9,12 +9,14 @@ from grading.models import Criterion
 from grading.schemas import (
     FLUENCY_CODES,
     RUBRIC_CATEGORIES,
+    ComparisonOut,
     CriterionSpec,
     FluencyOut,
     JudgeOut,
     RubricOut,
     category_code,
     category_point_problems,
+    comparison_problems,
     judge_problems,
     judge_totals,
     one_line,
@@ -135,3 +137,18 @@ def test_log_coding_needs_every_one_of_the_eleven_behaviours():
 def test_reasons_are_collapsed_to_one_bounded_line():
     assert one_line("first\n  second\tthird") == "first second third"
     assert len(one_line("x" * 1000, 50)) == 50
+
+
+def test_a_comparison_ranking_is_checked_strictly_and_never_mended():
+    def ranked(*ranks: int) -> ComparisonOut:
+        return ComparisonOut.model_validate({"reason": "Memo 1 answers the question.", "ranks": list(ranks)})
+
+    assert comparison_problems(ranked(1, 2, 3), 3) == []
+    assert comparison_problems(ranked(2, 1, 1), 3) == []   # ties are allowed
+    assert comparison_problems(ranked(1, 3, 3), 3) == []   # competition ranking
+    assert comparison_problems(ranked(1, 2), 3) == ["give exactly 3 ranks, one per deliverable in the order shown; "
+                                                    "2 were given"]
+    assert comparison_problems(ranked(1, 4, 2), 3) == ["rank 4 of deliverable 2 is not between 1 and 3"]
+    assert comparison_problems(ranked(2, 2), 2) == ["the best deliverable must have rank 1"]
+    with pytest.raises(pydantic.ValidationError):
+        ComparisonOut.model_validate({"reason": "", "ranks": [1, 2]})

@@ -30,6 +30,7 @@ from console.api.views.base import StaffApiMixin
 from console.dashboard.services import export_request, job_download_record
 from console.jobs import finished_preferences_result, finished_stability_job
 from experts.comparison_selectors import raw_arm_pair_counts, study_submitted_comparisons
+from experts.judge_comparison_selectors import study_judge_preferences
 from rating.selectors import latest_snapshot
 from studies.files import serve_private_file
 from studies.models import BackgroundJob, Episode, Participant, Study, TaskInstance
@@ -124,14 +125,18 @@ class StudyViewSet(StaffApiMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: _NOT_YET},
                    summary="The preference model's fit of the blind comparisons and rubric scores: win/tie rates of "
                            "every arm against every other with intervals, quality differences, expert effects, "
-                           "agreement with the scores; what it cannot identify is named without a number")
+                           "agreement with the scores; what it cannot identify is named without a number; under "
+                           "\"judges\" the LLM judges' comparison-mode agreement with the experts, order "
+                           "consistency and position bias")
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def preferences(self, request: Request, slug: str) -> Response:
-        result = finished_preferences_result(self._study())
+        study = self._study()
+        result = finished_preferences_result(study)
         if result is None:
             raise NotFound("No preference fit of this study's current comparisons has finished; open the "
                            "dashboard's Comparisons tab to start one.", code="no_preference_fit")
-        return Response(result)
+        # The judges' comparison-mode rankings against the experts' are counted live: no fit is involved.
+        return Response({**result, "judges": study_judge_preferences(study)})
 
     @extend_schema(parameters=[SurveyStatisticsQuery], responses={200: OpenApiTypes.OBJECT, 404: _NOT_YET},
                    summary="Paired pre/post survey statistics and their relation to skill")
