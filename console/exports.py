@@ -1405,7 +1405,8 @@ def build_export(
 ) -> dict[str, Any]:
     """Write the study's export ZIP into ``handle`` and return a summary (row counts per file).
 
-    ``exported_at`` (default: now) is the time written in the export and on its members.
+    ``exported_at`` (default: now) is the time written in the export and on its members. The members are
+    written in a fixed order, group by group (the ZIP is byte-identical for the same data and time).
     """
     stamp = (exported_at or timezone.now()).astimezone(UTC)
     report = progress or (lambda done, total: None)
@@ -1414,58 +1415,12 @@ def build_export(
     stability = latest_stability(study, snapshot)
     total = _row_total(study, include_pii, snapshot)
     report(0, total)
-    paper = study_rating_config(study)
     with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
         writer = _Writer(archive, include_pii, report, total, stamp)
-        writer.table(TABLE_BY_FILE["participants.csv"], _participant_rows(study, hasher))
-        if include_pii:
-            writer.table(TABLE_BY_FILE["identities.csv"], _identity_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["agents.csv"], _agent_rows(study))
-        writer.table(TABLE_BY_FILE["tasks.csv"], _task_rows(study))
-        writer.table(TABLE_BY_FILE["episodes.csv"], _episode_rows(study, hasher),
-                     header=_episode_header(study, include_pii))
-        if has_solo_condition(study):
-            synergy = finished_synergy_result(study)
-            writer.table(TABLE_BY_FILE["synergy_workers.csv"], _synergy_worker_rows(synergy, hasher))
-            writer.table(TABLE_BY_FILE["synergy_tasks.csv"], _synergy_task_rows(synergy))
-            if study.tom_coding:
-                tom = finished_tom_result(study)
-                writer.table(TABLE_BY_FILE["tom_workers.csv"], _tom_worker_rows(tom, hasher))
-                writer.table(TABLE_BY_FILE["tom_estimates.csv"], _tom_estimate_rows(tom))
-        writer.table(TABLE_BY_FILE["judge_runs.csv"], _judge_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["criterion_scores.csv"], _criterion_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["expert_criterion_grades.csv"], _expert_criterion_rows(study, hasher))
-        if has_comparisons(study):
-            writer.table(TABLE_BY_FILE["comparisons.csv"], _comparison_rows(study, hasher))
-            writer.table(TABLE_BY_FILE["comparison_rankings.csv"], _comparison_ranking_rows(study, hasher))
-            writer.table(TABLE_BY_FILE["comparison_win_rates.csv"],
-                         _comparison_win_rate_rows(finished_preferences_result(study)))
-        if _judge_comparisons(study).exists():
-            writer.table(TABLE_BY_FILE["judge_comparisons.csv"], _judge_comparison_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
-        if has_process_codings(study):
-            writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))
-        if _tom_gold_codes(study).exists():
-            writer.table(TABLE_BY_FILE["tom_gold_codes.csv"], _tom_gold_rows(study, hasher))
-        if study.tom_pairwise_pairs > 0 or _tom_pairs(study).exists():
-            writer.table(TABLE_BY_FILE["tom_pair_codings.csv"], _tom_pair_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["episode_costs.csv"], _cost_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["model_prices.csv"], _price_rows())
-        if include_pii:
-            _write_transcripts(writer, study, hasher)
-        writer.table(TABLE_BY_FILE["survey_answers_long.csv"], _answer_long_rows(study, hasher, include_pii))
-        writer.table(
-            TABLE_BY_FILE["survey_answers_wide.csv"], _answer_wide_rows(study, hasher, include_pii),
-            header=_wide_header(study, include_pii),
-        )
-        writer.table(TABLE_BY_FILE["observations.csv"], _observation_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["grades.csv"], _grade_rows(study, hasher))
-        writer.table(TABLE_BY_FILE["ratings.csv"], _rating_rows(snapshot, hasher))
-        writer.table(TABLE_BY_FILE["stability.csv"], _stability_rows(stability))
-        writer.table(TABLE_BY_FILE["stability_pairwise.csv"], _pairwise_rows(stability))
-        _write_sessions(writer, study, hasher)
+        _write_people_and_episodes(writer, study, hasher, include_pii)
+        _write_grading(writer, study, hasher)
+        _write_process_and_costs(writer, study, hasher, include_pii)
+        _write_surveys_and_ratings(writer, study, hasher, include_pii, snapshot, stability)
         summary = {
             "exported_at": stamp.isoformat(),
             "format_version": FORMAT_VERSION,
@@ -1474,24 +1429,97 @@ def build_export(
             "include_pii": include_pii,
             "tables": dict(writer.counts),
         }
-        study_info = {
-            "name": study.name,
-            "slug": study.slug,
-            "is_simulated": study.is_simulated,
-            "score_source": study.score_source,
-            "blend_expert_weight": study.blend_expert_weight,
-            "rating_model": study_rating_model(study),
-            "rating_config": {
-                "mu0": paper.mu0, "sigma0": paper.sigma0, "beta": paper.beta, "k": paper.k,
-            },
-            "snapshot_config": snapshot.config if snapshot else None,
-            "snapshot_fit": snapshot.fit if snapshot else None,
-            "id_scheme": "HMAC-SHA256(secret + per-study salt, '<kind>:<raw id>'), first 16 hex digits, kind prefix "
-            "P participant, E episode, X expert, G grade, S imported session",
-            **{key: summary[key] for key in ("exported_at", "format_version", "snapshot_version", "include_pii")},
-        }
-        writer.text("study.json", json.dumps(study_info, indent=2, ensure_ascii=False) + "\n")
+        writer.text("study.json", json.dumps(_study_info(study, snapshot, summary), indent=2,
+                                             ensure_ascii=False) + "\n")
         writer.text("data_dictionary.csv", _dictionary(writer))
         writer.text("README.txt", _readme(study, include_pii, summary))
     report(total, total)
     return summary
+
+
+def _write_people_and_episodes(writer: _Writer, study: Study, hasher: Pseudonymizer, include_pii: bool) -> None:
+    """Participants, agents, tasks and episodes, with the synergy (and ToM) tables of a study with solo tasks."""
+    writer.table(TABLE_BY_FILE["participants.csv"], _participant_rows(study, hasher))
+    if include_pii:
+        writer.table(TABLE_BY_FILE["identities.csv"], _identity_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["agents.csv"], _agent_rows(study))
+    writer.table(TABLE_BY_FILE["tasks.csv"], _task_rows(study))
+    writer.table(TABLE_BY_FILE["episodes.csv"], _episode_rows(study, hasher),
+                 header=_episode_header(study, include_pii))
+    if has_solo_condition(study):
+        synergy = finished_synergy_result(study)
+        writer.table(TABLE_BY_FILE["synergy_workers.csv"], _synergy_worker_rows(synergy, hasher))
+        writer.table(TABLE_BY_FILE["synergy_tasks.csv"], _synergy_task_rows(synergy))
+        if study.tom_coding:
+            tom = finished_tom_result(study)
+            writer.table(TABLE_BY_FILE["tom_workers.csv"], _tom_worker_rows(tom, hasher))
+            writer.table(TABLE_BY_FILE["tom_estimates.csv"], _tom_estimate_rows(tom))
+
+
+def _write_grading(writer: _Writer, study: Study, hasher: Pseudonymizer) -> None:
+    """Judge runs, expert grades, comparisons and the codings; the optional tables only where the study has them
+    (so a study without them exports exactly what it did before they existed)."""
+    writer.table(TABLE_BY_FILE["judge_runs.csv"], _judge_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["criterion_scores.csv"], _criterion_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["expert_grades.csv"], _expert_grade_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["expert_criterion_grades.csv"], _expert_criterion_rows(study, hasher))
+    if has_comparisons(study):
+        writer.table(TABLE_BY_FILE["comparisons.csv"], _comparison_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["comparison_rankings.csv"], _comparison_ranking_rows(study, hasher))
+        writer.table(TABLE_BY_FILE["comparison_win_rates.csv"],
+                     _comparison_win_rate_rows(finished_preferences_result(study)))
+    if _judge_comparisons(study).exists():
+        writer.table(TABLE_BY_FILE["judge_comparisons.csv"], _judge_comparison_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["fluency_codings.csv"], _fluency_rows(study, hasher))
+    if has_process_codings(study):
+        writer.table(TABLE_BY_FILE["process_codings.csv"], _process_rows(study, hasher))
+    if _tom_gold_codes(study).exists():
+        writer.table(TABLE_BY_FILE["tom_gold_codes.csv"], _tom_gold_rows(study, hasher))
+    if study.tom_pairwise_pairs > 0 or _tom_pairs(study).exists():
+        writer.table(TABLE_BY_FILE["tom_pair_codings.csv"], _tom_pair_rows(study, hasher))
+
+
+def _write_process_and_costs(writer: _Writer, study: Study, hasher: Pseudonymizer, include_pii: bool) -> None:
+    """Transcript measures, per-episode costs and the price table; the transcripts themselves with PII only."""
+    writer.table(TABLE_BY_FILE["transcript_metrics.csv"], _transcript_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["episode_costs.csv"], _cost_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["model_prices.csv"], _price_rows())
+    if include_pii:
+        _write_transcripts(writer, study, hasher)
+
+
+def _write_surveys_and_ratings(writer: _Writer, study: Study, hasher: Pseudonymizer, include_pii: bool,
+                               snapshot: Any, stability: Any) -> None:
+    """Survey answers (long and wide), observations, grades, the rating snapshot, its stability and sessions."""
+    writer.table(TABLE_BY_FILE["survey_answers_long.csv"], _answer_long_rows(study, hasher, include_pii))
+    writer.table(
+        TABLE_BY_FILE["survey_answers_wide.csv"], _answer_wide_rows(study, hasher, include_pii),
+        header=_wide_header(study, include_pii),
+    )
+    writer.table(TABLE_BY_FILE["observations.csv"], _observation_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["grades.csv"], _grade_rows(study, hasher))
+    writer.table(TABLE_BY_FILE["ratings.csv"], _rating_rows(snapshot, hasher))
+    writer.table(TABLE_BY_FILE["stability.csv"], _stability_rows(stability))
+    writer.table(TABLE_BY_FILE["stability_pairwise.csv"], _pairwise_rows(stability))
+    _write_sessions(writer, study, hasher)
+
+
+def _study_info(study: Study, snapshot: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    """What ``study.json`` says about the study, its rating model and the export itself."""
+    paper = study_rating_config(study)
+    return {
+        "name": study.name,
+        "slug": study.slug,
+        "is_simulated": study.is_simulated,
+        "score_source": study.score_source,
+        "blend_expert_weight": study.blend_expert_weight,
+        "rating_model": study_rating_model(study),
+        "rating_config": {
+            "mu0": paper.mu0, "sigma0": paper.sigma0, "beta": paper.beta, "k": paper.k,
+        },
+        "snapshot_config": snapshot.config if snapshot else None,
+        "snapshot_fit": snapshot.fit if snapshot else None,
+        "id_scheme": "HMAC-SHA256(secret + per-study salt, '<kind>:<raw id>'), first 16 hex digits, kind prefix "
+        "P participant, E episode, X expert, G grade, S imported session",
+        **{key: summary[key] for key in ("exported_at", "format_version", "snapshot_version", "include_pii")},
+    }
