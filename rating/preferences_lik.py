@@ -22,9 +22,9 @@ import scipy.sparse
 
 from rating.preferences_solve import factor
 
-__all__ = ["EXTRAS", "Davidson", "Evaluation", "Problem", "davidson", "evaluate", "logdet", "maximise", "pair_scores",
-           "comparison_hessian", "other_hessian",
-           "pair_terms", "z_jacobian"]
+__all__ = ["EXTRAS", "Davidson", "Evaluation", "Pairs", "Problem", "comparison_hessian", "davidson", "evaluate",
+           "logdet", "maximise", "other_hessian", "pair_scores", "penalised_value", "pair_terms", "pairs_at",
+           "z_jacobian"]
 
 EXTRAS = ("rho", "first", "length", "tie")
 # Beyond this many log-odds a position, length or tie term is running off to infinity (separated rankings).
@@ -128,14 +128,36 @@ def z_jacobian(pb: Problem, theta: np.ndarray, dq: np.ndarray) -> scipy.sparse.c
     return (lin + _extra_column(pb, {"rho": dq, "first": pb.first, "length": pb.log_length}, dq.size)).tocsr()
 
 
-def pair_scores(pb: Problem, theta: np.ndarray) -> scipy.sparse.csr_matrix:
+@dataclass(frozen=True, eq=False)
+class Pairs:
+    """The pairs' terms at one θ, computed once for the value, the gradient and the Hessian."""
+
+    z: np.ndarray
+    dv: Davidson
+    dq: np.ndarray
+    j: scipy.sparse.csr_matrix      # ∂z/∂θ
+
+
+def pairs_at(pb: Problem, theta: np.ndarray) -> Pairs:
+    z, dv, dq = pair_terms(pb, theta)
+    return Pairs(z, dv, dq, z_jacobian(pb, theta, dq))
+
+
+def pair_scores(pb: Problem, theta: np.ndarray, at: Pairs | None = None) -> scipy.sparse.csr_matrix:
     """Each pair's contribution to the gradient (pairs x params): the rows summed by ranking give the sandwich."""
-    _, dv, dq = pair_terms(pb, theta)
-    j = z_jacobian(pb, theta, dq)
-    out = scipy.sparse.diags(dv.lz) @ j
+    at = at or pairs_at(pb, theta)
+    out = scipy.sparse.diags(at.dv.lz) @ at.j
     if "tie" in pb.columns:
-        out = out + _extra_column(pb, {"tie": dv.lk}, dq.size)
+        out = out + _extra_column(pb, {"tie": at.dv.lk}, at.dq.size)
     return out.tocsr()
+
+
+def _pair_gradient(pb: Problem, at: Pairs) -> np.ndarray:
+    """The pair scores summed: Jᵀ ∂ℓ/∂z, plus the tie column."""
+    g = np.asarray(at.j.T @ at.dv.lz, dtype=float).ravel()
+    if "tie" in pb.columns:
+        g[pb.columns["tie"]] += float(at.dv.lk.sum())
+    return g
 
 
 def _score_terms(pb: Problem, theta: np.ndarray) -> tuple[float, np.ndarray, float, np.ndarray]:
@@ -160,13 +182,13 @@ def _border(n: int, k: int, column: np.ndarray, corner: float) -> scipy.sparse.c
     return scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(n, n))
 
 
-def comparison_hessian(pb: Problem, theta: np.ndarray) -> scipy.sparse.csr_matrix:
+def comparison_hessian(pb: Problem, theta: np.ndarray, at: Pairs | None = None) -> scipy.sparse.csr_matrix:
     """The comparisons' part of the exact negative Hessian (sparse: the extras are a thin border)."""
     n = pb.n_params
     if not pb.outcome.size:
         return scipy.sparse.csr_matrix((n, n))
-    _, dv, dq = pair_terms(pb, theta)
-    j = z_jacobian(pb, theta, dq)
+    at = at or pairs_at(pb, theta)
+    dv, j = at.dv, at.j
     full = (j.T @ scipy.sparse.diags(-dv.lzz) @ j).tocsr()
     if "rho" in pb.columns:      # the second derivative of z: ∂²z/∂lin∂rho = d_a
         col = np.zeros(n)
@@ -200,16 +222,25 @@ def _pad_square(m: scipy.sparse.spmatrix, n: int) -> scipy.sparse.csr_matrix:
 def evaluate(pb: Problem, theta: np.ndarray, prec: np.ndarray, hessian: bool = True) -> Evaluation:
     """Penalised log-likelihood at ``theta`` with prior precisions ``prec`` of the random columns."""
     value, g, _, _ = _score_terms(pb, theta)
-    if pb.outcome.size:
-        _, dv, _ = pair_terms(pb, theta)
-        value += float(dv.ll.sum())
-        g = g + np.asarray(pair_scores(pb, theta).sum(axis=0)).ravel()
+    at = pairs_at(pb, theta) if pb.outcome.size else None
+    if at is not None:
+        value += float(at.dv.ll.sum())
+        g = g + _pair_gradient(pb, at)
     u = theta[pb.random_cols]
     value -= 0.5 * float(prec @ (u * u))
     g[pb.random_cols] -= prec * u
     if not hessian:
         return Evaluation(value, g, None)
-    return Evaluation(value, g, (comparison_hessian(pb, theta) + other_hessian(pb, theta, prec)).tocsr())
+    return Evaluation(value, g, (comparison_hessian(pb, theta, at) + other_hessian(pb, theta, prec)).tocsr())
+
+
+def penalised_value(pb: Problem, theta: np.ndarray, prec: np.ndarray) -> float:
+    """The penalised log-likelihood alone (a line search's trial needs no derivative)."""
+    value = _score_terms(pb, theta)[0]
+    if pb.outcome.size:
+        value += float(pair_terms(pb, theta)[1].ll.sum())
+    u = theta[pb.random_cols]
+    return value - 0.5 * float(prec @ (u * u))
 
 
 def logdet(h: scipy.sparse.spmatrix, pb: Problem) -> float:
@@ -240,8 +271,8 @@ def maximise(pb: Problem, theta: np.ndarray, prec: np.ndarray, *, tol: float = 1
             return theta, ev, False, it
         t = 1.0
         while t > 1e-10:
-            trial = evaluate(pb, theta + t * step, prec, hessian=False)
-            if np.isfinite(trial.value) and trial.value >= ev.value - 1e-12 * max(1.0, abs(ev.value)):
+            trial = penalised_value(pb, theta + t * step, prec)
+            if np.isfinite(trial) and trial >= ev.value - 1e-12 * max(1.0, abs(ev.value)):
                 break
             t /= 2.0
         theta = theta + t * step
