@@ -151,6 +151,19 @@ def _design(coded: Coded, cell_col: np.ndarray, groups: tuple[str, ...]) -> tupl
     return a, np.concatenate(rand) if rand else empty, np.concatenate(group) if group else empty
 
 
+def _pair_weights(coded: Coded) -> np.ndarray | None:
+    """2/k for each of the k(k-1)/2 pairs of a ranking of k: the ranking then counts as k - 1 comparisons (its
+    successive choices of a best item), not as k(k-1)/2 independent ones. The estimating equations stay unbiased
+    (a weight per ranking), and the worker effects and their SD are no longer pulled as if the pairs of one
+    ranking were separate evidence. None when every ranking is a pair (all weights 1)."""
+    if not coded.cluster.size:
+        return None
+    pairs = np.bincount(coded.cluster)[coded.cluster].astype(float)
+    if np.all(pairs == 1.0):
+        return None
+    return 4.0 / (1.0 + np.sqrt(1.0 + 8.0 * pairs))      # 2/k with k(k-1)/2 = pairs
+
+
 def build(coded: Coded, worker_sd: float | None, task_sd: float | None) -> Built:
     """Decide the model's terms from what the rows identify, and assemble the parameter-free arrays."""
     reasons: dict[str, str] = {}
@@ -171,7 +184,7 @@ def build(coded: Coded, worker_sd: float | None, task_sd: float | None) -> Built
         n_lin=n_lin, columns={name: n_lin + i for i, name in enumerate(extras)}, a=a,
         a_scores=a[coded.score_episode], y=coded.score, d_a=(a[coded.pe] - a[coded.pf]).tocsr(),
         outcome=coded.outcome, first=coded.first, log_length=coded.log_length, random_cols=random_cols,
-        random_group=random_group, diagonal_cols=random_cols[random_group == 1])
+        random_group=random_group, diagonal_cols=random_cols[random_group == 1], weight=_pair_weights(coded))
     units = "points" if coded.score.size else "logits"
     if units == "logits":
         reasons["points_scale"] = ("no rubric score: qualities are on the logit scale of the comparisons, "

@@ -45,14 +45,16 @@ class _Third:
     kkk: np.ndarray
 
 
-def _third(z: np.ndarray, tie: float | None, outcome: np.ndarray) -> _Third:
+def _third(z: np.ndarray, tie: float | None, outcome: np.ndarray, weight: np.ndarray | None) -> _Third:
     """With D = e^{z/2} + e^{−z/2} + ν: a = ∂log D/∂z, c = D_zz/D, b = ν/D; the outcome term is linear."""
     dv = davidson(z, tie, outcome)
     a = (dv.p_win - dv.p_loss) / 2.0
     c = (dv.p_win + dv.p_loss) / 4.0
     b = dv.p_tie
-    return _Third(zz=dv.lzz, zk=dv.lzk, zzz=-(a / 4.0 - 3.0 * a * c + 2.0 * a ** 3), zzk=-b * (2.0 * a * a - c),
-                  zkk=-a * b * (2.0 * b - 1.0), kkk=-(1.0 - 2.0 * b) * (b - b * b))
+    w = np.ones_like(z) if weight is None else weight
+    return _Third(zz=w * dv.lzz, zk=w * dv.lzk, zzz=-w * (a / 4.0 - 3.0 * a * c + 2.0 * a ** 3),
+                  zzk=-w * b * (2.0 * a * a - c), zkk=-w * a * b * (2.0 * b - 1.0),
+                  kkk=-w * (1.0 - 2.0 * b) * (b - b * b))
 
 
 def _padded(m: scipy.sparse.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +170,7 @@ def _third_trace(pb: Problem, theta: np.ndarray, v: np.ndarray, bl: _Blocks) -> 
         return np.zeros(v.shape[1])
     z, _, dq = pair_terms(pb, theta)
     tie = pb.value(theta, "tie") if "tie" in pb.columns else None
-    d3 = _third(z, tie, pb.outcome)
+    d3 = _third(z, tie, pb.outcome, pb.weight)
     j_full = z_jacobian(pb, theta, dq)
     d_full = scipy.sparse.hstack([pb.d_a, scipy.sparse.csr_matrix((z.size, pb.n_params - pb.n_lin))]).tocsr()
     j, d = bl.within(j_full), bl.within(d_full)

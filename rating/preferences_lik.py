@@ -15,6 +15,7 @@ the linear terms, so a Newton step costs one sparse LU of the penalised informat
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +50,7 @@ class Problem:
     random_group: np.ndarray            # their group: 0 workers, 1 tasks
     diagonal_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # task effects
     fixed: dict[str, float] = field(default_factory=dict)   # values of extras held fixed (log_sd: outer)
+    weight: np.ndarray | None = None    # per pair: its weight in the composite likelihood (None: all 1)
 
     @property
     def n_params(self) -> int:
@@ -118,7 +120,15 @@ def pair_terms(pb: Problem, theta: np.ndarray) -> tuple[np.ndarray, Davidson, np
     dq = pb.d_a @ theta[:pb.n_lin]
     z = rho * dq + pb.value(theta, "first") * pb.first + pb.value(theta, "length") * pb.log_length
     tie = pb.value(theta, "tie") if "tie" in pb.columns else None
-    return z, davidson(z, tie, pb.outcome), dq
+    return z, weighted(davidson(z, tie, pb.outcome), pb.weight), dq
+
+
+def weighted(dv: Davidson, weight: np.ndarray | None) -> Davidson:
+    """The pairs' log-likelihood terms times their weights (the probabilities stay as they are)."""
+    if weight is None:
+        return dv
+    return dataclasses.replace(dv, ll=dv.ll * weight, lz=dv.lz * weight, lzz=dv.lzz * weight, lk=dv.lk * weight,
+                               lkk=dv.lkk * weight, lzk=dv.lzk * weight)
 
 
 def z_jacobian(pb: Problem, theta: np.ndarray, dq: np.ndarray) -> scipy.sparse.csr_matrix:

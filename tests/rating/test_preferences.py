@@ -97,7 +97,7 @@ def test_scores_alone_are_exactly_reml():
 class _Joint:
     """The joint penalised log-likelihood written out row by row (works on complex numbers for complex-step
     derivatives): rubric scores Gaussian on the quality, every pair of every ranking Davidson on
-    rho (q_e - q_f) + first + length."""
+    rho (q_e - q_f) + first + length, each pair of a ranking of k weighted 2/k."""
 
     def __init__(self, sim, sds):
         self.codes, self.cells, self.workers, self.tasks = _codes(sim)
@@ -114,6 +114,7 @@ class _Joint:
         rho, first, length, tie = (p[self.names[k]] for k in ("rho", "first", "length", "tie"))
         total = 0.0
         k = len(row.episode_ids)
+        weight = 2.0 / k      # a ranking of k counts as its k - 1 successive choices
         for i in range(k):
             for j in range(i + 1, k):
                 z = (rho * (self.quality(p, row.episode_ids[i]) - self.quality(p, row.episode_ids[j]))
@@ -121,7 +122,7 @@ class _Joint:
                      + length * math.log2(row.lengths[i] / row.lengths[j]))
                 d = cmath.exp(z / 2) + cmath.exp(-z / 2) + cmath.exp(tie)
                 won = z / 2 if row.ranks[i] < row.ranks[j] else (-z / 2 if row.ranks[i] > row.ranks[j] else tie)
-                total += won - cmath.log(d)
+                total += weight * (won - cmath.log(d))
         return total
 
     def scores(self, p):
