@@ -44,20 +44,21 @@ from rating.preferences_report import Estimates, cell_levels, differences, effec
 __all__ = ["ComparisonRow", "EpisodeRow", "PreferenceFit", "PreferenceInputError", "PreferenceSpec", "ScoreRow",
            "preference_agreement", "preference_fit"]
 
-COVARIANCES = ("sandwich", "model")
+COVARIANCES = ("jackknife", "sandwich", "model")
 
 
 @dataclass(frozen=True)
 class PreferenceSpec:
     """``worker_sd``/``task_sd``: None estimates the SD, a number fixes it (0 leaves the term out);
     ``score_sd`` (the rubric scores' noise): None estimates it, a positive number fixes it;
-    ``covariance``: ``sandwich`` (cluster-robust by ranking, the default) or ``model`` (inverse information)."""
+    ``covariance``: ``jackknife`` (cluster-robust by ranking with each ranking's leave-one-out influence, the
+    default), ``sandwich`` (the plain cluster-robust one) or ``model`` (inverse information)."""
 
     worker_sd: float | None = None
     task_sd: float | None = None
     score_sd: float | None = None
     level: float = 0.95
-    covariance: str = "sandwich"
+    covariance: str = "jackknife"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.level < 1.0:

@@ -19,12 +19,14 @@ import scipy.sparse
 
 from rating.preferences_data import Coded, PreferenceInputError, cell_components
 from rating.preferences_grad import laplace_gradient
+from rating.preferences_jackknife import jackknife_influence
 from rating.preferences_lik import (
     Problem,
     comparison_hessian,
     evaluate,
     maximise,
     pair_scores,
+    pairs_at,
 )
 from rating.preferences_solve import Factor, factor
 
@@ -385,19 +387,27 @@ def _check_separation(pb: Problem, theta: np.ndarray) -> None:
 def covariance(built: Built, core: Core, params: np.ndarray, kind: str) -> np.ndarray:
     """Covariance of ``params`` (columns). ``model``: the inverse penalised information. ``sandwich``: pairs
     broken out of one ranking are not independent, so the comparisons' information is replaced by the outer
-    products of their scores summed by ranking (H⁻¹ M H⁻¹; equal to H⁻¹ in expectation for single pairs)."""
+    products of their scores summed by ranking (H⁻¹ M H⁻¹; equal to H⁻¹ in expectation for single pairs).
+    ``jackknife``: the same with each ranking's influence taken as the one-step move of the estimate without it
+    (`rating/preferences_jackknife.py`); the plain sandwich where H was factored by sparse LU."""
     pb = core.problem
     prec = _precisions(pb, core.sds, built.groups)
     ev = evaluate(pb, core.theta, prec)
     e = np.zeros((pb.n_params, params.size))
     e[params, np.arange(params.size)] = 1.0
-    x = factor(ev.neg_hessian, pb.diagonal_cols).solve(e)
+    f = factor(ev.neg_hessian, pb.diagonal_cols)
+    x = f.solve(e)
     if kind == "model" or not pb.outcome.size:
         return x[params]
+    at = pairs_at(pb, core.theta)
+    meat = ev.neg_hessian - comparison_hessian(pb, core.theta, at)
+    c = f.rest_inverse() if kind == "jackknife" else None
+    if c is not None:
+        gx = jackknife_influence(pb, at, built.coded.cluster, f.rest, c, x[f.rest])
+        return x.T @ (meat @ x) + gx.T @ gx
     clusters = built.coded.cluster
     _, inv = np.unique(clusters, return_inverse=True)
     sums = scipy.sparse.csr_matrix((np.ones(inv.size), (inv.ravel(), np.arange(inv.size))),
-                                   shape=(int(inv.max()) + 1, inv.size)) @ pair_scores(pb, core.theta)
-    meat = ev.neg_hessian - comparison_hessian(pb, core.theta)
+                                   shape=(int(inv.max()) + 1, inv.size)) @ pair_scores(pb, core.theta, at)
     gx = sums @ x
     return x.T @ (meat @ x) + gx.T @ gx

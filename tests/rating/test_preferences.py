@@ -224,8 +224,27 @@ def test_sandwich_covariance_sums_the_scores_by_ranking(joint):
         meat += np.outer(g, g)
     hi = np.linalg.inv(h)
     cov = hi @ meat @ hi
+    fit = _fixed_fit(sim, covariance="sandwich")
+    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+
+
+def test_jackknife_covariance_moves_each_ranking_out_by_one_newton_step(joint):
+    """Σ_g (H − H_g)⁻¹ s_g s_gᵀ (H − H_g)⁻¹ + H⁻¹ M H⁻¹ from dense matrices, H_g the numerical Hessian of ranking
+    g alone: the default covariance."""
+    sim, model, p = joint
+    h = model.hessian(model, p)
+    h_comp = model.hessian(lambda q: sum(model.ranking(q, r) for r in sim.comparisons), p)
+    hi = np.linalg.inv(h)
+    cov = hi @ (h - h_comp) @ hi
+    for row in sim.comparisons:
+        g = model.gradient(lambda q, row=row: model.ranking(q, row), p)
+        h_g = model.hessian(lambda q, row=row: model.ranking(q, row), p)
+        move = np.linalg.solve(h - h_g, g)
+        cov += np.outer(move, move)
     fit = _fixed_fit(sim)
     np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+    plain = _fixed_fit(sim, covariance="sandwich")
+    assert all(a > b for a, b in zip(_ses(fit), _ses(plain), strict=True))
 
 
 def _dense_laplace(sim, sds):
