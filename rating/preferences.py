@@ -13,8 +13,9 @@ into its pairs; each pair follows Davidson's Bradley-Terry model with ties on
 
 ρ the scale linking points to log-odds (estimated from both kinds of data together), π the position bias, λ
 the length preference, ν the tie propensity. Pairs from one ranking are not independent, so the fit is a
-composite likelihood and its intervals are cluster-robust by ranking (sandwich). Everything is fitted jointly
-by Newton's method on the exact penalised likelihood; σ_h and σ_t maximise its Laplace approximation. The
+composite likelihood (each pair of a ranking of k weighted 2/k) and its intervals are cluster-robust by ranking
+(one-step leave-one-ranking-out jackknife). Everything is fitted jointly by Newton's method on the exact
+penalised likelihood; σ, σ_h and σ_t maximise its Laplace approximation (exact gradient). The
 write-up with the simulation table is ``docs/rating-models.md`` §10. Pure numpy/scipy: no Django.
 """
 

@@ -253,6 +253,7 @@ class _Outer:
         self.x: np.ndarray | None = None
         self.direction: np.ndarray | None = None
         self.best = math.inf
+        self.first: np.ndarray | None = None      # the first trial's maximum, reached from the starting values
         self.has_gradient = True
 
     def restart(self, theta: np.ndarray) -> None:
@@ -294,6 +295,8 @@ class _Outer:
         if grad is None:
             self.has_gradient = False
             return -value, np.zeros_like(x)
+        if self.first is None:
+            self.first = theta
         if -value < self.best:
             self.theta, self.x, self.direction, self.best = theta, np.array(x, dtype=float), grad.direction, -value
         return -value, -grad.value
@@ -336,12 +339,13 @@ def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float, float]]) ->
 def _settle(outer: _Outer, x: np.ndarray, bounds: list[tuple[float, float]]) -> np.ndarray:
     """The inner fit can have a second maximum (the bilinear ρ·q: a large ρ with the random effects absorbing
     the rankings), and a search that passed near a bound can carry its warm start into the lower one. At the
-    found components the inner fit is redone from the starting values; where that maximum is higher, the search
-    resumes from it."""
+    found components the inner fit is redone from the first trial's maximum (reached from the starting values, not
+    along the search); where that maximum is higher, the search resumes from it."""
     for _ in range(2):
         warm = outer._inner(x)
         pb, groups = outer.built.problem, outer.built.groups
-        cold = _laplace_factored(pb, _start(outer.built), outer.trial(x), groups, INNER_TOL)
+        origin = _start(outer.built) if outer.first is None else outer.first
+        cold = _laplace_factored(pb, origin, outer.trial(x), groups, INNER_TOL)
         if warm is None or not (cold[3] and math.isfinite(cold[0])) or cold[0] <= warm[0] + 1e-6:
             return x
         outer.restart(cold[1])

@@ -79,7 +79,7 @@ def _row_quad(c: np.ndarray, left: scipy.sparse.csr_matrix, right: scipy.sparse.
 
 
 def _trace(c: np.ndarray, left: scipy.sparse.csr_matrix, w: np.ndarray, right: scipy.sparse.csr_matrix) -> float:
-    """tr(C · leftᵀ diag(w) right) = Σ_i w_i left_i · C · right_i, for rows too wide to gather."""
+    """tr(C · leftᵀ diag(w) right) = Σ_i w_i left_i · C · right_i, when only the weighted sum is needed."""
     prod = (left.T @ scipy.sparse.diags(w) @ right).tocoo()
     return float(np.sum(prod.data * c[prod.row, prod.col]))
 
@@ -179,7 +179,7 @@ def _third_trace(pb: Problem, theta: np.ndarray, v: np.ndarray, bl: _Blocks) -> 
     rho = bl.pos[pb.columns["rho"]] if "rho" in pb.columns else -1
     tie_at = bl.pos[pb.columns["tie"]] if "tie" in pb.columns else -1
     if rho >= 0:
-        q_jd = float(d3.zz @ _row_quad(c, j, d))
+        q_jd = _trace(c, j, d3.zz, d)
         cj_rho, cd_rho = j @ c[:, rho], d @ c[:, rho]
     if tie_at >= 0:
         cj_k, cd_k = j @ c[:, tie_at], d @ c[:, tie_at]
