@@ -8,7 +8,8 @@ asserts.
   one rubric score per deliverable, 4 comparison sets per task by 8 experts with a position bias of 0.3 and a
   length preference of 0.4 log-odds per doubling (agents write longer). (A) pairs with ties (Davidson exactly);
   (B) sets of 2-4 deliverables without ties (Plackett-Luce). Coverage by the 95 % intervals of the true
-  quality differences and win / tie rates of all 10 pairs of arms, and the position bias against its truth.
+  quality differences and win / tie rates of all 10 pairs of arms, and the position bias against its truth;
+  the ± is 1.96 Monte Carlo SE by study (one study's intervals share its estimates, so they are not independent).
 * hours: at equal expert hours, rubric grades only against half the hours on grades and half on pairwise
   comparisons (the minutes per grade and per comparison are flags): the variance of the arms' quality
   differences over replicates, relative.

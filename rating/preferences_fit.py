@@ -27,6 +27,7 @@ from rating.preferences_lik import (
     maximise,
     pair_scores,
     pairs_at,
+    scores_gram,
 )
 from rating.preferences_solve import Factor, factor
 
@@ -187,6 +188,7 @@ def build(coded: Coded, worker_sd: float | None, task_sd: float | None) -> Built
         a_scores=a[coded.score_episode], y=coded.score, d_a=(a[coded.pe] - a[coded.pf]).tocsr(),
         outcome=coded.outcome, first=coded.first, log_length=coded.log_length, random_cols=random_cols,
         random_group=random_group, diagonal_cols=random_cols[random_group == 1], weight=_pair_weights(coded))
+    problem = dataclasses.replace(problem, gram=scores_gram(problem))
     units = "points" if coded.score.size else "logits"
     if units == "logits":
         reasons["points_scale"] = ("no rubric score: qualities are on the logit scale of the comparisons, "

@@ -24,8 +24,8 @@ import scipy.sparse
 from rating.preferences_solve import factor
 
 __all__ = ["EXTRAS", "Davidson", "Evaluation", "Pairs", "Problem", "comparison_hessian", "davidson", "evaluate",
-           "logdet", "maximise", "other_hessian", "pair_scores", "penalised_value", "pair_terms", "pairs_at",
-           "z_jacobian"]
+           "logdet", "maximise", "other_hessian", "pair_scores", "pair_terms", "pairs_at", "penalised_value",
+           "scores_gram", "weighted", "z_jacobian"]
 
 EXTRAS = ("rho", "first", "length", "tie")
 # Beyond this many log-odds a position, length or tie term is running off to infinity (separated rankings).
@@ -51,6 +51,7 @@ class Problem:
     diagonal_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # task effects
     fixed: dict[str, float] = field(default_factory=dict)   # values of extras held fixed (log_sd: outer)
     weight: np.ndarray | None = None    # per pair: its weight in the composite likelihood (None: all 1)
+    gram: scipy.sparse.csr_matrix | None = None   # scores_gram, formed once
 
     @property
     def n_params(self) -> int:
@@ -220,8 +221,13 @@ def other_hessian(pb: Problem, theta: np.ndarray, prec: np.ndarray) -> scipy.spa
     full = scipy.sparse.diags(penalty).tocsr()
     if pb.y.size:
         s2inv = float(np.exp(-2.0 * pb.value(theta, "log_sd")))
-        full = full + _pad_square(pb.a_scores.T @ pb.a_scores * s2inv, n)
+        full = full + scores_gram(pb) * s2inv
     return full.tocsr()
+
+
+def scores_gram(pb: Problem) -> scipy.sparse.csr_matrix:
+    """AᵀA of the rubric scores' design, padded to all parameters (parameter-free: `build` forms it once)."""
+    return pb.gram if pb.gram is not None else _pad_square(pb.a_scores.T @ pb.a_scores, pb.n_params)
 
 
 def _pad_square(m: scipy.sparse.spmatrix, n: int) -> scipy.sparse.csr_matrix:
