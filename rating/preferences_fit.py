@@ -355,6 +355,10 @@ def _settle(outer: _Outer, x: np.ndarray, bounds: list[tuple[float, float]]) -> 
     return x
 
 
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
 def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     """Maximise the penalised likelihood in the quality terms and the preference parameters; the variance
     components (the score noise and the free random-effect SDs) maximise its Laplace approximation."""
@@ -362,7 +366,7 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     unit = 10.0 if built.units == "points" else 0.5
     with_scores = ("score",) if pb.y.size else ()
     free = tuple(g for g in groups + with_scores if fixed_sds.get(g) is None)
-    sds = {g: (fixed_sds[g] if fixed_sds.get(g) is not None else unit) for g in groups}
+    sds: dict[str, float] = {g: _given(fixed_sds.get(g), unit) for g in groups}
     if pb.y.size:
         sds["score"] = fixed_sds.get("score") or max(float(np.std(pb.y)), 1.0)
     outer = _Outer(built, sds, free)
