@@ -13,8 +13,9 @@ into its pairs; each pair follows Davidson's Bradley-Terry model with ties on
 
 ρ the scale linking points to log-odds (estimated from both kinds of data together), π the position bias, λ
 the length preference, ν the tie propensity. Pairs from one ranking are not independent, so the fit is a
-composite likelihood and its intervals are cluster-robust by ranking (sandwich). Everything is fitted jointly
-by Newton's method on the exact penalised likelihood; σ_h and σ_t maximise its Laplace approximation. The
+composite likelihood (each pair of a ranking of k weighted 2/k) and its intervals are cluster-robust by ranking
+(one-step leave-one-ranking-out jackknife). Everything is fitted jointly by Newton's method on the exact
+penalised likelihood; σ, σ_h and σ_t maximise its Laplace approximation (exact gradient). The
 write-up with the simulation table is ``docs/rating-models.md`` §10. Pure numpy/scipy: no Django.
 """
 
@@ -44,20 +45,21 @@ from rating.preferences_report import Estimates, cell_levels, differences, effec
 __all__ = ["ComparisonRow", "EpisodeRow", "PreferenceFit", "PreferenceInputError", "PreferenceSpec", "ScoreRow",
            "preference_agreement", "preference_fit"]
 
-COVARIANCES = ("sandwich", "model")
+COVARIANCES = ("jackknife", "sandwich", "model")
 
 
 @dataclass(frozen=True)
 class PreferenceSpec:
     """``worker_sd``/``task_sd``: None estimates the SD, a number fixes it (0 leaves the term out);
     ``score_sd`` (the rubric scores' noise): None estimates it, a positive number fixes it;
-    ``covariance``: ``sandwich`` (cluster-robust by ranking, the default) or ``model`` (inverse information)."""
+    ``covariance``: ``jackknife`` (cluster-robust by ranking with each ranking's leave-one-out influence, the
+    default), ``sandwich`` (the plain cluster-robust one) or ``model`` (inverse information)."""
 
     worker_sd: float | None = None
     task_sd: float | None = None
     score_sd: float | None = None
     level: float = 0.95
-    covariance: str = "sandwich"
+    covariance: str = "jackknife"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.level < 1.0:

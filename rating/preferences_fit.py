@@ -18,15 +18,18 @@ import scipy.optimize
 import scipy.sparse
 
 from rating.preferences_data import Coded, PreferenceInputError, cell_components
+from rating.preferences_grad import laplace_gradient
+from rating.preferences_jackknife import jackknife_influence
 from rating.preferences_lik import (
     Problem,
     comparison_hessian,
     evaluate,
-    logdet,
     maximise,
     pair_scores,
+    pairs_at,
+    scores_gram,
 )
-from rating.preferences_solve import factor
+from rating.preferences_solve import Factor, factor
 
 __all__ = ["Built", "Core", "build", "covariance", "fit_core"]
 
@@ -37,6 +40,9 @@ SD_BOUNDS = (1e-3, 1e3)
 SEPARATED = 12.0
 # The outer objective where the inner fit fails (far larger than any attainable -log likelihood).
 FAILED = 1e20
+# The inner fit's tolerance during the search (the last Newton step's size): Newton converges quadratically, so
+# the maximum is then off by ~tol², and the objective, stationary in it, by ~tol⁴; the final fit uses 1e-10.
+INNER_TOL = 1e-4
 NOT_CONVERGED = ("cannot estimate: the preference model did not converge; the rankings are probably separated "
                  "(too few of them, or one kind of deliverable always wins) or its terms are confounded")
 
@@ -148,6 +154,19 @@ def _design(coded: Coded, cell_col: np.ndarray, groups: tuple[str, ...]) -> tupl
     return a, np.concatenate(rand) if rand else empty, np.concatenate(group) if group else empty
 
 
+def _pair_weights(coded: Coded) -> np.ndarray | None:
+    """2/k for each of the k(k-1)/2 pairs of a ranking of k: the ranking then counts as k - 1 comparisons (its
+    successive choices of a best item), not as k(k-1)/2 independent ones. The estimating equations stay unbiased
+    (a weight per ranking), and the worker effects and their SD are no longer pulled as if the pairs of one
+    ranking were separate evidence. None when every ranking is a pair (all weights 1)."""
+    if not coded.cluster.size:
+        return None
+    pairs = np.bincount(coded.cluster)[coded.cluster].astype(float)
+    if np.all(pairs == 1.0):
+        return None
+    return 4.0 / (1.0 + np.sqrt(1.0 + 8.0 * pairs))      # 2/k with k(k-1)/2 = pairs
+
+
 def build(coded: Coded, worker_sd: float | None, task_sd: float | None) -> Built:
     """Decide the model's terms from what the rows identify, and assemble the parameter-free arrays."""
     reasons: dict[str, str] = {}
@@ -168,7 +187,8 @@ def build(coded: Coded, worker_sd: float | None, task_sd: float | None) -> Built
         n_lin=n_lin, columns={name: n_lin + i for i, name in enumerate(extras)}, a=a,
         a_scores=a[coded.score_episode], y=coded.score, d_a=(a[coded.pe] - a[coded.pf]).tocsr(),
         outcome=coded.outcome, first=coded.first, log_length=coded.log_length, random_cols=random_cols,
-        random_group=random_group, diagonal_cols=random_cols[random_group == 1])
+        random_group=random_group, diagonal_cols=random_cols[random_group == 1], weight=_pair_weights(coded))
+    problem = dataclasses.replace(problem, gram=scores_gram(problem))
     units = "points" if coded.score.size else "logits"
     if units == "logits":
         reasons["points_scale"] = ("no rubric score: qualities are on the logit scale of the comparisons, "
@@ -209,12 +229,134 @@ def _laplace(pb: Problem, theta: np.ndarray, sds: dict[str, float], groups: tupl
              tol: float = 1e-10) -> tuple[float, np.ndarray, Any, bool, int]:
     """The inner maximum and the Laplace approximation of the likelihood with every inner parameter integrated
     out (flat on the fixed ones). For rubric scores alone this is exactly the REML likelihood."""
+    value, theta, ev, converged, iterations, _ = _laplace_factored(pb, theta, sds, groups, tol)
+    return value, theta, ev, converged, iterations
+
+
+def _laplace_factored(pb: Problem, theta: np.ndarray, sds: dict[str, float], groups: tuple[str, ...],
+                      tol: float) -> tuple[float, np.ndarray, Any, bool, int, Factor]:
     prec = _precisions(pb, sds, groups)
     problem = _with_sd(pb, sds)
     theta, ev, converged, iterations = maximise(problem, theta, prec, tol=tol)
-    value = ev.value + 0.5 * float(np.sum(np.log(prec))) - 0.5 * logdet(ev.neg_hessian, problem) \
+    f = factor(ev.neg_hessian, problem.diagonal_cols)
+    value = ev.value + 0.5 * float(np.sum(np.log(prec))) - 0.5 * f.logdet() \
         + 0.5 * (problem.n_params - prec.size) * math.log(2.0 * math.pi)
-    return value, theta, ev, converged, iterations
+    return value, theta, ev, converged, iterations, f
+
+
+class _Outer:
+    """The outer objective −L(log SDs) and, where H's Schur block is dense, its exact gradient
+    (`rating/preferences_grad.py`). Each trial starts the inner fit from the best trial's maximum moved along
+    dθ̂/dφ: a trial that lands in a lower maximum of the inner fit (see `_settle`) does not carry it on."""
+
+    def __init__(self, built: Built, sds: dict[str, float], free: tuple[str, ...]) -> None:
+        self.built, self.sds, self.free = built, sds, free
+        self.theta = _start(built)
+        self.x: np.ndarray | None = None
+        self.direction: np.ndarray | None = None
+        self.best = math.inf
+        self.first: np.ndarray | None = None      # the first trial's maximum, reached from the starting values
+        self.has_gradient = True
+
+    def restart(self, theta: np.ndarray) -> None:
+        self.theta, self.x, self.direction, self.best = theta, None, None, math.inf
+
+    def trial(self, x: np.ndarray) -> dict[str, float]:
+        return dict(self.sds, **{g: float(math.exp(v)) for g, v in zip(self.free, x, strict=True)})
+
+    def _warm(self, x: np.ndarray) -> np.ndarray:
+        if self.x is None or self.direction is None:
+            return self.theta
+        return self.theta + self.direction @ (x - self.x)
+
+    def _inner(self, x: np.ndarray) -> tuple[float, np.ndarray, Any, Factor] | None:
+        pb, groups = self.built.problem, self.built.groups
+        value, theta, ev, converged, _, f = _laplace_factored(pb, self._warm(x), self.trial(x), groups, INNER_TOL)
+        if not (converged and math.isfinite(value)) and self.direction is not None:
+            value, theta, ev, converged, _, f = _laplace_factored(pb, self.theta, self.trial(x), groups, INNER_TOL)
+        if not (converged and math.isfinite(value)):
+            return None       # a trial far out (the search's first steps can reach the bounds): back off
+        return value, theta, ev, f
+
+    def value(self, x: np.ndarray) -> float:
+        got = self._inner(x)
+        if got is None:
+            return FAILED
+        if -got[0] < self.best:
+            self.theta, self.best = got[1], -got[0]
+        return -got[0]
+
+    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        got = self._inner(x)
+        if got is None:
+            return FAILED, np.zeros_like(x)
+        value, theta, _, f = got
+        sds = self.trial(x)
+        pb = _with_sd(self.built.problem, sds)
+        grad = laplace_gradient(pb, theta, _precisions(pb, sds, self.built.groups), self.free, f)
+        if grad is None:
+            self.has_gradient = False
+            return -value, np.zeros_like(x)
+        if self.first is None:
+            self.first = theta
+        if -value < self.best:
+            self.theta, self.x, self.direction, self.best = theta, np.array(x, dtype=float), grad.direction, -value
+        return -value, -grad.value
+
+
+def _curvature_scale(built: Built, free: tuple[str, ...]) -> np.ndarray:
+    """About √(−∂²L/∂φ²) per free log SD (twice the levels of a random effect, twice the rubric scores): the
+    search runs on φ times this, so its first step is about a Newton step instead of a leap to a bound."""
+    pb = built.problem
+    sizes = [pb.y.size if g == "score" else int(np.sum(pb.random_group == GROUPS.index(g))) for g in free]
+    return np.sqrt(2.0 * np.maximum(np.array(sizes, dtype=float), 1.0))
+
+
+def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float, float]]) -> np.ndarray:
+    """L-BFGS-B on the exact gradient; by finite differences where there is none; Nelder-Mead where the
+    gradient searches stranded where the inner fit fails."""
+    scale = _curvature_scale(outer.built, outer.free)
+    scaled = [(lo * s, hi * s) for (lo, hi), s in zip(bounds, scale, strict=True)]
+    options = {"ftol": 1e-13, "gtol": 1e-8}
+
+    def with_gradient(y: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = outer.value_and_gradient(y / scale)
+        return value, grad / scale
+
+    res = scipy.optimize.minimize(with_gradient, x0 * scale, jac=True, method="L-BFGS-B", bounds=scaled,
+                                  options=options)
+    x = res.x / scale
+    if not outer.has_gradient:
+        outer.restart(_start(outer.built))
+        res = scipy.optimize.minimize(outer.value, x0, method="L-BFGS-B", bounds=bounds, options=options)
+        x = res.x
+    if not res.fun < FAILED / 2:
+        outer.restart(_start(outer.built))
+        res = scipy.optimize.minimize(outer.value, x0, method="Nelder-Mead", bounds=bounds,
+                                      options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
+        x = res.x
+    return np.asarray(x, dtype=float)
+
+
+def _settle(outer: _Outer, x: np.ndarray, bounds: list[tuple[float, float]]) -> np.ndarray:
+    """The inner fit can have a second maximum (the bilinear ρ·q: a large ρ with the random effects absorbing
+    the rankings), and a search that passed near a bound can carry its warm start into the lower one. At the
+    found components the inner fit is redone from the first trial's maximum (reached from the starting values, not
+    along the search); where that maximum is higher, the search resumes from it."""
+    for _ in range(2):
+        warm = outer._inner(x)
+        pb, groups = outer.built.problem, outer.built.groups
+        origin = _start(outer.built) if outer.first is None else outer.first
+        cold = _laplace_factored(pb, origin, outer.trial(x), groups, INNER_TOL)
+        if warm is None or not (cold[3] and math.isfinite(cold[0])) or cold[0] <= warm[0] + 1e-6:
+            return x
+        outer.restart(cold[1])
+        x = _search(outer, x, bounds)
+    return x
+
+
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
 
 
 def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
@@ -224,31 +366,15 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     unit = 10.0 if built.units == "points" else 0.5
     with_scores = ("score",) if pb.y.size else ()
     free = tuple(g for g in groups + with_scores if fixed_sds.get(g) is None)
-    sds = {g: (fixed_sds[g] if fixed_sds.get(g) is not None else unit) for g in groups}
+    sds: dict[str, float] = {g: _given(fixed_sds.get(g), unit) for g in groups}
     if pb.y.size:
         sds["score"] = fixed_sds.get("score") or max(float(np.std(pb.y)), 1.0)
-    state = {"theta": _start(built)}
-
-    def objective(x: np.ndarray) -> float:
-        trial = dict(sds, **{g: float(math.exp(v)) for g, v in zip(free, x, strict=True)})
-        # the objective is stationary in the inner parameters: a looser inner tolerance moves it by ~tol²
-        value, theta, _, converged, _ = _laplace(pb, state["theta"], trial, groups, tol=1e-6)
-        if not (converged and math.isfinite(value)):
-            return FAILED        # a trial far out (the search's first steps can reach the bounds): back off
-        state["theta"] = theta
-        return -value
-
+    outer = _Outer(built, sds, free)
     if free:
         bounds = [(math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))] * len(free)
-        x0 = np.array([math.log(sds[g]) for g in free])
-        res = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", bounds=bounds,
-                                      options={"ftol": 1e-13, "gtol": 1e-8})
-        if not res.fun < FAILED / 2:     # stranded where the inner fit fails: a search without gradients
-            state["theta"] = _start(built)
-            res = scipy.optimize.minimize(objective, x0, method="Nelder-Mead", bounds=bounds,
-                                          options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
-        sds.update({g: float(math.exp(v)) for g, v in zip(free, res.x, strict=True)})
-    value, theta, ev, converged, iterations = _laplace(pb, state["theta"], sds, groups)
+        x = _settle(outer, _search(outer, np.array([math.log(sds[g]) for g in free]), bounds), bounds)
+        sds = outer.trial(x)
+    value, theta, ev, converged, iterations = _laplace(pb, outer.theta, sds, groups)
     if not converged or not np.all(np.isfinite(theta)) or not math.isfinite(value):
         raise PreferenceInputError(NOT_CONVERGED)
     _check_separation(pb, theta)
@@ -271,19 +397,27 @@ def _check_separation(pb: Problem, theta: np.ndarray) -> None:
 def covariance(built: Built, core: Core, params: np.ndarray, kind: str) -> np.ndarray:
     """Covariance of ``params`` (columns). ``model``: the inverse penalised information. ``sandwich``: pairs
     broken out of one ranking are not independent, so the comparisons' information is replaced by the outer
-    products of their scores summed by ranking (H⁻¹ M H⁻¹; equal to H⁻¹ in expectation for single pairs)."""
+    products of their scores summed by ranking (H⁻¹ M H⁻¹; equal to H⁻¹ in expectation for single pairs).
+    ``jackknife``: the same with each ranking's influence taken as the one-step move of the estimate without it
+    (`rating/preferences_jackknife.py`); the plain sandwich where H was factored by sparse LU."""
     pb = core.problem
     prec = _precisions(pb, core.sds, built.groups)
     ev = evaluate(pb, core.theta, prec)
     e = np.zeros((pb.n_params, params.size))
     e[params, np.arange(params.size)] = 1.0
-    x = factor(ev.neg_hessian, pb.diagonal_cols).solve(e)
+    f = factor(ev.neg_hessian, pb.diagonal_cols)
+    x = f.solve(e)
     if kind == "model" or not pb.outcome.size:
         return x[params]
+    at = pairs_at(pb, core.theta)
+    meat = ev.neg_hessian - comparison_hessian(pb, core.theta, at)
+    c = f.rest_inverse() if kind == "jackknife" else None
+    if c is not None:
+        gx = jackknife_influence(pb, at, built.coded.cluster, f.rest, c, x[f.rest])
+        return x.T @ (meat @ x) + gx.T @ gx
     clusters = built.coded.cluster
     _, inv = np.unique(clusters, return_inverse=True)
     sums = scipy.sparse.csr_matrix((np.ones(inv.size), (inv.ravel(), np.arange(inv.size))),
-                                   shape=(int(inv.max()) + 1, inv.size)) @ pair_scores(pb, core.theta)
-    meat = ev.neg_hessian - comparison_hessian(pb, core.theta)
+                                   shape=(int(inv.max()) + 1, inv.size)) @ pair_scores(pb, core.theta, at)
     gx = sums @ x
     return x.T @ (meat @ x) + gx.T @ gx

@@ -15,6 +15,7 @@ the linear terms, so a Newton step costs one sparse LU of the penalised informat
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,9 +23,9 @@ import scipy.sparse
 
 from rating.preferences_solve import factor
 
-__all__ = ["EXTRAS", "Davidson", "Evaluation", "Problem", "davidson", "evaluate", "logdet", "maximise", "pair_scores",
-           "comparison_hessian", "other_hessian",
-           "pair_terms", "z_jacobian"]
+__all__ = ["EXTRAS", "Davidson", "Evaluation", "Pairs", "Problem", "comparison_hessian", "davidson", "evaluate",
+           "logdet", "maximise", "other_hessian", "pair_scores", "pair_terms", "pairs_at", "penalised_value",
+           "scores_gram", "weighted", "z_jacobian"]
 
 EXTRAS = ("rho", "first", "length", "tie")
 # Beyond this many log-odds a position, length or tie term is running off to infinity (separated rankings).
@@ -49,6 +50,8 @@ class Problem:
     random_group: np.ndarray            # their group: 0 workers, 1 tasks
     diagonal_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # task effects
     fixed: dict[str, float] = field(default_factory=dict)   # values of extras held fixed (log_sd: outer)
+    weight: np.ndarray | None = None    # per pair: its weight in the composite likelihood (None: all 1)
+    gram: scipy.sparse.csr_matrix | None = None   # scores_gram, formed once
 
     @property
     def n_params(self) -> int:
@@ -118,7 +121,15 @@ def pair_terms(pb: Problem, theta: np.ndarray) -> tuple[np.ndarray, Davidson, np
     dq = pb.d_a @ theta[:pb.n_lin]
     z = rho * dq + pb.value(theta, "first") * pb.first + pb.value(theta, "length") * pb.log_length
     tie = pb.value(theta, "tie") if "tie" in pb.columns else None
-    return z, davidson(z, tie, pb.outcome), dq
+    return z, weighted(davidson(z, tie, pb.outcome), pb.weight), dq
+
+
+def weighted(dv: Davidson, weight: np.ndarray | None) -> Davidson:
+    """The pairs' log-likelihood terms times their weights (the probabilities stay as they are)."""
+    if weight is None:
+        return dv
+    return dataclasses.replace(dv, ll=dv.ll * weight, lz=dv.lz * weight, lzz=dv.lzz * weight, lk=dv.lk * weight,
+                               lkk=dv.lkk * weight, lzk=dv.lzk * weight)
 
 
 def z_jacobian(pb: Problem, theta: np.ndarray, dq: np.ndarray) -> scipy.sparse.csr_matrix:
@@ -128,14 +139,36 @@ def z_jacobian(pb: Problem, theta: np.ndarray, dq: np.ndarray) -> scipy.sparse.c
     return (lin + _extra_column(pb, {"rho": dq, "first": pb.first, "length": pb.log_length}, dq.size)).tocsr()
 
 
-def pair_scores(pb: Problem, theta: np.ndarray) -> scipy.sparse.csr_matrix:
+@dataclass(frozen=True, eq=False)
+class Pairs:
+    """The pairs' terms at one θ, computed once for the value, the gradient and the Hessian."""
+
+    z: np.ndarray
+    dv: Davidson
+    dq: np.ndarray
+    j: scipy.sparse.csr_matrix      # ∂z/∂θ
+
+
+def pairs_at(pb: Problem, theta: np.ndarray) -> Pairs:
+    z, dv, dq = pair_terms(pb, theta)
+    return Pairs(z, dv, dq, z_jacobian(pb, theta, dq))
+
+
+def pair_scores(pb: Problem, theta: np.ndarray, at: Pairs | None = None) -> scipy.sparse.csr_matrix:
     """Each pair's contribution to the gradient (pairs x params): the rows summed by ranking give the sandwich."""
-    _, dv, dq = pair_terms(pb, theta)
-    j = z_jacobian(pb, theta, dq)
-    out = scipy.sparse.diags(dv.lz) @ j
+    at = at or pairs_at(pb, theta)
+    out = scipy.sparse.diags(at.dv.lz) @ at.j
     if "tie" in pb.columns:
-        out = out + _extra_column(pb, {"tie": dv.lk}, dq.size)
+        out = out + _extra_column(pb, {"tie": at.dv.lk}, at.dq.size)
     return out.tocsr()
+
+
+def _pair_gradient(pb: Problem, at: Pairs) -> np.ndarray:
+    """The pair scores summed: Jᵀ ∂ℓ/∂z, plus the tie column."""
+    g = np.asarray(at.j.T @ at.dv.lz, dtype=float).ravel()
+    if "tie" in pb.columns:
+        g[pb.columns["tie"]] += float(at.dv.lk.sum())
+    return g
 
 
 def _score_terms(pb: Problem, theta: np.ndarray) -> tuple[float, np.ndarray, float, np.ndarray]:
@@ -160,13 +193,13 @@ def _border(n: int, k: int, column: np.ndarray, corner: float) -> scipy.sparse.c
     return scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(n, n))
 
 
-def comparison_hessian(pb: Problem, theta: np.ndarray) -> scipy.sparse.csr_matrix:
+def comparison_hessian(pb: Problem, theta: np.ndarray, at: Pairs | None = None) -> scipy.sparse.csr_matrix:
     """The comparisons' part of the exact negative Hessian (sparse: the extras are a thin border)."""
     n = pb.n_params
     if not pb.outcome.size:
         return scipy.sparse.csr_matrix((n, n))
-    _, dv, dq = pair_terms(pb, theta)
-    j = z_jacobian(pb, theta, dq)
+    at = at or pairs_at(pb, theta)
+    dv, j = at.dv, at.j
     full = (j.T @ scipy.sparse.diags(-dv.lzz) @ j).tocsr()
     if "rho" in pb.columns:      # the second derivative of z: ∂²z/∂lin∂rho = d_a
         col = np.zeros(n)
@@ -188,8 +221,13 @@ def other_hessian(pb: Problem, theta: np.ndarray, prec: np.ndarray) -> scipy.spa
     full = scipy.sparse.diags(penalty).tocsr()
     if pb.y.size:
         s2inv = float(np.exp(-2.0 * pb.value(theta, "log_sd")))
-        full = full + _pad_square(pb.a_scores.T @ pb.a_scores * s2inv, n)
+        full = full + scores_gram(pb) * s2inv
     return full.tocsr()
+
+
+def scores_gram(pb: Problem) -> scipy.sparse.csr_matrix:
+    """AᵀA of the rubric scores' design, padded to all parameters (parameter-free: `build` forms it once)."""
+    return pb.gram if pb.gram is not None else _pad_square(pb.a_scores.T @ pb.a_scores, pb.n_params)
 
 
 def _pad_square(m: scipy.sparse.spmatrix, n: int) -> scipy.sparse.csr_matrix:
@@ -200,16 +238,25 @@ def _pad_square(m: scipy.sparse.spmatrix, n: int) -> scipy.sparse.csr_matrix:
 def evaluate(pb: Problem, theta: np.ndarray, prec: np.ndarray, hessian: bool = True) -> Evaluation:
     """Penalised log-likelihood at ``theta`` with prior precisions ``prec`` of the random columns."""
     value, g, _, _ = _score_terms(pb, theta)
-    if pb.outcome.size:
-        _, dv, _ = pair_terms(pb, theta)
-        value += float(dv.ll.sum())
-        g = g + np.asarray(pair_scores(pb, theta).sum(axis=0)).ravel()
+    at = pairs_at(pb, theta) if pb.outcome.size else None
+    if at is not None:
+        value += float(at.dv.ll.sum())
+        g = g + _pair_gradient(pb, at)
     u = theta[pb.random_cols]
     value -= 0.5 * float(prec @ (u * u))
     g[pb.random_cols] -= prec * u
     if not hessian:
         return Evaluation(value, g, None)
-    return Evaluation(value, g, (comparison_hessian(pb, theta) + other_hessian(pb, theta, prec)).tocsr())
+    return Evaluation(value, g, (comparison_hessian(pb, theta, at) + other_hessian(pb, theta, prec)).tocsr())
+
+
+def penalised_value(pb: Problem, theta: np.ndarray, prec: np.ndarray) -> float:
+    """The penalised log-likelihood alone (a line search's trial needs no derivative)."""
+    value = _score_terms(pb, theta)[0]
+    if pb.outcome.size:
+        value += float(pair_terms(pb, theta)[1].ll.sum())
+    u = theta[pb.random_cols]
+    return value - 0.5 * float(prec @ (u * u))
 
 
 def logdet(h: scipy.sparse.spmatrix, pb: Problem) -> float:
@@ -240,8 +287,8 @@ def maximise(pb: Problem, theta: np.ndarray, prec: np.ndarray, *, tol: float = 1
             return theta, ev, False, it
         t = 1.0
         while t > 1e-10:
-            trial = evaluate(pb, theta + t * step, prec, hessian=False)
-            if np.isfinite(trial.value) and trial.value >= ev.value - 1e-12 * max(1.0, abs(ev.value)):
+            trial = penalised_value(pb, theta + t * step, prec)
+            if np.isfinite(trial) and trial >= ev.value - 1e-12 * max(1.0, abs(ev.value)):
                 break
             t /= 2.0
         theta = theta + t * step

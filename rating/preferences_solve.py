@@ -70,6 +70,19 @@ class Factor:
             out[self.diagonal] = (g_t - self.b @ x_r) / t
         return out
 
+    def rest_inverse(self) -> np.ndarray | None:
+        """The block of H⁻¹ over the non-diagonal columns (S⁻¹); None on the sparse-LU path."""
+        if self.lu is not None or not self.ok:
+            return None
+        inverse, info = scipy.linalg.lapack.dpotri(self.chol[0], lower=1)
+        if info != 0:
+            return None
+        return np.tril(inverse) + np.tril(inverse, -1).T
+
+    def eliminated(self) -> scipy.sparse.csr_matrix:
+        """G = T⁻¹B, the diagonal columns' coupling to the rest: H⁻¹ = [[T⁻¹ + G S⁻¹ Gᵀ, −G S⁻¹], [−S⁻¹ Gᵀ, S⁻¹]]."""
+        return (scipy.sparse.diags(1.0 / self.t) @ self.b).tocsr()
+
     def logdet(self) -> float:
         if not self.ok:
             return float("nan")

@@ -20,8 +20,11 @@ from rating.preferences import (
     preference_agreement,
     preference_fit,
 )
-from rating.preferences_data import cell_label
+from rating.preferences_data import cell_label, code_rows
+from rating.preferences_fit import _laplace, _precisions, _start, _with_sd, build
+from rating.preferences_grad import laplace_gradient
 from rating.preferences_sim import SimDesign, SimTruth, simulate, true_win_rates
+from rating.preferences_solve import factor
 
 SMALL = SimDesign(n_tasks=12, n_workers=8, agents=("A",), sets_per_task=3, set_sizes=(2, 3), n_experts=3)
 
@@ -94,7 +97,7 @@ def test_scores_alone_are_exactly_reml():
 class _Joint:
     """The joint penalised log-likelihood written out row by row (works on complex numbers for complex-step
     derivatives): rubric scores Gaussian on the quality, every pair of every ranking Davidson on
-    rho (q_e - q_f) + first + length."""
+    rho (q_e - q_f) + first + length, each pair of a ranking of k weighted 2/k."""
 
     def __init__(self, sim, sds):
         self.codes, self.cells, self.workers, self.tasks = _codes(sim)
@@ -111,6 +114,7 @@ class _Joint:
         rho, first, length, tie = (p[self.names[k]] for k in ("rho", "first", "length", "tie"))
         total = 0.0
         k = len(row.episode_ids)
+        weight = 2.0 / k      # a ranking of k counts as its k - 1 successive choices
         for i in range(k):
             for j in range(i + 1, k):
                 z = (rho * (self.quality(p, row.episode_ids[i]) - self.quality(p, row.episode_ids[j]))
@@ -118,7 +122,7 @@ class _Joint:
                      + length * math.log2(row.lengths[i] / row.lengths[j]))
                 d = cmath.exp(z / 2) + cmath.exp(-z / 2) + cmath.exp(tie)
                 won = z / 2 if row.ranks[i] < row.ranks[j] else (-z / 2 if row.ranks[i] > row.ranks[j] else tie)
-                total += won - cmath.log(d)
+                total += weight * (won - cmath.log(d))
         return total
 
     def scores(self, p):
@@ -220,8 +224,27 @@ def test_sandwich_covariance_sums_the_scores_by_ranking(joint):
         meat += np.outer(g, g)
     hi = np.linalg.inv(h)
     cov = hi @ meat @ hi
+    fit = _fixed_fit(sim, covariance="sandwich")
+    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+
+
+def test_jackknife_covariance_moves_each_ranking_out_by_one_newton_step(joint):
+    """Σ_g (H − H_g)⁻¹ s_g s_gᵀ (H − H_g)⁻¹ + H⁻¹ M H⁻¹ from dense matrices, H_g the numerical Hessian of ranking
+    g alone: the default covariance."""
+    sim, model, p = joint
+    h = model.hessian(model, p)
+    h_comp = model.hessian(lambda q: sum(model.ranking(q, r) for r in sim.comparisons), p)
+    hi = np.linalg.inv(h)
+    cov = hi @ (h - h_comp) @ hi
+    for row in sim.comparisons:
+        g = model.gradient(lambda q, row=row: model.ranking(q, row), p)
+        h_g = model.hessian(lambda q, row=row: model.ranking(q, row), p)
+        move = np.linalg.solve(h - h_g, g)
+        cov += np.outer(move, move)
     fit = _fixed_fit(sim)
     np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+    plain = _fixed_fit(sim, covariance="sandwich")
+    assert all(a > b for a, b in zip(_ses(fit), _ses(plain), strict=True))
 
 
 def _dense_laplace(sim, sds):
@@ -247,6 +270,51 @@ def test_variance_components_maximise_the_dense_laplace_approximation():
         assert up < centre and down < centre
         vertex = step * (down - up) / (2 * (up - 2 * centre + down))   # of the parabola through the three
         assert abs(vertex) < 1e-3, (k, vertex)
+
+
+def _built(sim):
+    return build(code_rows(sim.episodes, sim.scores, sim.comparisons), None, None)
+
+
+@pytest.mark.parametrize("design", [SMALL, SimDesign(n_tasks=20, n_workers=10, agents=("A",), sets_per_task=3,
+                                                     set_sizes=(2, 3, 4), n_experts=3)])
+def test_the_laplace_gradient_equals_central_differences_of_the_objective(design):
+    """The exact gradient in the log SDs (Davidson's third derivatives, the bilinear ρ·q term, the eliminated
+    task block) against central differences of the Laplace objective itself, refitted from scratch each time."""
+    built = _built(_small(6, design))
+    free = ("worker", "task", "score")
+    x = np.log([5.0, 7.0, 9.0])
+
+    def objective(x):
+        sds = dict(zip(free, np.exp(x), strict=True))
+        return _laplace(built.problem, _start(built), sds, built.groups, tol=1e-12), sds
+
+    (value, theta, ev, converged, _), sds = objective(x)
+    assert converged
+    pb = _with_sd(built.problem, sds)
+    grad = laplace_gradient(pb, theta, _precisions(pb, sds, built.groups), free, factor(ev.neg_hessian,
+                                                                                         pb.diagonal_cols))
+    h = 1e-4
+    for i in range(3):
+        e = np.zeros(3)
+        e[i] = h
+        (up, theta_up, *_), _ = objective(x + e)
+        (down, theta_down, *_), _ = objective(x - e)
+        assert grad.value[i] == pytest.approx((up - down) / (2 * h), rel=1e-6, abs=1e-5)
+        np.testing.assert_allclose(grad.direction[:, i], (theta_up - theta_down) / (2 * h), atol=1e-6)
+
+
+def test_a_lower_maximum_of_the_inner_fit_is_not_carried_through_the_search():
+    """On this small study the inner fit has a second, lower maximum (ρ near 1 logit per point, the worker and
+    task effects absorbing the rankings); the fit ends at the higher one, whose Laplace value is that of the
+    inner fit redone from the starting values."""
+    sim = _small(0)
+    fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
+    built = _built(sim)
+    sds = {k: fit.variance_components[f"{k}_sd"]["estimate"] for k in ("worker", "task", "score")}
+    cold = _laplace(built.problem, _start(built), sds, built.groups)
+    assert fit.laplace == pytest.approx(cold[0], abs=1e-6)
+    assert fit.effects["scale"]["logits_per_point"]["estimate"] < 0.3
 
 
 # --------------------------------------------------------------------------------------------------------
