@@ -13,7 +13,7 @@ from rating.tom_reliability import icc_agreement, judge_gold_table
 from rating.tom_weighted_icc import GoldDesign, weighted_icc_agreement
 from studies.models import BackgroundJob, Episode
 from tests.factories.experts import make_expert
-from tests.factories.tom import tom_study
+from tests.factories.tom import planted_tom_mean, tom_study
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +35,7 @@ def _stratified_gold(study, episodes) -> dict[int, str]:
         item = ToMGoldItem.objects.create(sample=sample, episode=episode, stratum=stratum,
                                           stratum_population=POPULATION[stratum], stratum_sample=n_h,
                                           inclusion_probability=n_h / POPULATION[stratum], judge_mean=2.5)
-        judge_mean = ((episode.pk % 6) + ((episode.pk + 1) % 6)) / 2
+        judge_mean = planted_tom_mean(episode)
         score = min(5, round(judge_mean) + (i % 3 if stratum == "high|agent" else 0))
         ToMGoldCode.objects.create(item=item, expert=expert, status="submitted", score=score, reason="gold")
         strata[episode.pk] = stratum

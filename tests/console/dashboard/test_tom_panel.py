@@ -24,7 +24,7 @@ from grading.services.theory_of_mind import _inputs, study_tom
 from rating.synergy_episodes import synergy_episodes
 from studies.models import BackgroundJob, Episode
 from tests.factories.synergy import planted_synergy_study
-from tests.factories.tom import LABELS, tom_study
+from tests.factories.tom import LABELS, planted_tom, planted_tom_mean, tom_study
 
 pytestmark = pytest.mark.django_db
 def test_the_service_aligns_each_synergy_episode_with_its_pairs_codes_by_episode_id():
@@ -44,16 +44,16 @@ def test_the_service_aligns_each_synergy_episode_with_its_pairs_codes_by_episode
         if episode.condition == "solo" or pk == agent[1].pk:
             assert math.isnan(tom[i]), pk
         elif pk == agent[2].pk:
-            assert tom[i] == pk % 6
+            assert tom[i] == planted_tom(episode, 0)
         else:
-            assert tom[i] == ((pk % 6) + ((pk + 1) % 6)) / 2, pk
+            assert tom[i] == planted_tom_mean(episode), pk
     team = coded.data.team
     assert np.array_equal(inputs.quality.human, coded.data.human[team])
     assert np.allclose(inputs.quality.tom, tom[team], equal_nan=True)
     table = inputs.judges
     assert table.raters == LABELS and str(agent[1].pk) not in table.items
     row = table.items.index(str(agent[0].pk))
-    assert table.scores[row].tolist() == [agent[0].pk % 6, (agent[0].pk + 1) % 6]
+    assert table.scores[row].tolist() == [planted_tom(agent[0], 0), planted_tom(agent[0], 1)]
     assert math.isnan(table.scores[table.items.index(str(agent[2].pk))][1])
     assert counts["not coded: no parsable log"] == 1 and counts["coded by one judge only"] == 1
     assert counts["solo episode: no agent to talk to, not coded"] == int((~team).sum())
@@ -201,7 +201,7 @@ def test_the_experts_gold_codes_check_the_judges_on_the_panel_and_refresh_the_re
     assert 'id="tom-gold-reason"' in html and "no expert has submitted a gold code yet" in html
     key = BackgroundJob.objects.get(pk=job.pk).cache_key
     agent = list(Episode.objects.filter(study=study, condition="with_agent").order_by("pk"))[:8]
-    scores = [min(5, (e.pk % 6 + (e.pk + 1) % 6) // 2 + (i % 2)) for i, e in enumerate(agent)]
+    scores = [min(5, (planted_tom(e, 0) + planted_tom(e, 1)) // 2 + (i % 2)) for i, e in enumerate(agent)]
     _gold(study, agent, scores)
     assert selectors.analysis_cache_key(study, "tom", None) != key, "a new gold code makes the result stale"
     job = services.analysis_request(study=study, kind="tom", actor=None)
@@ -230,7 +230,7 @@ def _pair(study, a, b, order, judge, shown, winner):
 
 
 def _tom_mean(episode) -> float:
-    return ((episode.pk % 6) + ((episode.pk + 1) % 6)) / 2
+    return planted_tom_mean(episode)
 
 
 def test_the_pairwise_run_is_summarised_per_judge_and_its_results_refresh_the_analysis(staff_client, monkeypatch):
