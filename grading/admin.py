@@ -233,6 +233,14 @@ class ProcessCodingAdmin(ReadOnlyAdmin):
         return _short(obj.reason or obj.error)
 
 
+@admin.register(m.SimulatedEffort)
+class SimulatedEffortAdmin(ReadOnlyAdmin):
+    """Effort controls drawn for simulated (demonstration) episodes without a log; never a real episode's."""
+
+    list_display = ("episode", "worker_turns", "worker_chars", "edit_ratio", "created_at")
+    search_fields = ("episode__id",)
+
+
 @admin.register(m.ToMPairCoding)
 class ToMPairCodingAdmin(ReadOnlyAdmin):
     """Pairwise ToM comparisons per pair, order and judge (run with manage.py code_tom_pairs)."""
