@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from rating.tom_pairwise_summary import MIN_COUNT, wilson_interval
+from rating.tom_pairwise_summary import MIN_COUNT, share_summary
 
 __all__ = ["MIN_COUNT", "OVERALL", "ExpertRanking", "JudgeRanking", "judge_preference_summary", "pair_outcomes"]
 
@@ -67,17 +67,6 @@ def pair_outcomes(items: Sequence[int], ranks: Sequence[int]) -> dict[tuple[int,
     return {(a, b): (rank[a] < rank[b]) - (rank[a] > rank[b]) for a, b in combinations(sorted(items), 2)}
 
 
-def _share(successes: int, n: int, level: float, unit: str, *, shift: float = 0.0,
-           extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"successes": successes, "n": n, **(extra or {})}
-    if n < MIN_COUNT:
-        out.update(share=None, interval=None,
-                   reason=f"only {n} {unit}; at least {MIN_COUNT} are needed" if n else f"no {unit}")
-        return out
-    low, high = wilson_interval(successes, n, level)
-    out.update(share=successes / n - shift, interval=[low - shift, high - shift], reason=None)
-    return out
-
 
 def _kappa(pairs: list[tuple[int, int]]) -> float | None:
     """Cohen's kappa of (judge outcome, expert outcome) units; None when chance agreement is 1 or no unit."""
@@ -94,8 +83,8 @@ def _agreement(units: list[tuple[int, int]], level: float, unit: str) -> dict[st
     """Exact agreement over three outcomes, its kappa, and the agreement where both sides were strict."""
     agree = sum(1 for x, y in units if x == y)
     strict = [(x, y) for x, y in units if x and y]
-    out = _share(agree, len(units), level, unit, extra={"kappa": _kappa(units)})
-    out["strict"] = _share(sum(1 for x, y in strict if x == y), len(strict), level,
+    out = share_summary(agree, len(units), level, unit, extra={"kappa": _kappa(units)})
+    out["strict"] = share_summary(sum(1 for x, y in strict if x == y), len(strict), level,
                            f"{unit} where both preferred one deliverable")
     return out
 
@@ -124,7 +113,7 @@ def _consistency(judged: list[JudgeRanking], level: float) -> dict[str, Any]:
             if pair in second:
                 n += 1
                 same += int(outcome == second[pair])
-    return _share(same, n, level, "pairs ranked in both orders")
+    return share_summary(same, n, level, "pairs ranked in both orders")
 
 
 def _position(judged: list[JudgeRanking], level: float) -> dict[str, Any]:
@@ -136,7 +125,7 @@ def _position(judged: list[JudgeRanking], level: float) -> dict[str, Any]:
                 continue
             decided += 1
             earlier_wins += int(rank_i < rank_j)
-    return _share(earlier_wins, decided, level, "strict pair verdicts", shift=0.5, extra={"ties": ties})
+    return share_summary(earlier_wins, decided, level, "strict pair verdicts", shift=0.5, extra={"ties": ties})
 
 
 def _judge_row(label: str, judged: list[JudgeRanking], experts: dict[int, list[dict[tuple[int, int], int]]],

@@ -54,14 +54,17 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _share(successes: int, n: int, level: float, unit: str, extra: dict[str, int] | None = None) -> dict[str, Any]:
+def share_summary(successes: int, n: int, level: float, unit: str, *, shift: float = 0.0,
+                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A share with its Wilson interval (both moved by ``shift``, e.g. -0.5 for a bias); with fewer than
+    ``MIN_COUNT`` units the reason instead of a number."""
     out: dict[str, Any] = {"successes": successes, "n": n, **(extra or {})}
     if n < MIN_COUNT:
         out.update(share=None, interval=None,
                    reason=f"only {n} {unit}; at least {MIN_COUNT} are needed" if n else f"no {unit}")
         return out
     low, high = wilson_interval(successes, n, level)
-    out.update(share=successes / n, interval=[low, high], reason=None)
+    out.update(share=successes / n - shift, interval=[low - shift, high - shift], reason=None)
     return out
 
 
@@ -71,14 +74,14 @@ def _consistency(answers: list[PairAnswer], level: float) -> dict[str, Any]:
         winners.setdefault((x.judge, x.episode_a, x.episode_b), {})[x.order] = x.winner
     both = [w for w in winners.values() if len(w) == 2]
     same = sum(1 for w in both if len(set(w.values())) == 1)
-    return _share(same, len(both), level, "pairs compared in both orders")
+    return share_summary(same, len(both), level, "pairs compared in both orders")
 
 
 def _position(answers: list[PairAnswer], level: float) -> dict[str, Any]:
     decided = [x for x in answers if x.shown in ("A", "B")]
     first = sum(1 for x in decided if x.shown == "A")
-    return _share(first, len(decided), level, "answers other than a tie",
-                  {"ties": sum(1 for x in answers if x.shown == "tie")})
+    return share_summary(first, len(decided), level, "answers other than a tie",
+                         extra={"ties": sum(1 for x in answers if x.shown == "tie")})
 
 
 def _agreement(answers: list[PairAnswer], absolute: Mapping[int, float], level: float) -> dict[str, Any]:
@@ -94,8 +97,8 @@ def _agreement(answers: list[PairAnswer], absolute: Mapping[int, float], level: 
         else:
             n += 1
             agree += int((x.winner == "a") == (a > b))
-    return _share(agree, n, level, "decided comparisons of episodes with different absolute codes",
-                  {"absolute_ties": absolute_ties, "uncoded": uncoded})
+    return share_summary(agree, n, level, "decided comparisons of episodes with different absolute codes",
+                         extra={"absolute_ties": absolute_ties, "uncoded": uncoded})
 
 
 def _summary(label: str, answers: list[PairAnswer], absolute: Mapping[int, float], level: float) -> dict[str, Any]:
