@@ -34,10 +34,12 @@ def finished_synergy_result(study: Study) -> dict[str, Any] | None:
     An export carries only a fit of the data it exports: a fit of earlier episodes would disagree with its rows.
     """
     stamp = synergy_fingerprint(study)
-    if stamp is None:
-        return None
-    job = (BackgroundJob.objects.filter(study=study, kind="synergy", status=BackgroundJob.Status.DONE,
-                                        cache_key=f"synergy:{study.pk}:{stamp}"[:128])
+    return None if stamp is None else _done_result(study, "synergy", f"synergy:{study.pk}:{stamp}"[:128])
+
+
+def _done_result(study: Study, kind: str, key: str) -> dict[str, Any] | None:
+    """The result of the newest finished job of this kind computed for exactly this data (its cache key)."""
+    job = (BackgroundJob.objects.filter(study=study, kind=kind, status=BackgroundJob.Status.DONE, cache_key=key)
            .order_by("-finished_at", "-created_at").first())
     return job.result if job else None
 
@@ -69,11 +71,7 @@ def finished_tom_result(study: Study) -> dict[str, Any] | None:
     """Return the stored ToM analysis of the study's current episodes and codings, or ``None`` when none was
     computed for them (an export carries only an analysis of the data it exports)."""
     key = tom_cache_key(study)
-    if key is None:
-        return None
-    job = (BackgroundJob.objects.filter(study=study, kind="tom", status=BackgroundJob.Status.DONE, cache_key=key)
-           .order_by("-finished_at", "-created_at").first())
-    return job.result if job else None
+    return None if key is None else _done_result(study, "tom", key)
 
 
 def converged_part(part: dict[str, Any] | None) -> dict[str, Any]:
@@ -89,9 +87,4 @@ def finished_preferences_result(study: Study) -> dict[str, Any] | None:
     """Return the stored preference fit of the study's current rankings and scores, or ``None`` when none was
     computed for them (a fit of earlier data would disagree with the rows it is shown beside)."""
     stamp = preferences_fingerprint(study)
-    if stamp is None:
-        return None
-    job = (BackgroundJob.objects.filter(study=study, kind="preferences", status=BackgroundJob.Status.DONE,
-                                        cache_key=f"preferences:{study.pk}:{stamp}"[:128])
-           .order_by("-finished_at", "-created_at").first())
-    return job.result if job else None
+    return None if stamp is None else _done_result(study, "preferences", f"preferences:{study.pk}:{stamp}"[:128])
