@@ -173,34 +173,42 @@ def _check_ranking(row: ComparisonRow, index: dict[Hashable, int], task: np.ndar
     return codes
 
 
-def _pairs(rows: Sequence[ComparisonRow], index: dict[Hashable, int], task: np.ndarray) -> dict[str, list]:
-    """Every ranking broken into its k(k-1)/2 pairs (the rank-breaking the model's composite likelihood uses)."""
-    out: dict[str, list] = {k: [] for k in ("pe", "pf", "outcome", "first", "log_length", "cluster", "expert")}
-    for r, row in enumerate(rows):
-        codes = _check_ranking(row, index, task)
-        for i in range(len(codes)):
-            for j in range(i + 1, len(codes)):
-                out["pe"].append(codes[i])
-                out["pf"].append(codes[j])
-                out["outcome"].append(int(np.sign(row.ranks[j] - row.ranks[i])))
-                out["first"].append(int(row.positions[i] == 1) - int(row.positions[j] == 1))
-                out["log_length"].append(0.0 if row.lengths is None
-                                         else math.log2(float(row.lengths[i]) / float(row.lengths[j])))
-                out["cluster"].append(r)
-                out["expert"].append(row.expert_id)
-    return out
+def _pairs(rows: Sequence[ComparisonRow], index: dict[Hashable, int], task: np.ndarray) -> dict[str, np.ndarray]:
+    """Every ranking broken into its k(k-1)/2 pairs (the rank-breaking the model's composite likelihood uses),
+    item i against item j for i < j, ranking by ranking. Rankings of one size are broken together."""
+    checked = [(r, _check_ranking(row, index, task), row) for r, row in enumerate(rows)]
+    parts: list[dict[str, np.ndarray]] = []
+    for k in sorted({len(codes) for _, codes, _ in checked}):
+        mine = [(r, codes, row) for r, codes, row in checked if len(codes) == k]
+        i, j = np.triu_indices(k, 1)
+        codes = np.array([c for _, c, _ in mine], dtype=np.int64)
+        ranks = np.array([row.ranks for _, _, row in mine], dtype=float)
+        shown_first = np.array([row.positions for _, _, row in mine], dtype=np.int64) == 1
+        lengths = np.array([row.lengths if row.lengths is not None else (1.0,) * k for _, _, row in mine],
+                           dtype=float)
+        ratio = (lengths[:, i] / lengths[:, j]).ravel()
+        parts.append({
+            "pe": codes[:, i], "pf": codes[:, j], "outcome": np.sign(ranks[:, j] - ranks[:, i]).astype(np.int64),
+            "first": shown_first[:, i].astype(float) - shown_first[:, j].astype(float),
+            "log_length": np.array([math.log2(v) for v in ratio.tolist()], dtype=float),
+            "cluster": np.repeat(np.array([r for r, _, _ in mine], dtype=np.int64)[:, None], i.size, axis=1),
+        })
+    names = ("pe", "pf", "outcome", "first", "log_length", "cluster")
+    if not parts:
+        return {name: np.zeros(0, dtype=float if name in ("first", "log_length") else np.int64) for name in names}
+    out = {name: np.concatenate([part[name].ravel() for part in parts]) for name in names}
+    order = np.argsort(out["cluster"], kind="stable")        # ranking by ranking, as the rows came
+    return {name: values[order] for name, values in out.items()}
 
 
-def _tie_everything(expert: list[Hashable], outcome: np.ndarray) -> dict[str, str]:
+def _tie_everything(expert: np.ndarray, experts: list[Hashable], outcome: np.ndarray) -> dict[str, str]:
     """Experts whose every pair is a tie: they say nothing about which deliverable is better, and left in they
     would only push the tie parameter up; they are left out of the fit and named."""
-    reasons = {}
-    for x in dict.fromkeys(expert):
-        mine = np.array([e == x for e in expert])
-        if not np.any(outcome[mine] != 0):
-            reasons[str(x)] = (f"expert {x} tied every deliverable in all {int(mine.sum())} pairs they ranked: "
-                               "their rankings say nothing about which is better and are left out of the fit")
-    return reasons
+    pairs = np.bincount(expert, minlength=len(experts))
+    decided = np.bincount(expert[outcome != 0], minlength=len(experts))
+    return {str(x): (f"expert {x} tied every deliverable in all {int(pairs[e])} pairs they ranked: "
+                     "their rankings say nothing about which is better and are left out of the fit")
+            for e, x in enumerate(experts) if decided[e] == 0}
 
 
 def code_rows(episodes: Sequence[EpisodeRow], scores: Sequence[ScoreRow],
@@ -209,12 +217,18 @@ def code_rows(episodes: Sequence[EpisodeRow], scores: Sequence[ScoreRow],
     index, cells, (cell, worker, task), n_workers, n_tasks = _episodes(episodes)
     s_ep, s_val, s_grader, graders = _scores(scores, index)
     raw = _pairs(comparisons, index, task)
-    outcome = np.array(raw["outcome"], dtype=np.int64)
-    excluded = _tie_everything(raw["expert"], outcome)
-    keep = np.array([str(x) not in excluded for x in raw["expert"]], dtype=bool)
-    experts = list(dict.fromkeys(x for x, k in zip(raw["expert"], keep, strict=True) if k))
-    expert_code = {x: i for i, x in enumerate(experts)}
-    pe, pf = np.array(raw["pe"], dtype=np.int64)[keep], np.array(raw["pf"], dtype=np.int64)[keep]
+    outcome = raw["outcome"]
+    ranked_by: dict[Hashable, int] = {}
+    row_expert = np.array([ranked_by.setdefault(row.expert_id, len(ranked_by)) for row in comparisons],
+                          dtype=np.int64)
+    all_experts = list(ranked_by)
+    pair_expert_all = row_expert[raw["cluster"]]
+    excluded = _tie_everything(pair_expert_all, all_experts, outcome)
+    kept_expert = np.array([str(x) not in excluded for x in all_experts], dtype=bool)
+    keep = kept_expert[pair_expert_all] if pair_expert_all.size else np.zeros(0, dtype=bool)
+    experts = [x for x, k in zip(all_experts, kept_expert, strict=True) if k]
+    renumber = np.cumsum(kept_expert) - 1
+    pe, pf = raw["pe"][keep], raw["pf"][keep]
     used = np.unique(np.concatenate([s_ep, pe, pf]))
     if used.size == 0:
         raise PreferenceInputError("there is nothing to fit: no rubric score and no usable comparison")
@@ -229,10 +243,8 @@ def code_rows(episodes: Sequence[EpisodeRow], scores: Sequence[ScoreRow],
         worker=worker_codes, task=task_codes, n_workers=worker_u, n_tasks=task_u,
         score_episode=new[s_ep], score=s_val, score_grader=s_grader, graders=graders,
         pe=new[pe], pf=new[pf], outcome=outcome[keep],
-        first=np.array(raw["first"], dtype=float)[keep], log_length=np.array(raw["log_length"], dtype=float)[keep],
-        cluster=np.array(raw["cluster"], dtype=np.int64)[keep],
-        pair_expert=np.array([expert_code[x] for x, k in zip(raw["expert"], keep, strict=True) if k],
-                             dtype=np.int64),
+        first=raw["first"][keep], log_length=raw["log_length"][keep], cluster=raw["cluster"][keep],
+        pair_expert=renumber[pair_expert_all[keep]].astype(np.int64),
         experts=experts, excluded_experts=excluded, n_rankings=len(comparisons),
     )
 

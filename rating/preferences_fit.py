@@ -257,9 +257,11 @@ class _Outer:
         self.best = math.inf
         self.first: np.ndarray | None = None      # the first trial's maximum, reached from the starting values
         self.has_gradient = True
+        self._last: tuple[bytes, tuple[float, np.ndarray, Any, Factor] | None] | None = None
 
     def restart(self, theta: np.ndarray) -> None:
         self.theta, self.x, self.direction, self.best = theta, None, None, math.inf
+        self._last = None
 
     def trial(self, x: np.ndarray) -> dict[str, float]:
         return dict(self.sds, **{g: float(math.exp(v)) for g, v in zip(self.free, x, strict=True)})
@@ -270,6 +272,15 @@ class _Outer:
         return self.theta + self.direction @ (x - self.x)
 
     def _inner(self, x: np.ndarray) -> tuple[float, np.ndarray, Any, Factor] | None:
+        """The inner fit at x; the last one is kept, as the search ends where it last evaluated."""
+        key = np.asarray(x, dtype=float).tobytes()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        got = self._inner_fit(x)
+        self._last = (key, got)
+        return got
+
+    def _inner_fit(self, x: np.ndarray) -> tuple[float, np.ndarray, Any, Factor] | None:
         pb, groups = self.built.problem, self.built.groups
         value, theta, ev, converged, _, f = _laplace_factored(pb, self._warm(x), self.trial(x), groups, INNER_TOL)
         if not (converged and math.isfinite(value)) and self.direction is not None:
@@ -359,6 +370,40 @@ def _given(value: float | None, default: float) -> float:
     return default if value is None else float(value)
 
 
+def _pair_covariance(codes: np.ndarray, r: np.ndarray) -> float:
+    """Mean product of the residuals of two scores that share a group (a worker, a task): their covariance."""
+    has = codes >= 0
+    codes, r = codes[has], r[has]
+    if not codes.size:
+        return 0.0
+    sums = np.bincount(codes, weights=r)
+    squares = np.bincount(codes, weights=r * r)
+    counts = np.bincount(codes).astype(float)
+    pairs = float(np.sum(counts * (counts - 1.0)))
+    return float(np.sum(sums * sums - squares)) / pairs if pairs else 0.0
+
+
+def _moment_sds(built: Built, sds: dict[str, float]) -> dict[str, float]:
+    """Starting SDs from the rubric scores alone: residuals from the arm means split into what two scores of
+    one worker or of one task share (their covariance) and the rest. Only a start (the search moves on from it),
+    but one near the maximum, so the search needs a few evaluations instead of crawling down from 10 points."""
+    pb, coded = built.problem, built.coded
+    cells = coded.cell[coded.score_episode]
+    means = np.bincount(cells, weights=pb.y) / np.maximum(np.bincount(cells), 1)
+    r = pb.y - means[cells]
+    total = float(np.mean(r * r))
+    if not total > 0.0:
+        return sds
+    floor = 0.05 * total
+    shared = {"worker": coded.worker, "task": coded.task}
+    out = dict(sds)
+    for g in built.groups:
+        out[g] = math.sqrt(max(_pair_covariance(shared[g][coded.score_episode], r), floor))
+    rest = total - sum(out[g] ** 2 for g in built.groups)
+    out["score"] = math.sqrt(max(rest, floor))
+    return out
+
+
 def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     """Maximise the penalised likelihood in the quality terms and the preference parameters; the variance
     components (the score noise and the free random-effect SDs) maximise its Laplace approximation."""
@@ -369,6 +414,8 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     sds: dict[str, float] = {g: _given(fixed_sds.get(g), unit) for g in groups}
     if pb.y.size:
         sds["score"] = fixed_sds.get("score") or max(float(np.std(pb.y)), 1.0)
+        moments = _moment_sds(built, sds)
+        sds.update({g: moments[g] for g in free})
     outer = _Outer(built, sds, free)
     if free:
         bounds = [(math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))] * len(free)
