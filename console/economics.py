@@ -21,8 +21,9 @@ from django.db.models import F, Sum
 from scipy import stats
 
 from experts.models import ExpertGrade
-from grading.costs import Price, UsageCost, usage_cost, usage_tokens
-from grading.models import EpisodeTranscript, ModelPrice
+from grading.costs import UsageCost, usage_cost, usage_tokens
+from grading.models import EpisodeTranscript
+from grading.selectors import price_table
 from studies.models import Episode, Participant, Payment, Study
 
 # Every state an episode reaches once submitted (graded or not): time and cost exist from submission on.
@@ -47,13 +48,6 @@ class EpisodeEconomics:
     condition: str = Episode.Condition.WITH_AGENT
     self_reported_minutes: int | None = None
     hourly_wage: Decimal | None = None  # the worker's occupation's wage, US dollars per hour
-
-
-def price_table() -> list[Price]:
-    """Return every row of the price table as plain values for the pricing arithmetic."""
-    return [Price(model=p.model, effective_from=p.effective_from, input=p.input_per_million,
-                  cache_read=p.cache_read_per_million, cache_write=p.cache_write_per_million,
-                  output=p.output_per_million, id=p.pk, source=p.source) for p in ModelPrice.objects.all()]
 
 
 def _pay_by_episode(study: Study) -> dict[int, tuple[Decimal, str]]:

@@ -5,11 +5,14 @@ self report, so the two time measures stay apart):
 
 - **Human alone**: a solo-condition episode; its cost is the worker's time (episode start to submission) at the
   hourly wage of the worker's occupation.
-- **Agent alone, then expert review**: a solo-agent run; its cost is the run's model cost (staff enter it on the
-  run) plus the expert time spent reviewing it at the expert wage staff give. The review time is each
-  submitted comparison that showed the run, divided equally among the deliverables of its set (an expert
-  reviews all of them in that time). The platform records no separate fixing time, so none is added: a run
-  below the target counts as a failed attempt to be tried again, which the expected cost already prices.
+- **Agent alone, then expert review**: a solo-agent run; its cost is the run's model cost plus the expert time
+  spent reviewing it at the expert wage staff give. The review time is each submitted comparison that showed
+  the run, divided equally among the deliverables of its set (an expert reviews all of them in that time).
+  The platform records no separate fixing time, so none is added: a run below the target counts as a failed
+  attempt to be tried again, which the expected cost already prices.
+  The model cost is the amount staff entered on the run when they did (a bill beats an estimate), else the
+  usage its session files recorded, priced from the price table on the run's creation date
+  (`grading/costs.py:run_model_cost`).
 - **Human with agent**: an episode with an agent; its cost is the worker's time at the occupation's wage plus
   the model cost of the usage its session files recorded.
 
@@ -29,6 +32,8 @@ from django.db.models import Count
 
 from console.economics import EpisodeEconomics
 from experts.models import ComparisonAssignment, ComparisonItem
+from grading.costs import ENTERED, ESTIMATED, Price, run_model_cost
+from grading.selectors import price_table
 from rating.workflow_costs import WorkflowEstimate, workflow_estimate
 from studies.models import Episode, SoloRun, Study
 
@@ -38,7 +43,6 @@ WORKFLOW_NAMES = {HUMAN_ALONE: "Human alone", AGENT_THEN_EXPERT: "Agent alone, t
 SECONDS_PER_HOUR = Decimal(3600)
 NO_WAGE = "the worker's occupation has no hourly wage in the table"
 NO_TIME = "the episode has no start or submission time"
-NO_RUN_COST = "the solo run has no model cost entered"
 NO_REVIEW = "no submitted comparison reviewed the solo run"
 NO_EXPERT_WAGE = "no expert wage was given"
 
@@ -52,6 +56,7 @@ class Attempt:
     score: float | None
     cost: Decimal | None
     reason: str = ""  # why the cost is unknown
+    cost_source: str = ""  # a solo run's model cost: ENTERED (a bill) or ESTIMATED (its session files)
 
 
 def _worker_cost(row: EpisodeEconomics) -> tuple[Decimal | None, str]:
@@ -94,9 +99,7 @@ def solo_run_review_seconds(study: Study) -> dict[int, float]:
     return {run_id: shares[run_id] for run_id in reviewed}
 
 
-def _run_cost(model_cost: Decimal | None, review: float | None, wage: Decimal | None) -> tuple[Decimal | None, str]:
-    if model_cost is None:
-        return None, NO_RUN_COST
+def _run_cost(model_cost: Decimal, review: float | None, wage: Decimal | None) -> tuple[Decimal | None, str]:
     if review is None:
         return None, NO_REVIEW
     if wage is None:
@@ -104,15 +107,27 @@ def _run_cost(model_cost: Decimal | None, review: float | None, wage: Decimal | 
     return model_cost + Decimal(str(review)) / SECONDS_PER_HOUR * wage, ""
 
 
-def solo_run_attempts(study: Study, expert_wage: Decimal | None) -> list[Attempt]:
-    """Price each graded solo run as an attempt of the agent-alone-then-expert-review workflow."""
+def solo_run_attempts(study: Study, expert_wage: Decimal | None, prices: list[Price] | None = None
+                      ) -> list[Attempt]:
+    """Price each graded solo run as an attempt of the agent-alone-then-expert-review workflow.
+
+    The run's model cost is the staff-entered `SoloRun.model_cost_usd` when given (a bill beats an estimate),
+    else its session files' usage priced on its creation date; unknown, with the reason, when neither.
+    """
+    prices = price_table() if prices is None else prices
     review = solo_run_review_seconds(study)
     runs = (SoloRun.objects.filter(study=study, score__isnull=False)
-            .values_list("pk", "agent__name", "task__sector__name", "task__uuid", "score", "model_cost_usd"))
+            .values_list("pk", "agent__name", "task__sector__name", "task__uuid", "score", "model_cost_usd",
+                         "usage", "created_at"))
     found = []
-    for pk, agent, sector, task_uuid, score, model_cost in runs.order_by("pk"):
-        cost, reason = _run_cost(model_cost, review.get(pk), expert_wage)
-        found.append(Attempt(AGENT_THEN_EXPERT, agent or "", sector or "", str(task_uuid), score, cost, reason))
+    for pk, agent, sector, task_uuid, score, entered, usage, created in runs.order_by("pk"):
+        model = run_model_cost(entered, usage, created.date(), prices)
+        if model.cost.amount is None:
+            cost, reason = None, model.cost.reason
+        else:
+            cost, reason = _run_cost(model.cost.amount, review.get(pk), expert_wage)
+        found.append(Attempt(AGENT_THEN_EXPERT, agent or "", sector or "", str(task_uuid), score, cost, reason,
+                             model.source))
     return found
 
 
@@ -131,9 +146,16 @@ def _unknown(attempts: list[Attempt]) -> list[tuple[str, int]]:
     return sorted(counted.items(), key=lambda item: (-item[1], item[0]))
 
 
+def _sources(attempts: list[Attempt]) -> dict[str, int]:
+    """How many solo runs' model costs were entered (a bill) and how many priced from session files."""
+    return {source: n for source in (ENTERED, ESTIMATED)
+            if (n := sum(1 for a in attempts if a.cost_source == source))}
+
+
 def _row(workflow: str, attempts: list[Attempt], target: float) -> dict[str, Any]:
     return {"workflow": workflow, "name": WORKFLOW_NAMES[workflow], "attempts": len(attempts),
-            "estimate": _estimate(attempts, target), "unknown": _unknown(attempts)}
+            "estimate": _estimate(attempts, target), "unknown": _unknown(attempts),
+            "cost_sources": _sources(attempts)}
 
 
 def _block(group: str, attempts: list[Attempt], target: float, workflows: Iterable[str]) -> dict[str, Any]:

@@ -129,7 +129,8 @@ def placement_files(placement: ComparisonPlacement) -> list[ShownFile]:
         rows = list(EpisodeFile.objects.filter(episode_id=item.episode_id, kind=EpisodeFile.Kind.DELIVERABLE)
                     .order_by("name", "pk"))
     else:
-        rows = list(SoloRunFile.objects.filter(run_id=item.solo_run_id).order_by("name", "pk"))
+        rows = list(SoloRunFile.objects.filter(run_id=item.solo_run_id, kind=SoloRunFile.Kind.DELIVERABLE)
+                    .order_by("name", "pk"))
     return [ShownFile(index, row.name, row.size, row.sha256, row.file,
                       shown_file_name(placement.position, index, row.name))
             for index, row in enumerate(rows, start=1)]
@@ -193,7 +194,7 @@ def comparison_candidates(study: Study, task: TaskInstance) -> list[Candidate]:
     episodes = (Episode.objects.filter(study=study, task=task, status__in=SUBMITTED_STATES, is_gold=False,
                                        is_simulated=False, files__kind=EpisodeFile.Kind.DELIVERABLE)
                 .distinct().select_related("agent", "participant").order_by("submitted_at", "pk"))
-    runs = (SoloRun.objects.filter(study=study, task=task, files__isnull=False).distinct()
+    runs = (SoloRun.objects.filter(study=study, task=task, files__kind=SoloRunFile.Kind.DELIVERABLE).distinct()
             .select_related("agent").order_by("created_at", "pk"))
     out = []
     for episode in episodes:
@@ -221,7 +222,7 @@ def tasks_with_deliverables(study: Study) -> QuerySet[TaskInstance]:
     """Tasks of the study with at least one submitted episode or solo run holding deliverables."""
     episodes = Episode.objects.filter(study=study, task=OuterRef("pk"), status__in=SUBMITTED_STATES, is_gold=False,
                                       is_simulated=False, files__kind=EpisodeFile.Kind.DELIVERABLE)
-    runs = SoloRun.objects.filter(study=study, task=OuterRef("pk"), files__isnull=False)
+    runs = SoloRun.objects.filter(study=study, task=OuterRef("pk"), files__kind=SoloRunFile.Kind.DELIVERABLE)
     return TaskInstance.objects.filter(Q(Exists(episodes)) | Q(Exists(runs))).order_by("title", "pk")
 
 
@@ -289,7 +290,8 @@ def deliverable_sizes(study: Study | int) -> dict[tuple[str, int], int]:
             kind=EpisodeFile.Kind.DELIVERABLE).values_list("episode_id", "size"):
         out[("episode", episode_id)] += size
     for run_id, size in SoloRunFile.objects.filter(
-            run_id__in=items.filter(solo_run__isnull=False).values("solo_run_id")).values_list("run_id", "size"):
+            run_id__in=items.filter(solo_run__isnull=False).values("solo_run_id"),
+            kind=SoloRunFile.Kind.DELIVERABLE).values_list("run_id", "size"):
         out[("solo_run", run_id)] += size
     return dict(out)
 

@@ -13,13 +13,14 @@ from django.utils.html import format_html, format_html_join
 
 from grading import models as m
 from grading import task_names
+from grading.costs import ENTERED, run_model_cost, usage_tokens
 from grading.exceptions import RetryRefused, RubricInvalid
 from grading.providers import PROVIDERS, not_configured_note, provider_configured
-from grading.selectors import log_format_warning, studies_over_budget
+from grading.selectors import log_format_warning, price_table, studies_over_budget
 from grading.services import pipeline, rubric_generation, solo_runs
 from grading.transcripts import Format
 from studies import models as sm
-from studies.files import FileRejected
+from studies.files import FileRejected, sanitize_filename
 from studies.log_sources import agent_log_source
 from studies.read_only_admin import ReadOnlyAdmin
 from studies.task_sending import send_task_on_commit
@@ -394,6 +395,11 @@ class SoloRunForm(forms.ModelForm):
     deliverables = MultipleFileField(
         required=False, help_text="The agent's deliverable files (several allowed). They are graded with the "
                                   "task's rubric and the study's judges.")
+    session_files = MultipleFileField(
+        required=False, label="Session files",
+        help_text="The run's own session logs (Claude Code, Codex or Gemini CLI; several allowed). They are "
+                  "never graded or shown as deliverables: the model names and tokens they record price the "
+                  "run's model cost when no cost is entered above.")
 
     class Meta:
         model = sm.SoloRun
@@ -410,11 +416,31 @@ class SoloRunForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from exc
         return files
 
+    def clean_session_files(self) -> list:
+        files = self.cleaned_data.get("session_files") or []
+        taken = set(self.instance.files.values_list("name", flat=True)) if self.instance.pk else set()
+        taken |= {sanitize_filename(f.name or "") for f in self.cleaned_data.get("deliverables") or []}
+        try:
+            solo_runs.solo_run_files_check(files, taken, kind=solo_runs.SESSION)
+        except FileRejected as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return files
+
+
+def _tokens_text(usage: dict | None) -> str:
+    tokens = usage_tokens(usage)
+    if tokens is None:
+        return "Unknown: no session file recorded model usage."
+    models = ", ".join(sorted(usage or {}))
+    return (f"{tokens['calls']} calls of {models}: {tokens['input']} input, {tokens['cache_read']} cache read, "
+            f"{tokens['cache_write']} cache write, {tokens['output']} output ({tokens['reasoning']} reasoning) "
+            "tokens.")
+
 
 class SoloRunFileInline(admin.TabularInline):
     model = sm.SoloRunFile
     extra = 0
-    readonly_fields = ("name", "size", "sha256")
+    readonly_fields = ("kind", "name", "size", "sha256")
     exclude = ("file",)
 
     def has_add_permission(self, request, obj=None) -> bool:  # noqa: ARG002
@@ -437,18 +463,37 @@ class SoloRunAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         base = ("status", "score", "grading_note")
-        return (*base, "study", "task", "agent") if obj is not None else base
+        return (*base, "study", "task", "agent", "tokens", "model_cost") if obj is not None else base
+
+    @admin.display(description="tokens recorded")
+    def tokens(self, obj: sm.SoloRun) -> str:
+        return _tokens_text(obj.usage)
+
+    @admin.display(description="model cost used")
+    def model_cost(self, obj: sm.SoloRun) -> str:
+        """The cost the workflow comparison uses, with its source: the entered bill, else the priced usage."""
+        found = run_model_cost(obj.model_cost_usd, obj.usage, obj.created_at.date(), price_table())
+        if found.cost.amount is None:
+            return f"Unknown: {found.cost.reason}."
+        if found.source == ENTERED:
+            return f"{found.cost.amount} USD, entered by staff (a bill beats an estimate)."
+        return (f"{found.cost.amount} USD, priced from the session files' usage with the price table on "
+                f"{obj.created_at.date().isoformat()}.")
 
     def save_model(self, request, obj, form, change) -> None:
         files = form.cleaned_data.get("deliverables") or []
+        sessions = form.cleaned_data.get("session_files") or []
         if change:
             obj.save(update_fields=["system_prompt", "model_cost_usd"])
             if files:
                 solo_runs.solo_run_add_files(solo_run=obj, files=files, actor=request.user)
+            if sessions:
+                solo_runs.solo_run_add_files(solo_run=obj, files=sessions, actor=request.user,
+                                             kind=solo_runs.SESSION)
             return
         created = solo_runs.solo_run_attach(study=obj.study, task=obj.task, agent=obj.agent, files=files,
                                             actor=request.user, system_prompt=obj.system_prompt,
-                                            model_cost_usd=obj.model_cost_usd)
+                                            model_cost_usd=obj.model_cost_usd, session_files=sessions)
         obj.pk = created.pk
         obj._state.adding = False
         self.message_user(request, "Solo run saved; its grading is queued.", messages.SUCCESS)
@@ -462,7 +507,7 @@ class SoloRunAdmin(admin.ModelAdmin):
 
 @admin.register(sm.SoloRunFile)
 class SoloRunFileAdmin(ReadOnlyAdmin):
-    list_display = ("name", "run", "size")
+    list_display = ("name", "kind", "run", "size")
     exclude = ("file",)
 
 

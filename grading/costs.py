@@ -1,4 +1,5 @@
-"""What an episode's recorded model usage cost, from the dated price table; unknown rather than guessed.
+"""What an episode's (or a solo run's) recorded model usage cost, from the dated price table; unknown rather than
+guessed.
 
 Pure: prices come in as `Price` values, so the arithmetic is tested without a database.
 """
@@ -84,3 +85,31 @@ def usage_tokens(usage: Mapping[str, Mapping[str, int]] | None) -> dict[str, int
         return None
     keys = ("calls", "input", "cache_read", "cache_write", "output", "reasoning")
     return {key: sum(int(counts.get(key, 0)) for counts in usage.values()) for key in keys}
+
+
+ENTERED = "entered"  # the staff-entered amount (a bill)
+ESTIMATED = "session_files"  # priced from the usage the session files recorded
+NO_RUN_COST = "the solo run has no model cost entered and its session files recorded no usage"
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """A solo run's model cost and where it came from (`source` is empty when the cost is unknown)."""
+
+    cost: UsageCost
+    source: str = ""
+
+
+def run_model_cost(entered: Decimal | None, usage: Mapping[str, Mapping[str, int]] | None, on: date,
+                   prices: list[Price]) -> RunCost:
+    """Return a solo run's model cost: the entered amount when staff gave one, else its priced usage.
+
+    A bill beats an estimate: the provider's bill counts what was charged (retries, discounts, tools), the
+    session files only what they recorded. Neither given: unknown with its reason, never zero.
+    """
+    if entered is not None:
+        return RunCost(UsageCost(amount=entered), ENTERED)
+    if not usage:
+        return RunCost(UsageCost(amount=None, reason=NO_RUN_COST))
+    cost = usage_cost(usage, on, prices)
+    return RunCost(cost, ESTIMATED if cost.amount is not None else "")

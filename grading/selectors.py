@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
+from grading.costs import Price
 from grading.models import (
     EpisodeTranscript,
     FluencyCoding,
@@ -18,6 +19,7 @@ from grading.models import (
     JudgeGate,
     JudgeRun,
     LLMUsage,
+    ModelPrice,
     ProcessCoding,
     Rubric,
     ToMPairCoding,
@@ -526,3 +528,10 @@ def study_tom_pair_results(study_id: int) -> list[PairComparison]:
     return [PairComparison(episode_a=r.episode_a_id, episode_b=r.episode_b_id, order=r.order, provider=r.provider,
                            model=r.model, family=r.family, prompt_version=r.prompt_version,
                            shown_choice=r.shown_choice, winner=r.winner) for r in rows]
+
+
+def price_table() -> list[Price]:
+    """Return every row of the price table as plain values for the pricing arithmetic."""
+    return [Price(model=p.model, effective_from=p.effective_from, input=p.input_per_million,
+                  cache_read=p.cache_read_per_million, cache_write=p.cache_write_per_million,
+                  output=p.output_per_million, id=p.pk, source=p.source) for p in ModelPrice.objects.all()]

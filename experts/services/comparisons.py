@@ -38,7 +38,7 @@ from experts.models import (
     ExpertProfile,
 )
 from experts.services.grading import MAX_VISIBLE_DELTA_SECONDS, NO_REPORT_CAP_SECONDS
-from studies.models import Episode, EpisodeFile, SoloRun, Study, TaskInstance
+from studies.models import Episode, EpisodeFile, SoloRun, SoloRunFile, Study, TaskInstance
 from studies.services.audit import audit_record
 
 MIN_ITEMS, MAX_ITEMS = 2, 4
@@ -97,7 +97,7 @@ def _check_sources(study: Study, task: TaskInstance, episodes: list[Episode], ru
         if episode.pk not in with_files:
             raise ComparisonError(f"Episode {episode.pk} has no deliverable files to compare.")
     for run in runs:
-        if not run.files.exists():
+        if not run.files.filter(kind=SoloRunFile.Kind.DELIVERABLE).exists():
             raise ComparisonError(f"Solo-agent run {run.pk} has no deliverable files to compare.")
 
 

@@ -75,7 +75,7 @@ def _item_files(item: ComparisonItem, position: int) -> list[tuple[str, Any]]:
     if item.episode_id is not None:
         rows = EpisodeFile.objects.filter(episode_id=item.episode_id, kind=EpisodeFile.Kind.DELIVERABLE)
     else:
-        rows = SoloRunFile.objects.filter(run_id=item.solo_run_id)
+        rows = SoloRunFile.objects.filter(run_id=item.solo_run_id, kind=SoloRunFile.Kind.DELIVERABLE)
     return [(shown_file_name(position, index, row.name), row.file)
             for index, row in enumerate(rows.order_by("name", "pk"), start=1)]
 

@@ -13,7 +13,7 @@ from django.db.models.fields.files import FieldFile
 from grading import extract
 from grading.conf import grading_settings
 from grading.models import Extraction as ExtractionRow
-from studies.models import Episode, EpisodeFile, SoloRun, TaskFile, TaskInstance
+from studies.models import Episode, EpisodeFile, SoloRun, SoloRunFile, TaskFile, TaskInstance
 
 
 def extraction_limits(*, max_chars: int | None = None) -> extract.ExtractLimits:
@@ -58,7 +58,8 @@ def episode_extract(*, episode: Episode) -> extract.Extraction:
 
 
 def solo_run_extract(*, solo_run: SoloRun) -> extract.Extraction:
-    files = [(f.name, f.file) for f in solo_run.files.order_by("name")]
+    """Extract a solo run's deliverables (its session files are read for usage only, never judged)."""
+    files = [(f.name, f.file) for f in solo_run.files.filter(kind=SoloRunFile.Kind.DELIVERABLE).order_by("name")]
     result = stored_files_extract(files, limits=extraction_limits())
     _store(solo_run=solo_run, result=result)
     return result

@@ -190,8 +190,15 @@ class SoloRun(models.Model):
     grading_note = models.TextField(blank=True)
     model_cost_usd = models.DecimalField(
         max_digits=10, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)],
-        help_text="What the run's model calls cost in US dollars, from the provider's bill or the run's own session "
-                  "file; empty: unknown (the workflow comparison then says its cost cannot be estimated).")
+        help_text="What the run's model calls cost in US dollars, from the provider's bill. A bill beats an "
+                  "estimate: when given it is used as is; empty: the cost is priced from the usage the run's "
+                  "session files recorded, and is unknown when they recorded none.")
+    # Read from the session files when they are attached; None: no session file recorded usage (unknown, not 0).
+    usage = models.JSONField(
+        null=True, blank=True, help_text="Tokens per model recorded in the run's session files; empty: unknown.")
+    usage_fingerprint = models.CharField(
+        max_length=64, blank=True, help_text="Hash of the parser version and the session files the usage was read "
+                                             "from; empty: never read. A change means the usage is read again.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -203,7 +210,15 @@ class SoloRun(models.Model):
 
 
 class SoloRunFile(models.Model):
+    """A file of a solo run: a deliverable (graded and compared) or a session file (read for its usage only)."""
+
+    class Kind(models.TextChoices):
+        # The values of `EpisodeFile.Kind`: a solo run's session file is what a log file is to an episode.
+        DELIVERABLE = EpisodeFile.Kind.DELIVERABLE.value, "Deliverable"
+        LOG = EpisodeFile.Kind.LOG.value, "Session file"
+
     run = models.ForeignKey(SoloRun, on_delete=models.CASCADE, related_name="files")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.DELIVERABLE)
     name = models.CharField(max_length=255)
     file = models.FileField(upload_to=solo_file_path, max_length=500)
     size = models.BigIntegerField()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -16,7 +16,6 @@ from console.workflows import (
     HUMAN_WITH_AGENT,
     NO_EXPERT_WAGE,
     NO_REVIEW,
-    NO_RUN_COST,
     NO_WAGE,
     episode_attempts,
     solo_run_attempts,
@@ -24,13 +23,16 @@ from console.workflows import (
     workflow_comparison,
 )
 from experts.models import ComparisonAssignment, ComparisonItem, ComparisonSet
-from grading.costs import UsageCost
+from grading.costs import ENTERED, ESTIMATED, NO_RUN_COST, UsageCost
+from grading.models import ModelPrice
+from grading.services.solo_runs import SESSION, solo_run_add_files
 from studies.models import Episode, Participant, SoloRun
 from tests.factories import AgentFactory, SectorFactory, StudyFactory, TaskFactory, UserFactory
 from tests.factories.episodes import EpisodeFactory
 from tests.factories.experts import make_expert, make_solo_run
 from tests.factories.participants import ParticipantFactory
 from tests.factories.taxonomy import OccupationFactory
+from tests.grading.transcripts.conftest import SAMPLES
 
 
 def _row(**fields) -> EpisodeEconomics:
@@ -167,3 +169,52 @@ def test_the_episode_rows_carry_the_condition_the_self_report_and_the_occupation
     rows = episode_economics(study)
     assert rows and all(r.hourly_wage == Decimal("42.50") and r.self_reported_minutes == 40 and
                         r.condition == Episode.Condition.WITH_AGENT for r in rows)
+
+
+def _codex_session(run) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    content = (SAMPLES / "codex_reduced_rollout.jsonl").read_bytes()
+    solo_run_add_files(solo_run=run, files=[SimpleUploadedFile("rollout.jsonl", content)], actor=None, kind=SESSION)
+
+
+@pytest.fixture
+def codex_price(db):
+    return ModelPrice.objects.create(model="gpt-5", effective_from=date(2020, 1, 1), input_per_million=Decimal("1.25"),
+                                     cache_read_per_million=Decimal("0.125"), cache_write_per_million=0,
+                                     output_per_million=10, source="provider price page")
+
+
+def test_a_solo_run_without_an_entered_cost_is_priced_from_its_session_files(reviewed, codex_price):
+    study, runs = reviewed
+    SoloRun.objects.filter(pk__in=[r.pk for r in runs]).update(model_cost_usd=None)
+    _codex_session(runs[0])
+    first, second = solo_run_attempts(study, Decimal("90"))
+    # 2096 input at $1.25, 1024 cached at $0.125, 212 output at $10 per million (counted in test_usage.py)
+    assert first.cost_source == ESTIMATED
+    assert first.cost == Decimal("0.004868") + Decimal(500) / 3600 * 90
+    assert second.cost is None and second.reason == NO_RUN_COST and second.cost_source == ""
+
+
+def test_a_staff_entered_cost_wins_over_the_session_files(reviewed, codex_price):
+    study, runs = reviewed
+    _codex_session(runs[0])
+    first, _second = solo_run_attempts(study, Decimal("90"))
+    assert first.cost_source == ENTERED and first.cost == Decimal("0.5") + Decimal(500) / 3600 * 90
+
+
+def test_an_unpriced_model_in_the_session_files_is_unknown_with_its_reason(reviewed):
+    study, runs = reviewed
+    SoloRun.objects.filter(pk=runs[0].pk).update(model_cost_usd=None)
+    _codex_session(runs[0])
+    first, _second = solo_run_attempts(study, Decimal("90"))
+    assert first.cost is None and "no price in the table" in first.reason and "gpt-5-codex" in first.reason
+
+
+def test_the_page_says_where_the_solo_runs_model_costs_came_from(staff, reviewed, codex_price):
+    study, runs = reviewed
+    SoloRun.objects.filter(pk=runs[1].pk).update(model_cost_usd=None)
+    _codex_session(runs[1])
+    page = _page(staff, study, target="70", expert_wage="90")
+    assert ("Model cost of the solo runs: 1 entered by staff (a bill); 1 priced from its session files."
+            in page)

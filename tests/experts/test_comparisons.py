@@ -284,3 +284,44 @@ def test_the_proposal_ticks_one_deliverable_per_arm(world):
     assert len(candidates) == 4
     assert csel.proposed_candidates(candidates) == {
         ("episode", world["with_agent"].pk), ("episode", world["alone"].pk), ("solo_run", world["run"].pk)}
+
+
+def _session_only(run) -> None:
+    """The run's one file marked a session file: the run then has no deliverable at all."""
+    from studies.models import SoloRunFile
+
+    SoloRunFile.objects.filter(run=run).update(kind=SoloRunFile.Kind.LOG)
+
+
+def test_a_solo_run_whose_only_file_is_a_session_file_has_nothing_to_compare(world, staff):
+    _session_only(world["run"])
+    assert ("solo_run", world["run"].pk) not in {(c.kind, c.pk) for c in
+                                                 csel.comparison_candidates(world["study"], world["task"])}
+    with pytest.raises(ComparisonError, match="has no deliverable files"):
+        create(world, staff)
+    assert not ComparisonSet.objects.exists()
+    episodes_only = create(world, staff, runs=[])
+    assert episodes_only.items.count() == 2
+
+
+def test_a_task_whose_solo_run_holds_only_a_session_file_is_not_offered_for_it(staff):
+    world = make_comparison_world()
+    alone = world["alone"]
+    Episode.objects.filter(pk__in=[world["with_agent"].pk, alone.pk]).update(is_simulated=True)
+    assert list(csel.tasks_with_deliverables(world["study"])) == [world["task"]]
+    _session_only(world["run"])
+    assert list(csel.tasks_with_deliverables(world["study"])) == []
+
+
+def test_session_files_count_in_no_deliverable_size_or_shown_file(world, staff):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from grading.services.solo_runs import SESSION, solo_run_add_files
+
+    comparison_set = create(world, staff, experts=[make_expert()])
+    solo_run_add_files(solo_run=world["run"], files=[SimpleUploadedFile("session.txt", b"$ ls\nreport.txt\n" * 50)],
+                       actor=None, kind=SESSION)
+    sizes = csel.deliverable_sizes(world["study"])
+    assert sizes[("solo_run", world["run"].pk)] == len(b"Memo the agent wrote by itself.\n")
+    placement = comparison_set.assignments.get().placements.get(item__solo_run=world["run"])
+    assert [f.name for f in csel.placement_files(placement)] == ["report.txt"]

@@ -228,3 +228,21 @@ def test_shown_names_keep_only_a_plain_extension_and_rename_archive_members():
     assert shown_part_name("bundle.zip/inner/table.csv", files) == "deliverable-1-file-1.zip/inner/table.csv"
     assert shown_part_name("bundle.zip.txt", files) == "deliverable-1-file-2.txt"
     assert shown_part_name("something else", files) == "part of deliverable"
+
+
+def test_a_solo_run_s_session_file_never_reaches_the_expert(client, ctx):
+    """Session files price the run; they are not deliverables, so no link, preview or download shows them."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from grading.services.solo_runs import SESSION, solo_run_add_files
+    from tests.grading.transcripts.conftest import SAMPLES
+
+    content = (SAMPLES / "claude_code_session_v2.jsonl").read_bytes()
+    solo_run_add_files(solo_run=ctx["run"], files=[SimpleUploadedFile("session.jsonl", content)], actor=None,
+                       kind=SESSION)
+    page = client.get(ctx["url"]).content.decode()
+    assert "claude-sonnet" not in page and "msg_A1" not in page and "session.jsonl" not in page
+    assert len(re.findall(r'href="(/expert/compare/[^"]+/files/[^"]+)"', page)) == 3
+    position = ctx["assignment"].placements.get(item__solo_run=ctx["run"]).position
+    assert client.get(reverse("expert:compare_file", args=[ctx["assignment"].pk, position, 1])).status_code == 200
+    assert client.get(reverse("expert:compare_file", args=[ctx["assignment"].pk, position, 2])).status_code == 404

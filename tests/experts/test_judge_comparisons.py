@@ -242,3 +242,20 @@ def test_the_admin_action_queues_one_task_per_set_and_the_task_judges_it(llm_ser
     assert judge_comparison_set(world["set"].pk) == {"status": "judged", "rankings": {"succeeded": 4}}
     assert len(_requests(llm_server)) == 4
     assert judge_comparison_set(10**9) == {"status": "missing"}
+
+
+def test_a_solo_run_s_session_file_never_reaches_a_judge(llm_server, world):  # noqa: F811
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from grading.services.solo_runs import SESSION, solo_run_add_files
+
+    solo_run_add_files(solo_run=world["run"], actor=None, kind=SESSION,
+                       files=[SimpleUploadedFile("session.txt", b"$ run\nSESSION-LOG-MARKER tokens: 5\n")])
+    comparison_set_judge(comparison_set=world["set"])
+    bodies = _requests(llm_server)
+    assert len(bodies) == 4
+    for request in bodies:
+        _system, user = prompt_of(request.body)
+        assert "MEMO-AGENT-ALONE" in user
+        assert "SESSION-LOG-MARKER" not in json.dumps(request.body) and "session.txt" not in user
+        assert "deliverable-3-file-2" not in user and "deliverable-1-file-2" not in user

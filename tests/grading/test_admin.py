@@ -154,3 +154,87 @@ def test_the_tom_coding_action_queues_episodes_of_tom_studies_only_and_codings_a
     page = staff_client.get("/admin/grading/processcoding/").content.decode()
     assert "No collaboration log file was uploaded." in page
     assert staff_client.post(f"/admin/grading/processcoding/{row.pk}/change/", {"score": 5}).status_code == 403
+
+
+def _session(name: str) -> SimpleUploadedFile:
+    from tests.grading.transcripts.conftest import SAMPLES
+
+    return SimpleUploadedFile(name, (SAMPLES / name).read_bytes())
+
+
+CLAUDE_USAGE = {"claude-sonnet-4-5-20250929": {"calls": 4, "input": 320, "cache_read": 0, "cache_write": 0,
+                                               "output": 190, "reasoning": 0}}
+
+
+def test_staff_attach_session_files_apart_from_the_deliverables_on_add_and_change(staff_client, sent_tasks,
+                                                                                   on_commit):
+    from datetime import date
+    from decimal import Decimal
+
+    from grading.models import ModelPrice
+    from studies.models import SoloRunFile
+
+    ModelPrice.objects.create(model="claude-sonnet-4-5", effective_from=date(2020, 1, 1), input_per_million=3,
+                              cache_read_per_million=Decimal("0.3"), cache_write_per_million=Decimal("3.75"),
+                              output_per_million=15)
+    form = staff_client.get("/admin/studyapp/solorun/add/").content.decode()
+    assert 'name="session_files"' in form and "Session files" in form
+    with on_commit():
+        staff_client.post("/admin/studyapp/solorun/add/", {
+            "study": StudyFactory().pk, "task": TaskFactory().pk, "agent": AgentFactory().pk,
+            "deliverables": [SimpleUploadedFile("a.txt", b"alpha")],
+            "session_files": [_session("claude_code_session_v2.jsonl")],
+            "files-TOTAL_FORMS": "0", "files-INITIAL_FORMS": "0"})
+    run = SoloRun.objects.get()
+    assert dict(run.files.values_list("name", "kind")) == {"a.txt": "deliverable",
+                                                           "claude_code_session_v2.jsonl": "log"}
+    assert run.usage == CLAUDE_USAGE
+    change = f"/admin/studyapp/solorun/{run.pk}/change/"
+    page = staff_client.get(change).content.decode()
+    # 320 input at $3 and 190 output at $15 per million
+    assert "4 calls of claude-sonnet-4-5-20250929: 320 input" in page
+    assert "0.003810 USD, priced from the session files" in page
+    response = staff_client.post(change, {"system_prompt": "", "model_cost_usd": "", "files-TOTAL_FORMS": "0",
+                                          "files-INITIAL_FORMS": "0",
+                                          "session_files": [_session("gemini_session_v2.json")]})
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert set(run.usage) == {"claude-sonnet-4-5-20250929", "gemini-2.5-pro"}
+    assert run.files.filter(kind=SoloRunFile.Kind.LOG).count() == 2
+    staff_client.post(change, {"system_prompt": "", "model_cost_usd": "0.42", "files-TOTAL_FORMS": "0",
+                               "files-INITIAL_FORMS": "0"})
+    assert "0.420000 USD, entered by staff" in staff_client.get(change).content.decode()
+
+
+@pytest.mark.parametrize(("session", "message"), [
+    (SimpleUploadedFile("report.pdf", b"%PDF-1.4 a deliverable"), "is not a session file"),
+    (SimpleUploadedFile("a.txt", b"a log named like the deliverable"), "attached twice"),
+])
+def test_a_bad_session_file_shows_a_form_error_and_saves_nothing(staff_client, sent_tasks, session, message):
+    response = staff_client.post("/admin/studyapp/solorun/add/", {
+        "study": StudyFactory().pk, "task": TaskFactory().pk, "agent": AgentFactory().pk,
+        "deliverables": [SimpleUploadedFile("a.txt", b"alpha")], "session_files": [session],
+        "files-TOTAL_FORMS": "0", "files-INITIAL_FORMS": "0"})
+    assert response.status_code == 200 and message in response.content.decode()
+    assert not SoloRun.objects.exists() and not sent_tasks
+
+
+def test_a_bad_session_file_on_change_saves_nothing(staff_client, sent_tasks, on_commit):
+    from studies.models import SoloRunFile
+
+    with on_commit():
+        staff_client.post("/admin/studyapp/solorun/add/", {
+            "study": StudyFactory().pk, "task": TaskFactory().pk, "agent": AgentFactory().pk,
+            "deliverables": [SimpleUploadedFile("a.txt", b"alpha")], "files-TOTAL_FORMS": "0",
+            "files-INITIAL_FORMS": "0"})
+    run = SoloRun.objects.get()
+    response = staff_client.post(f"/admin/studyapp/solorun/{run.pk}/change/", {
+        "system_prompt": "changed", "model_cost_usd": "", "files-TOTAL_FORMS": "0", "files-INITIAL_FORMS": "0",
+        "deliverables": [SimpleUploadedFile("b.txt", b"beta")],
+        "session_files": [_session("claude_code_session_v2.jsonl"), SimpleUploadedFile("run.exe", b"MZ")]})
+    assert response.status_code == 200 and "is not a session file" in response.content.decode()
+    run.refresh_from_db()
+    assert run.system_prompt == "" and run.usage is None
+    assert list(SoloRunFile.objects.values_list("name", flat=True)) == ["a.txt"]
+    assert "Unknown: the solo run has no model cost entered" in staff_client.get(
+        f"/admin/studyapp/solorun/{run.pk}/change/").content.decode()

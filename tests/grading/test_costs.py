@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import date
 from decimal import Decimal
 
-from grading.costs import NO_USAGE, Price, price_for, usage_cost, usage_tokens
+from grading.costs import (
+    ENTERED,
+    ESTIMATED,
+    NO_RUN_COST,
+    NO_USAGE,
+    Price,
+    price_for,
+    run_model_cost,
+    usage_cost,
+    usage_tokens,
+)
 from grading.transcripts.usage import UNKNOWN_MODEL
 
 D = Decimal
@@ -59,3 +69,27 @@ def test_tokens_are_summed_over_models():
     usage = {"a": {"calls": 1, "input": 5, "output": 2}, "b": {"calls": 2, "input": 1, "cache_read": 4, "output": 3}}
     assert usage_tokens(usage) == {"calls": 3, "input": 6, "cache_read": 4, "cache_write": 0, "output": 5,
                                    "reasoning": 0}
+
+
+RUN_USAGE = {"gpt-5-codex": {"calls": 1, "input": 2096, "cache_read": 1024, "cache_write": 0, "output": 212,
+                             "reasoning": 64}}
+
+
+def test_a_solo_run_s_entered_cost_beats_the_estimate_from_its_usage():
+    found = run_model_cost(D("0.42"), RUN_USAGE, date(2025, 10, 1), PRICES)
+    assert found.source == ENTERED and found.cost.amount == D("0.42")
+
+
+def test_without_an_entered_cost_a_solo_run_s_usage_is_priced_on_its_date():
+    found = run_model_cost(None, RUN_USAGE, date(2025, 10, 1), PRICES)
+    # 2096 input at $1.25, 1024 cached at $0.125, 212 output at $10 per million
+    assert found.source == ESTIMATED and found.cost.amount == D("0.004868")
+    assert found.cost.prices_used == (4,)
+
+
+def test_a_solo_run_with_neither_or_an_unpriced_model_is_unknown_with_its_reason():
+    neither = run_model_cost(None, None, date(2025, 10, 1), PRICES)
+    assert neither.cost.amount is None and neither.cost.reason == NO_RUN_COST and neither.source == ""
+    early = run_model_cost(None, RUN_USAGE, date(2025, 8, 1), PRICES)  # before the gpt-5 price row
+    assert early.cost.amount is None and "gpt-5-codex" in early.cost.reason and early.source == ""
+    assert run_model_cost(D("0"), None, date(2025, 10, 1), PRICES).cost.amount == D("0")  # a zero bill is known
