@@ -8,8 +8,8 @@ outcome is which of the two is ranked better, or a tie (equal ranks). Per judge,
   the two outcomes are equal. Ties count as an outcome of their own: a tie matches only a tie, a tie against a
   strict preference is a disagreement. Beside it Cohen's kappa on the three outcomes (first-by-id better, tie,
   second better), chance agreement taken from the judge's and the experts' own outcome shares over the same
-  units; and the share over the units where both were strict (ties left out), which is the number comparable
-  with the rubric graders' agreement on the Comparisons tab;
+  units, with a delete-one-set jackknife interval (below); and the share over the units where both were strict
+  (ties left out), which is the number comparable with the rubric graders' agreement on the Comparisons tab;
 * order consistency: of the pairs the judge ranked in both orders of a set, those with the same outcome both
   times (a tie twice is consistent);
 * position bias: of the judge's strict pair outcomes, the share won by the deliverable shown earlier, minus 0.5
@@ -18,7 +18,13 @@ outcome is which of the two is ranked better, or a tie (equal ranks). Per judge,
 The experts' agreement with each other on sets two experts ranked is given beside it, measured the same way,
 as the yardstick a judge is held to. Wilson intervals treat every unit as independent; units sharing a set, a
 pair or an expert are not, so the intervals are narrower than the truth when few sets carry many units. A share
-resting on fewer than :data:`MIN_COUNT` units carries the reason and no number. Pure Python: no Django.
+resting on fewer than :data:`MIN_COUNT` units carries the reason and no number.
+
+Kappa's interval respects that clustering: every unit carries its comparison set, kappa is recomputed leaving out
+one set at a time (the G sets that carry units), SE = sqrt((G - 1) / G * sum((kappa_-s - their mean)^2)) and the
+interval is kappa +- z * SE at the summary's level, clipped to [-1, 1]. It is withheld, with the reason, when
+fewer than 2 sets or fewer than :data:`MIN_COUNT` units carry it, or when kappa is undefined (chance agreement 1)
+on the whole or on any leave-one-set-out sample. Pure Python and numpy: no Django.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from statistics import NormalDist
 from typing import Any
+
+import numpy as np
 
 from rating.tom_pairwise_summary import MIN_COUNT, share_summary
 
@@ -79,11 +88,57 @@ def _kappa(pairs: list[tuple[int, int]]) -> float | None:
     return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
 
-def _agreement(units: list[tuple[int, int]], level: float, unit: str) -> dict[str, Any]:
-    """Exact agreement over three outcomes, its kappa, and the agreement where both sides were strict."""
-    agree = sum(1 for x, y in units if x == y)
-    strict = [(x, y) for x, y in units if x and y]
-    out = share_summary(agree, len(units), level, unit, extra={"kappa": _kappa(units)})
+def _table_kappas(tables: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of each 3 x 3 outcome table (stacked on the first axis); NaN where chance agreement is 1."""
+    n = tables.sum(axis=(1, 2))
+    observed = np.trace(tables, axis1=1, axis2=2) / n
+    chance = np.einsum("gi,gi->g", tables.sum(axis=2), tables.sum(axis=1)) / (n * n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(chance < 1.0, (observed - chance) / (1.0 - chance), np.nan)
+
+
+def _kappa_jackknife(units: list[tuple[int, int, int]], kappa: float | None, level: float,
+                     unit: str) -> dict[str, Any]:
+    """Delete-one-set jackknife interval of ``kappa`` over (set id, judge outcome, expert outcome) units, or the
+    reason there is none: the sets, not the units, are the independent draws."""
+    sets = sorted({s for s, _, _ in units})
+    n, g = len(units), len(sets)
+    reason = None
+    if not n:
+        reason = f"no {unit}"
+    elif g < 2:
+        reason = f"only {g} comparison set carries {unit}; at least 2 are needed"
+    elif n < MIN_COUNT:
+        reason = f"only {n} {unit}; at least {MIN_COUNT} are needed"
+    elif kappa is None:
+        reason = "kappa is undefined: both sides gave a single outcome throughout"
+    if reason is not None or kappa is None:
+        return {"kappa_interval": None, "kappa_reason": reason}
+    index = {s: i for i, s in enumerate(sets)}
+    tables = np.zeros((g, 3, 3))
+    for s, x, y in units:
+        tables[index[s], x + 1, y + 1] += 1
+    left_out = _table_kappas(tables.sum(axis=0) - tables)
+    if np.isnan(left_out).any():
+        s = sets[int(np.flatnonzero(np.isnan(left_out))[0])]
+        return {"kappa_interval": None, "kappa_reason": f"kappa is undefined without comparison set {s}: the other "
+                                                        "sets give both sides a single outcome throughout"}
+    se = float(np.sqrt((g - 1) / g * np.sum((left_out - left_out.mean()) ** 2)))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    return {"kappa_interval": {"lower": max(-1.0, kappa - z * se), "upper": min(1.0, kappa + z * se), "se": se,
+                               "n_sets": g},
+            "kappa_reason": None}
+
+
+def _agreement(units: list[tuple[int, int, int]], level: float, unit: str) -> dict[str, Any]:
+    """Exact agreement over three outcomes, its kappa with the jackknife interval over sets, and the agreement
+    where both sides were strict; ``units`` are (set id, one side's outcome, the other's)."""
+    pairs = [(x, y) for _, x, y in units]
+    agree = sum(1 for x, y in pairs if x == y)
+    strict = [(x, y) for x, y in pairs if x and y]
+    kappa = _kappa(pairs)
+    out = share_summary(agree, len(pairs), level, unit,
+                        extra={"kappa": kappa, **_kappa_jackknife(units, kappa, level, unit)})
     out["strict"] = share_summary(sum(1 for x, y in strict if x == y), len(strict), level,
                            f"{unit} where both preferred one deliverable")
     return out
@@ -91,11 +146,11 @@ def _agreement(units: list[tuple[int, int]], level: float, unit: str) -> dict[st
 
 def _versus_experts(judged: list[JudgeRanking], experts: dict[int, list[dict[tuple[int, int], int]]],
                     level: float) -> dict[str, Any]:
-    units: list[tuple[int, int]] = []
+    units: list[tuple[int, int, int]] = []
     for ranking in judged:
         mine = pair_outcomes(ranking.shown, ranking.ranks)
         for theirs in experts.get(ranking.set_id, []):
-            units.extend((outcome, theirs[pair]) for pair, outcome in mine.items() if pair in theirs)
+            units.extend((ranking.set_id, outcome, theirs[pair]) for pair, outcome in mine.items() if pair in theirs)
     return _agreement(units, level, "judge-expert pair verdicts")
 
 
@@ -136,10 +191,10 @@ def _judge_row(label: str, judged: list[JudgeRanking], experts: dict[int, list[d
 
 
 def _experts_with_each_other(experts: dict[int, list[dict[tuple[int, int], int]]], level: float) -> dict[str, Any]:
-    units: list[tuple[int, int]] = []
-    for rankings in experts.values():
+    units: list[tuple[int, int, int]] = []
+    for set_id, rankings in experts.items():
         for left, right in combinations(rankings, 2):
-            units.extend((outcome, right[pair]) for pair, outcome in left.items() if pair in right)
+            units.extend((set_id, outcome, right[pair]) for pair, outcome in left.items() if pair in right)
     return _agreement(units, level, "expert-expert pair verdicts")
 
 
