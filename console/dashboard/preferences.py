@@ -117,15 +117,22 @@ def _cell(share: dict[str, Any], *, signed: bool = False) -> dict[str, Any]:
     return {"value": fmt(share["share"]), "interval": f"{fmt(low)} to {fmt(high)}", "counts": counts, "reason": ""}
 
 
+def _kappa_cells(agreement: dict[str, Any]) -> dict[str, Any]:
+    """Kappa, its jackknife interval over comparison sets and their number, or the reason there is no interval."""
+    kappa, interval = agreement.get("kappa"), agreement.get("kappa_interval")
+    return {"kappa": "" if kappa is None else f"{kappa:.2f}",
+            "kappa_interval": f"{interval['lower']:.2f} to {interval['upper']:.2f}" if interval else "",
+            "kappa_sets": interval["n_sets"] if interval else None,
+            "kappa_reason": "" if interval else agreement.get("kappa_reason") or ""}
+
+
 def judge_page(summary: dict[str, Any]) -> dict[str, Any]:
     """The judges' comparison-mode summary (experts/judge_comparison_selectors.py) shaped for the template."""
     rows = []
     for row in summary.get("rows") or []:
         agreement = row["expert_agreement"]
-        kappa = agreement.get("kappa")
         rows.append({"judge": row["judge"], "n_sets": row["n_sets"], "n_rankings": row["n_rankings"],
-                     "agreement": _cell(agreement), "strict": _cell(agreement["strict"]),
-                     "kappa": "" if kappa is None else f"{kappa:.2f}",
+                     "agreement": _cell(agreement), "strict": _cell(agreement["strict"]), **_kappa_cells(agreement),
                      "consistency": _cell(row["order_consistency"]),
                      "position": _cell(row["position_bias"], signed=True), "ties": row["position_bias"]["ties"]})
     return {"rows": rows, "reason": summary.get("reason"), "counts": summary.get("counts") or {},

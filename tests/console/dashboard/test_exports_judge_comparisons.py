@@ -8,11 +8,14 @@ import io
 import zipfile
 
 import pytest
+from django.template.loader import render_to_string
 from django.urls import reverse
 
+from console.dashboard.preferences import judge_page
 from console.exports import Pseudonymizer, build_export
 from experts.models import JudgeComparison
 from experts.services.judge_comparisons import comparison_set_judge
+from rating.judge_preferences import ExpertRanking, JudgeRanking, judge_preference_summary
 from tests.experts.test_judge_comparisons import _expert_ranks, world  # noqa: F401  (the judged world)
 from tests.grading.conftest import _fake_llm_session, llm_server  # noqa: F401  (the local LLM test server)
 
@@ -71,3 +74,28 @@ def test_the_comparisons_tab_shows_the_judges_against_the_experts(world, staff_c
     assert "openai/gpt-4.1" in table and "all judges" in table
     assert "100 %<br><small>" in table and "24 of 24" in table and "6 of 6" in table and "+0 pp" in table
     assert "6 of 12" in table
+    # One comparison set: kappa's jackknife over sets has nothing to leave out, so the cell says why.
+    assert "only 1 comparison set carries judge-expert pair verdicts; at least 2 are needed" in table
+
+
+def test_the_kappa_cell_shows_its_jackknife_interval_or_why_there_is_none():
+    items = [(2 * s, 2 * s + 1) for s in range(3)]
+    judged = [JudgeRanking(s, "openai/gpt-4.1", order, shown[::step], ranks[::step])  # the same verdict twice
+              for s, (shown, ranks) in enumerate(zip(items, [(1, 2), (2, 1), (1, 2)], strict=True))
+              for order, step in (("recorded", 1), ("reversed", -1))]
+    experts = [ExpertRanking(s, f"e{i}", items[s], ranks) for s, i, ranks in
+               [(0, 0, (1, 2)), (0, 1, (1, 2)), (1, 0, (2, 1)), (1, 1, (1, 1)), (2, 0, (1, 2)), (2, 1, (2, 1))]]
+    summary = judge_preference_summary(judged, experts, ["openai/gpt-4.1"])
+    page = judge_page(summary)
+    html = render_to_string("console/_judge_comparisons.html", {"judges": page, "study": {"slug": "s"}})
+    table = html[html.index('id="judge-comparisons"'):html.index("</table>")]
+    agreement = summary["rows"][0]["expert_agreement"]
+    interval = agreement["kappa_interval"]
+    assert interval["n_sets"] == 3 and interval["lower"] < agreement["kappa"] < interval["upper"]
+    shown = f"{agreement['kappa']:.2f}<br><small>{interval['lower']:.2f} to {interval['upper']:.2f} · 3 sets</small>"
+    assert shown in table
+    # Two units of one set: the kappa stays, the interval gives way to the reason.
+    one = judge_page(judge_preference_summary(judged[:2], experts[:1], ["openai/gpt-4.1"]))
+    html = render_to_string("console/_judge_comparisons.html", {"judges": one, "study": {"slug": "s"}})
+    assert "<small>only 1 comparison set carries judge-expert pair verdicts; at least 2 are needed</small>" in html
+    assert " sets</small>" not in html
