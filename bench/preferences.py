@@ -1,7 +1,7 @@
 """Bench of the preference model (rating/preferences.py) on simulated studies with known truth. Prints, never
 asserts.
 
-    .venv/bin/python bench/preferences.py [--reps 200] [--hours-reps 100] [--only coverage,hours,time]
+    .venv/bin/python bench/preferences.py [--reps 1000] [--hours-reps 100] [--only coverage,hours,time]
                                           [--grade-minutes 20] [--comparison-minutes 12]
 
 * coverage: 60 tasks x 5 arm cells (worker alone, two agents with a worker, the same two alone), 40 workers,
@@ -59,9 +59,11 @@ def _replicate(design: SimDesign, truth: SimTruth, rng: np.random.Generator) -> 
     except PreferenceInputError:
         return None
     out: dict[str, list] = {"diff": [], "win": [], "tie": [], "first": [], "first_est": [], "length": [],
-                            "width": []}
+                            "width": [], "rho": [], "rho_est": [], "diff_err": []}
     for row in fit.differences:
-        out["diff"].append(_inside(row, sim.levels[row["cell"]] - sim.levels[row["versus"]]))
+        true = sim.levels[row["cell"]] - sim.levels[row["versus"]]
+        out["diff"].append(_inside(row, true))
+        out["diff_err"].append(abs(row["estimate"]) - abs(true))
         out["width"].append(row["upper"] - row["lower"])
     for row in fit.win_rates:
         true = true_win_rates(truth, sim.levels, row["cell"], row["versus"])
@@ -72,6 +74,9 @@ def _replicate(design: SimDesign, truth: SimTruth, rng: np.random.Generator) -> 
     out["first"].append(_inside(first, truth.first))
     out["first_est"].append(first["estimate"])
     out["length"].append(_inside(length, truth.length))
+    rho = fit.effects["scale"]["logits_per_point"]
+    out["rho"].append(_inside(rho, 1.0 / truth.points_per_logit))
+    out["rho_est"].append(rho["estimate"])
     return out
 
 
@@ -109,6 +114,12 @@ def coverage(reps: int, seed: int) -> None:
         print(f"  position bias: truth {truth.first:.3f}, mean estimate {est.mean():.3f} (MC SE {mc_se:.3f}), "
               f"SD {est.std(ddof=1):.3f}, covered {_share(studies['first'])}")
         print(f"  length preference covered:   {_share(studies['length'])}")
+        rho = np.array(pooled["rho_est"])
+        print(f"  scale (logits per point): truth {1.0 / truth.points_per_logit:.4f}, mean estimate {rho.mean():.4f} "
+              f"(MC SE {rho.std(ddof=1) / np.sqrt(rho.size):.4f}), covered {_share(studies['rho'])}")
+        shrink = np.array(pooled["diff_err"])
+        print(f"  differences' mean |estimate| - |truth|: {shrink.mean():+.3f} points "
+              f"(MC SE {shrink.std(ddof=1) / np.sqrt(shrink.size):.3f}; negative = shrunk towards no difference)")
         print(f"  mean width of a difference's interval: {np.mean(pooled['width']):.2f} points")
 
 
@@ -175,7 +186,7 @@ def fit_time(seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--hours-reps", type=int, default=100)
     parser.add_argument("--grade-minutes", type=float, default=20.0)
     parser.add_argument("--comparison-minutes", type=float, default=12.0)

@@ -39,8 +39,10 @@ from rating.preferences_data import (
     code_rows,
 )
 from rating.preferences_experts import agreement_by_expert, agreement_by_grader, expert_effects
-from rating.preferences_fit import build, covariance, fit_core
+from rating.preferences_fit import build
+from rating.preferences_outer import fit_core
 from rating.preferences_report import Estimates, cell_levels, differences, effects, win_rates, z_value
+from rating.preferences_rho_cov import covariance_with_rho
 
 __all__ = ["ComparisonRow", "EpisodeRow", "PreferenceFit", "PreferenceInputError", "PreferenceSpec", "ScoreRow",
            "preference_agreement", "preference_fit"]
@@ -134,7 +136,7 @@ def preference_fit(episodes: Sequence[EpisodeRow], scores: Sequence[ScoreRow],
         built = build(coded, spec.worker_sd, spec.task_sd)
         core = fit_core(built, {"worker": spec.worker_sd, "task": spec.task_sd, "score": spec.score_sd})
         cols = _reported_columns(built)
-        cov = covariance(built, core, cols, spec.covariance)
+        cov = covariance_with_rho(built, core, cols, spec.covariance)
     est = Estimates(built, core, cov, {int(c): i for i, c in enumerate(cols)}, z_value(spec.level))
     reasons = dict(built.reasons)
     rates = win_rates(est) if coded.outcome.size else []

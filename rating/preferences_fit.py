@@ -18,7 +18,6 @@ import scipy.optimize
 import scipy.sparse
 
 from rating.preferences_data import Coded, PreferenceInputError, cell_components
-from rating.preferences_grad import laplace_gradient
 from rating.preferences_jackknife import jackknife_influence
 from rating.preferences_lik import (
     Problem,
@@ -31,7 +30,7 @@ from rating.preferences_lik import (
 )
 from rating.preferences_solve import Factor, factor
 
-__all__ = ["Built", "Core", "build", "covariance", "fit_core"]
+__all__ = ["Built", "Core", "build", "covariance", "held_rho", "rho_put_back", "with_rho"]
 
 GROUPS = ("worker", "task")
 # Bounds of the estimated random-effect SDs, in the quality unit (points, or logits without scores).
@@ -70,6 +69,7 @@ class Core:
     laplace: float
     converged: bool
     iterations: int
+    rho_slope: float | None = None            # dL/dρ at the estimate, where the search took it there
 
 
 def _random_groups(coded: Coded, worker_sd: float | None, task_sd: float | None,
@@ -222,7 +222,25 @@ def _precisions(pb: Problem, sds: dict[str, float], groups: tuple[str, ...]) -> 
 
 def _with_sd(pb: Problem, sds: dict[str, float]) -> Problem:
     """The problem with the rubric-score noise SD held at its current value."""
-    return dataclasses.replace(pb, fixed={"log_sd": math.log(sds["score"])}) if "score" in sds else pb
+    return dataclasses.replace(pb, fixed={**pb.fixed, "log_sd": math.log(sds["score"])}) if "score" in sds else pb
+
+
+def held_rho(pb: Problem) -> Problem:
+    """The inner problem where ρ is estimated outside it: ρ's column dropped, its value in ``fixed`` (set with
+    `with_rho`). With ρ held, every term is concave in the rest, so the inner maximum is unique."""
+    names = sorted((k for k in pb.columns if k != "rho"), key=pb.columns.__getitem__)
+    inner = dataclasses.replace(pb, columns={k: pb.n_lin + i for i, k in enumerate(names)},
+                                fixed={**pb.fixed, "rho": 1.0}, gram=None)
+    return dataclasses.replace(inner, gram=scores_gram(inner))
+
+
+def with_rho(pb: Problem, rho: float) -> Problem:
+    return dataclasses.replace(pb, fixed={**pb.fixed, "rho": float(rho)})
+
+
+def rho_put_back(full: Problem, theta: np.ndarray, rho: float) -> np.ndarray:
+    """The inner fit's parameters with the held ρ put in at its column of ``full``."""
+    return np.insert(theta, full.columns["rho"], rho) if "rho" in full.columns else theta
 
 
 def _laplace(pb: Problem, theta: np.ndarray, sds: dict[str, float], groups: tuple[str, ...],
@@ -242,194 +260,6 @@ def _laplace_factored(pb: Problem, theta: np.ndarray, sds: dict[str, float], gro
     value = ev.value + 0.5 * float(np.sum(np.log(prec))) - 0.5 * f.logdet() \
         + 0.5 * (problem.n_params - prec.size) * math.log(2.0 * math.pi)
     return value, theta, ev, converged, iterations, f
-
-
-class _Outer:
-    """The outer objective −L(log SDs) and, where H's Schur block is dense, its exact gradient
-    (`rating/preferences_grad.py`). Each trial starts the inner fit from the best trial's maximum moved along
-    dθ̂/dφ: a trial that lands in a lower maximum of the inner fit (see `_settle`) does not carry it on."""
-
-    def __init__(self, built: Built, sds: dict[str, float], free: tuple[str, ...]) -> None:
-        self.built, self.sds, self.free = built, sds, free
-        self.theta = _start(built)
-        self.x: np.ndarray | None = None
-        self.direction: np.ndarray | None = None
-        self.best = math.inf
-        self.first: np.ndarray | None = None      # the first trial's maximum, reached from the starting values
-        self.has_gradient = True
-        self._last: tuple[bytes, tuple[float, np.ndarray, Any, Factor] | None] | None = None
-
-    def restart(self, theta: np.ndarray) -> None:
-        self.theta, self.x, self.direction, self.best = theta, None, None, math.inf
-        self._last = None
-
-    def trial(self, x: np.ndarray) -> dict[str, float]:
-        return dict(self.sds, **{g: float(math.exp(v)) for g, v in zip(self.free, x, strict=True)})
-
-    def _warm(self, x: np.ndarray) -> np.ndarray:
-        if self.x is None or self.direction is None:
-            return self.theta
-        return self.theta + self.direction @ (x - self.x)
-
-    def _inner(self, x: np.ndarray) -> tuple[float, np.ndarray, Any, Factor] | None:
-        """The inner fit at x; the last one is kept, as the search ends where it last evaluated."""
-        key = np.asarray(x, dtype=float).tobytes()
-        if self._last is not None and self._last[0] == key:
-            return self._last[1]
-        got = self._inner_fit(x)
-        self._last = (key, got)
-        return got
-
-    def _inner_fit(self, x: np.ndarray) -> tuple[float, np.ndarray, Any, Factor] | None:
-        pb, groups = self.built.problem, self.built.groups
-        value, theta, ev, converged, _, f = _laplace_factored(pb, self._warm(x), self.trial(x), groups, INNER_TOL)
-        if not (converged and math.isfinite(value)) and self.direction is not None:
-            value, theta, ev, converged, _, f = _laplace_factored(pb, self.theta, self.trial(x), groups, INNER_TOL)
-        if not (converged and math.isfinite(value)):
-            return None       # a trial far out (the search's first steps can reach the bounds): back off
-        return value, theta, ev, f
-
-    def value(self, x: np.ndarray) -> float:
-        got = self._inner(x)
-        if got is None:
-            return FAILED
-        if -got[0] < self.best:
-            self.theta, self.best = got[1], -got[0]
-        return -got[0]
-
-    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        got = self._inner(x)
-        if got is None:
-            return FAILED, np.zeros_like(x)
-        value, theta, _, f = got
-        sds = self.trial(x)
-        pb = _with_sd(self.built.problem, sds)
-        grad = laplace_gradient(pb, theta, _precisions(pb, sds, self.built.groups), self.free, f)
-        if grad is None:
-            self.has_gradient = False
-            return -value, np.zeros_like(x)
-        if self.first is None:
-            self.first = theta
-        if -value < self.best:
-            self.theta, self.x, self.direction, self.best = theta, np.array(x, dtype=float), grad.direction, -value
-        return -value, -grad.value
-
-
-def _curvature_scale(built: Built, free: tuple[str, ...]) -> np.ndarray:
-    """About √(−∂²L/∂φ²) per free log SD (twice the levels of a random effect, twice the rubric scores): the
-    search runs on φ times this, so its first step is about a Newton step instead of a leap to a bound."""
-    pb = built.problem
-    sizes = [pb.y.size if g == "score" else int(np.sum(pb.random_group == GROUPS.index(g))) for g in free]
-    return np.sqrt(2.0 * np.maximum(np.array(sizes, dtype=float), 1.0))
-
-
-def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float, float]]) -> np.ndarray:
-    """L-BFGS-B on the exact gradient; by finite differences where there is none; Nelder-Mead where the
-    gradient searches stranded where the inner fit fails."""
-    scale = _curvature_scale(outer.built, outer.free)
-    scaled = [(lo * s, hi * s) for (lo, hi), s in zip(bounds, scale, strict=True)]
-    options = {"ftol": 1e-13, "gtol": 1e-8}
-
-    def with_gradient(y: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = outer.value_and_gradient(y / scale)
-        return value, grad / scale
-
-    res = scipy.optimize.minimize(with_gradient, x0 * scale, jac=True, method="L-BFGS-B", bounds=scaled,
-                                  options=options)
-    x = res.x / scale
-    if not outer.has_gradient:
-        outer.restart(_start(outer.built))
-        res = scipy.optimize.minimize(outer.value, x0, method="L-BFGS-B", bounds=bounds, options=options)
-        x = res.x
-    if not res.fun < FAILED / 2:
-        outer.restart(_start(outer.built))
-        res = scipy.optimize.minimize(outer.value, x0, method="Nelder-Mead", bounds=bounds,
-                                      options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
-        x = res.x
-    return np.asarray(x, dtype=float)
-
-
-def _settle(outer: _Outer, x: np.ndarray, bounds: list[tuple[float, float]]) -> np.ndarray:
-    """The inner fit can have a second maximum (the bilinear ρ·q: a large ρ with the random effects absorbing
-    the rankings), and a search that passed near a bound can carry its warm start into the lower one. At the
-    found components the inner fit is redone from the first trial's maximum (reached from the starting values, not
-    along the search); where that maximum is higher, the search resumes from it."""
-    for _ in range(2):
-        warm = outer._inner(x)
-        pb, groups = outer.built.problem, outer.built.groups
-        origin = _start(outer.built) if outer.first is None else outer.first
-        cold = _laplace_factored(pb, origin, outer.trial(x), groups, INNER_TOL)
-        if warm is None or not (cold[3] and math.isfinite(cold[0])) or cold[0] <= warm[0] + 1e-6:
-            return x
-        outer.restart(cold[1])
-        x = _search(outer, x, bounds)
-    return x
-
-
-def _given(value: float | None, default: float) -> float:
-    return default if value is None else float(value)
-
-
-def _pair_covariance(codes: np.ndarray, r: np.ndarray) -> float:
-    """Mean product of the residuals of two scores that share a group (a worker, a task): their covariance."""
-    has = codes >= 0
-    codes, r = codes[has], r[has]
-    if not codes.size:
-        return 0.0
-    sums = np.bincount(codes, weights=r)
-    squares = np.bincount(codes, weights=r * r)
-    counts = np.bincount(codes).astype(float)
-    pairs = float(np.sum(counts * (counts - 1.0)))
-    return float(np.sum(sums * sums - squares)) / pairs if pairs else 0.0
-
-
-def _moment_sds(built: Built, sds: dict[str, float]) -> dict[str, float]:
-    """Starting SDs from the rubric scores alone: residuals from the arm means split into what two scores of
-    one worker or of one task share (their covariance) and the rest. Only a start (the search moves on from it),
-    but one near the maximum, so the search needs a few evaluations instead of crawling down from 10 points."""
-    pb, coded = built.problem, built.coded
-    cells = coded.cell[coded.score_episode]
-    means = np.bincount(cells, weights=pb.y) / np.maximum(np.bincount(cells), 1)
-    r = pb.y - means[cells]
-    total = float(np.mean(r * r))
-    if not total > 0.0:
-        return sds
-    floor = 0.05 * total
-    shared = {"worker": coded.worker, "task": coded.task}
-    out = dict(sds)
-    for g in built.groups:
-        out[g] = math.sqrt(max(_pair_covariance(shared[g][coded.score_episode], r), floor))
-    rest = total - sum(out[g] ** 2 for g in built.groups)
-    out["score"] = math.sqrt(max(rest, floor))
-    return out
-
-
-def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
-    """Maximise the penalised likelihood in the quality terms and the preference parameters; the variance
-    components (the score noise and the free random-effect SDs) maximise its Laplace approximation."""
-    pb, groups = built.problem, built.groups
-    unit = 10.0 if built.units == "points" else 0.5
-    with_scores = ("score",) if pb.y.size else ()
-    free = tuple(g for g in groups + with_scores if fixed_sds.get(g) is None)
-    sds: dict[str, float] = {g: _given(fixed_sds.get(g), unit) for g in groups}
-    if pb.y.size:
-        sds["score"] = fixed_sds.get("score") or max(float(np.std(pb.y)), 1.0)
-        moments = _moment_sds(built, sds)
-        sds.update({g: moments[g] for g in free})
-    outer = _Outer(built, sds, free)
-    if free:
-        bounds = [(math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))] * len(free)
-        x = _settle(outer, _search(outer, np.array([math.log(sds[g]) for g in free]), bounds), bounds)
-        sds = outer.trial(x)
-    value, theta, ev, converged, iterations = _laplace(pb, outer.theta, sds, groups)
-    if not converged or not np.all(np.isfinite(theta)) or not math.isfinite(value):
-        raise PreferenceInputError(NOT_CONVERGED)
-    _check_separation(pb, theta)
-    at_bound = tuple(g for g in free if min(abs(math.log(sds[g] / (b * unit))) for b in SD_BOUNDS) < 1e-3)
-    prec = _precisions(pb, sds, groups)
-    u = theta[pb.random_cols]
-    loglik = ev.value + 0.5 * float(prec @ (u * u))
-    return Core(_with_sd(pb, sds), theta, sds, free, at_bound, loglik, value, converged, iterations)
 
 
 def _check_separation(pb: Problem, theta: np.ndarray) -> None:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from rating.preferences_lik import Problem, davidson, pair_terms, z_jacobian
+from rating.preferences_lik import Evaluation, Problem, davidson, pair_terms, z_jacobian
 from rating.preferences_solve import Factor
 
-__all__ = ["Gradient", "laplace_gradient"]
+__all__ = ["Gradient", "laplace_gradient", "laplace_gradient_rho"]
 
 GROUPS = ("worker", "task")
 
@@ -86,18 +86,20 @@ def _trace(c: np.ndarray, left: scipy.sparse.csr_matrix, w: np.ndarray, right: s
 
 @dataclass(frozen=True, eq=False)
 class _Blocks:
-    """H⁻¹ where the traces need it: ``c`` = S⁻¹ over ``rest``, ``pos`` a column's place in ``rest`` (-1 for
-    an eliminated, diagonal column), ``g`` = T⁻¹B and ``t`` = T's diagonal."""
+    """H⁻¹ where the traces need it: ``c`` = S⁻¹ over ``rest`` (columns of the problem the traces run over),
+    ``pos`` a column's place in ``rest`` (-1 for an eliminated, diagonal column), ``g`` = T⁻¹B and ``t`` = T's
+    diagonal over ``diagonal``."""
 
     c: np.ndarray
     pos: np.ndarray
     g: scipy.sparse.csr_matrix
     t: np.ndarray
-    f: Factor
+    rest_cols: np.ndarray
+    diagonal: np.ndarray
 
     def rest(self, m: scipy.sparse.spmatrix) -> scipy.sparse.csr_matrix:
         """m's columns outside the diagonal block, numbered as in S."""
-        return scipy.sparse.csc_matrix(m)[:, self.f.rest].tocsr()
+        return scipy.sparse.csc_matrix(m)[:, self.rest_cols].tocsr()
 
     def within(self, m: scipy.sparse.csr_matrix) -> scipy.sparse.csr_matrix:
         """``rest`` for a matrix known to be zero on the diagonal block (a pair's row: its task cancels)."""
@@ -105,27 +107,36 @@ class _Blocks:
         keep = m.data != 0.0
         rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))[keep]
         return scipy.sparse.csr_matrix((m.data[keep], (rows, self.pos[m.indices[keep]])),
-                                       shape=(m.shape[0], self.f.rest.size))
+                                       shape=(m.shape[0], self.rest_cols.size))
 
     def diag_part(self, m: scipy.sparse.spmatrix) -> scipy.sparse.csr_matrix:
-        return scipy.sparse.csc_matrix(m)[:, self.f.diagonal].tocsr()
+        return scipy.sparse.csc_matrix(m)[:, self.diagonal].tocsr()
 
 
-def _blocks(f: Factor, n: int) -> _Blocks | None:
+def _blocks(f: Factor, n: int, held: int | None = None) -> _Blocks | None:
+    """The blocks of H⁻¹ in the columns of a problem of ``n`` parameters. ``held``: a column of that problem
+    that H (factored in ``f``) leaves out because it is held fixed in the inner fit; its row and column of H⁻¹
+    are zero, so traces over the larger problem's derivatives count only what H depends on."""
     c = f.rest_inverse()
     if c is None:
         return None
+    to_full = np.arange(n) if held is None else np.delete(np.arange(n), held)
+    rest, diagonal = to_full[f.rest], to_full[f.diagonal]
+    g = f.eliminated() if f.diagonal.size else scipy.sparse.csr_matrix((0, f.rest.size))
+    if held is not None:
+        rest = np.append(rest, held)
+        c = np.pad(c, ((0, 1), (0, 1)))
+        g = scipy.sparse.hstack([g, scipy.sparse.csr_matrix((g.shape[0], 1))], format="csr")
     pos = np.full(n, -1, dtype=np.int64)
-    pos[f.rest] = np.arange(f.rest.size)
-    return _Blocks(c, pos, f.eliminated() if f.diagonal.size else scipy.sparse.csr_matrix((0, f.rest.size)),
-                   f.t, f)
+    pos[rest] = np.arange(rest.size)
+    return _Blocks(c, pos, g, f.t, rest, diagonal)
 
 
 def _score_trace(pb: Problem, bl: _Blocks) -> float:
     """tr(H⁻¹ AᵀA) over the rubric scores' design A: (r − Gᵀt)ᵀ S⁻¹ (r − Gᵀt) + tᵀT⁻¹t per score."""
     a = scipy.sparse.hstack([pb.a_scores, scipy.sparse.csr_matrix((pb.y.size, pb.n_params - pb.n_lin))]).tocsr()
     m, total = bl.rest(a), 0.0
-    if bl.f.diagonal.size:
+    if bl.diagonal.size:
         a_t = bl.diag_part(a)
         m = (m - a_t @ bl.g).tocsr()
         total += float(np.sum(a_t @ (1.0 / bl.t)))
@@ -139,7 +150,7 @@ def _random_diagonal(pb: Problem, bl: _Blocks, prec: np.ndarray, group: int) -> 
     inside = bl.pos[cols] >= 0
     total = float(np.sum(p[inside] * bl.c[bl.pos[cols[inside]], bl.pos[cols[inside]]]))
     if np.any(~inside):            # eliminated columns: 1/T_i + (G S⁻¹ Gᵀ)_ii
-        where = np.searchsorted(bl.f.diagonal, cols[~inside])
+        where = np.searchsorted(bl.diagonal, cols[~inside])
         g = bl.g[where]
         total += float(np.sum(p[~inside] / bl.t[where])) + _trace(bl.c, g, p[~inside], g)
     return total
@@ -211,3 +222,24 @@ def laplace_gradient(pb: Problem, theta: np.ndarray, prec: np.ndarray, free: tup
     explicit, dg = _explicit(pb, theta, prec, free, bl)
     v = f.solve(dg)
     return Gradient(explicit - 0.5 * _third_trace(pb, theta, v, bl), v)
+
+
+def laplace_gradient_rho(full: Problem, theta: np.ndarray, prec: np.ndarray, free: tuple[str, ...], f: Factor,
+                         ev: Evaluation) -> Gradient | None:
+    """The same where ρ is held fixed in the inner fit and estimated outside it: dL/d log SD of each free
+    component, then dL/dρ, with the inner maximum's directions in the inner fit's parameters (ρ left out).
+
+    ``full`` is the problem with ρ as a parameter, ``theta`` the inner maximum with the fixed ρ put in, ``ev``
+    ``full`` evaluated there and ``f`` the factor of the inner fit's H (``full``'s H without ρ's row and column).
+    With v = dθ̂/dρ = −H⁻¹ H_θρ: dL/dρ = ∂F/∂ρ − ½ tr(H⁻¹ dH/dρ), dH/dρ being the θθ block of ∇H along (v, 1)."""
+    rho = full.columns["rho"]
+    bl = _blocks(f, full.n_params, held=rho)
+    if bl is None:
+        return None
+    explicit, dg = _explicit(full, theta, prec, free, bl)
+    h_rho = ev.neg_hessian[:, [rho]].toarray().ravel()
+    rhs = np.column_stack([np.delete(dg, rho, axis=0), -np.delete(h_rho, rho)])
+    v = f.solve(rhs)
+    w = np.insert(v, rho, np.r_[np.zeros(len(free)), 1.0], axis=0)
+    value = np.r_[explicit, ev.gradient[rho]]
+    return Gradient(value - 0.5 * _third_trace(full, theta, w, bl), v)

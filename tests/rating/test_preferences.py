@@ -21,8 +21,9 @@ from rating.preferences import (
     preference_fit,
 )
 from rating.preferences_data import cell_label, code_rows
-from rating.preferences_fit import _laplace, _precisions, _start, _with_sd, build
-from rating.preferences_grad import laplace_gradient
+from rating.preferences_fit import _laplace, _precisions, _start, _with_sd, build, held_rho, rho_put_back, with_rho
+from rating.preferences_grad import laplace_gradient, laplace_gradient_rho
+from rating.preferences_lik import evaluate
 from rating.preferences_sim import SimDesign, SimTruth, simulate, true_win_rates
 from rating.preferences_solve import factor
 
@@ -156,14 +157,31 @@ class _Joint:
         hess = np.array(cols)
         return -(hess + hess.T) / 2
 
-    def maximise(self):
-        p0 = np.zeros(self.n)
-        p0[:self.c] = 60.0
-        p0[self.names["rho"]] = 0.1
-        res = scipy.optimize.minimize(lambda p: -self(p).real, p0, jac=lambda p: -self.gradient(self, p),
+    def maximise(self, rho=None, start=None):
+        """The joint maximum; with ``rho`` given, the maximum over everything else with ρ held there."""
+        keep = [k for k in range(self.n) if rho is None or k != self.names["rho"]]
+        if start is None:
+            start = np.zeros(self.n)
+            start[:self.c] = 60.0
+            start[self.names["rho"]] = 0.1
+        base = np.array(start, dtype=float)
+        if rho is not None:
+            base[self.names["rho"]] = rho
+
+        def full(q):
+            out = np.array(base, dtype=complex if np.iscomplexobj(q) else float)
+            out[keep] = q
+            return out
+
+        res = scipy.optimize.minimize(lambda q: -self(full(q)).real, base[keep],
+                                      jac=lambda q: -self.gradient(self, full(q))[keep],
                                       method="BFGS", options={"gtol": 1e-9, "maxiter": 5000})
-        assert np.max(np.abs(self.gradient(self, res.x))) < 1e-6
-        return res.x
+        p = full(res.x)
+        for _ in range(2):       # Newton polish: BFGS stops ~1e-7 short along the weakly penalised effects
+            g = self.gradient(self, p)[keep]
+            p[keep] += np.linalg.solve(self.hessian(self, p)[np.ix_(keep, keep)], g)
+        assert np.max(np.abs(self.gradient(self, p)[keep])) < 1e-8
+        return p
 
 
 SDS = {"score": 9.0, "worker": 5.0, "task": 7.0}
@@ -174,24 +192,66 @@ def _fixed_fit(sim, **kw):
     return preference_fit(sim.episodes, sim.scores, sim.comparisons, spec)
 
 
+def _without(m, k):
+    return np.delete(np.delete(m, k, axis=0), k, axis=1)
+
+
+def _dense_laplace(model, rho, start=None):
+    """The Laplace approximation with ρ held: every other parameter integrated out (flat on the fixed ones)."""
+    p = model.maximise(rho=rho, start=start)
+    h = _without(model.hessian(model, p), model.names["rho"])
+    sds = model.sds
+    prec = [1 / sds["worker"] ** 2] * model.w + [1 / sds["task"] ** 2] * model.t
+    value = (model(p).real + 0.5 * np.sum(np.log(prec)) - 0.5 * np.linalg.slogdet(h)[1]
+             + 0.5 * (model.n - 1 - len(prec)) * math.log(2 * math.pi))
+    return value, p
+
+
+def _vertex(f, x, step):
+    """Where the parabola through f(x - step), f(x), f(x + step) peaks, relative to x; and the three values."""
+    down, centre, up = f(x - step), f(x), f(x + step)
+    assert up < centre and down < centre
+    return step * (down - up) / (2 * (up - 2 * centre + down)), (down, centre, up)
+
+
 @pytest.fixture(scope="module")
 def joint():
+    """A small study at given SDs: the library's fit, and the dense maximum with ρ held at the fit's ρ."""
     sim = _small(2)
     model = _Joint(sim, SDS)
-    return sim, model, model.maximise()
-
-
-def test_joint_fit_equals_the_written_out_likelihood_maximised_by_scipy(joint):
-    sim, model, p = joint
     fit = _fixed_fit(sim)
+    rho = fit.effects["scale"]["logits_per_point"]["estimate"]
+    return sim, model, fit, model.maximise(rho=rho)
+
+
+def test_fit_equals_the_written_out_likelihood_maximised_by_scipy(joint):
+    """Given ρ, everything else is the written-out penalised likelihood's maximum; the log-likelihood agrees."""
+    sim, model, fit, p = joint
     for row in fit.cells:
         assert row["estimate"] == pytest.approx(p[model.cells.index(row["cell"])], abs=1e-6)
     eff = fit.effects
-    assert eff["scale"]["logits_per_point"]["estimate"] == pytest.approx(p[model.names["rho"]], abs=1e-6)
     assert eff["position_first"]["estimate"] == pytest.approx(p[model.names["first"]], abs=1e-6)
     assert eff["length_per_doubling"]["estimate"] == pytest.approx(p[model.names["length"]], abs=1e-6)
     assert eff["tie"]["log_nu"]["estimate"] == pytest.approx(p[model.names["tie"]], abs=1e-6)
     assert fit.log_likelihood == pytest.approx(model(p).real - model.penalty(p).real, abs=1e-8)
+
+
+def test_rho_maximises_the_dense_integrated_likelihood(joint):
+    """ρ is the maximum of the dense Laplace approximation with every other parameter integrated out (not the
+    joint maximum, which overstates it): the parabola through three dense values peaks at the fit's ρ."""
+    sim, model, fit, p = joint
+    rho = fit.effects["scale"]["logits_per_point"]
+    value = {}
+
+    def dense(r):
+        value[r] = _dense_laplace(model, r, start=p)[0]
+        return value[r]
+
+    vertex, (_, centre, _) = _vertex(dense, rho["estimate"], 0.02 * rho["se"])
+    assert abs(vertex) < 1e-3 * rho["se"]
+    assert fit.laplace == pytest.approx(centre, abs=1e-6)
+    joint_mode = model.maximise()[model.names["rho"]]
+    assert joint_mode > rho["estimate"] + 0.1 * rho["se"]      # the joint mode sits higher, as documented
 
 
 def _reported(model):
@@ -205,82 +265,107 @@ def _ses(fit):
                                                eff["tie"]["log_nu"]["se"]]
 
 
-def test_model_covariance_is_the_inverse_information(joint):
-    sim, model, p = joint
-    cov = np.linalg.inv(model.hessian(model, p))
-    idx = _reported(model)
-    fit = _fixed_fit(sim, covariance="model")
-    assert [row["cell"] for row in fit.cells] == model.cells
-    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[idx]), rtol=1e-5)
+class _DenseCovariance:
+    """The covariance with ρ estimated outside the inner fit, from dense matrices: cov(θ̂ | ρ) + w wᵀ var(ρ̂),
+    w = (−H⁻¹ H_θρ, 1), var(ρ̂) = 1/c (model) or wᵀ M w / c² (robust), c = −d²L/dρ² from dense Laplace values."""
+
+    def __init__(self, joint):
+        sim, model, fit, p = joint
+        self.sim, self.model, self.p, k = sim, model, p, model.names["rho"]
+        self.h = model.hessian(model, p)
+        self.h_comp = model.hessian(lambda q: sum(model.ranking(q, r) for r in sim.comparisons), p)
+        self.grads = [model.gradient(lambda q, row=row: model.ranking(q, row), p) for row in sim.comparisons]
+        self.hi = np.linalg.inv(_without(self.h, k))
+        v = -self.hi @ np.delete(self.h[:, k], k)
+        self.w = np.insert(v, k, 1.0)
+        se = fit.effects["scale"]["logits_per_point"]["se"]
+        step = 0.02 * se
+        down, centre, up = (_dense_laplace(model, p[k] + d, start=p)[0] for d in (-step, 0.0, step))
+        self.c = -(up - 2 * centre + down) / step ** 2
+
+    def full(self, given, var):
+        k = self.model.names["rho"]
+        cov = np.insert(np.insert(given, k, 0.0, axis=0), k, 0.0, axis=1)
+        return cov + np.outer(self.w, self.w) * var
+
+    def robust_rho(self):
+        meat = self.h - self.h_comp + sum(np.outer(g, g) for g in self.grads)
+        return float(self.w @ meat @ self.w) / self.c ** 2
+
+    def model_cov(self):
+        return self.full(self.hi, 1.0 / self.c)
+
+    def sandwich(self):
+        k = self.model.names["rho"]
+        meat = _without(self.h - self.h_comp, k) + sum(np.outer(np.delete(g, k), np.delete(g, k))
+                                                        for g in self.grads)
+        return self.full(self.hi @ meat @ self.hi, self.robust_rho())
+
+    def jackknife(self):
+        k, model = self.model.names["rho"], self.model
+        h = _without(self.h, k)
+        cov = self.hi @ _without(self.h - self.h_comp, k) @ self.hi
+        for row, g in zip(self.sim.comparisons, self.grads, strict=True):
+            h_g = _without(model.hessian(lambda q, row=row: model.ranking(q, row), self.p), k)
+            move = np.linalg.solve(h - h_g, np.delete(g, k))
+            cov += np.outer(move, move)
+        return self.full(cov, self.robust_rho())
 
 
-def test_sandwich_covariance_sums_the_scores_by_ranking(joint):
-    sim, model, p = joint
-    h = model.hessian(model, p)
-    h_comp = model.hessian(lambda q: sum(model.ranking(q, r) for r in sim.comparisons), p)
-    meat = h - h_comp
-    for row in sim.comparisons:
-        g = model.gradient(lambda q, row=row: model.ranking(q, row), p)
-        meat += np.outer(g, g)
-    hi = np.linalg.inv(h)
-    cov = hi @ meat @ hi
-    fit = _fixed_fit(sim, covariance="sandwich")
-    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+@pytest.fixture(scope="module")
+def dense_cov(joint):
+    return _DenseCovariance(joint)
 
 
-def test_jackknife_covariance_moves_each_ranking_out_by_one_newton_step(joint):
-    """Σ_g (H − H_g)⁻¹ s_g s_gᵀ (H − H_g)⁻¹ + H⁻¹ M H⁻¹ from dense matrices, H_g the numerical Hessian of ranking
-    g alone: the default covariance."""
-    sim, model, p = joint
-    h = model.hessian(model, p)
-    h_comp = model.hessian(lambda q: sum(model.ranking(q, r) for r in sim.comparisons), p)
-    hi = np.linalg.inv(h)
-    cov = hi @ (h - h_comp) @ hi
-    for row in sim.comparisons:
-        g = model.gradient(lambda q, row=row: model.ranking(q, row), p)
-        h_g = model.hessian(lambda q, row=row: model.ranking(q, row), p)
-        move = np.linalg.solve(h - h_g, g)
-        cov += np.outer(move, move)
-    fit = _fixed_fit(sim)
-    np.testing.assert_allclose(_ses(fit), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-5)
+@pytest.mark.parametrize("kind", ["model", "sandwich", "jackknife"])
+def test_covariance_adds_the_uncertainty_of_rho_to_the_inner_covariance(joint, dense_cov, kind):
+    sim, model, fit, p = joint
+    cov = getattr(dense_cov, "model_cov" if kind == "model" else kind)()
+    got = fit if kind == "jackknife" else _fixed_fit(sim, covariance=kind)
+    assert [row["cell"] for row in got.cells] == model.cells
+    np.testing.assert_allclose(_ses(got), np.sqrt(np.diag(cov)[_reported(model)]), rtol=1e-4)
+
+
+def test_the_jackknife_is_wider_than_the_plain_sandwich(joint):
+    sim, model, fit, p = joint
     plain = _fixed_fit(sim, covariance="sandwich")
-    assert all(a > b for a, b in zip(_ses(fit), _ses(plain), strict=True))
+    ses, plain_ses = _ses(fit), _ses(plain)
+    rho = len(fit.cells)          # ρ's own variance is the robust sandwich in both (the module docstring)
+    assert ses[rho] == pytest.approx(plain_ses[rho], rel=1e-12)
+    assert all(a > b for i, (a, b) in enumerate(zip(ses, plain_ses, strict=True)) if i != rho)
 
 
-def _dense_laplace(sim, sds):
-    model = _Joint(sim, sds)
-    p = model.maximise()
-    h = model.hessian(model, p)
-    prec = [1 / sds["worker"] ** 2] * model.w + [1 / sds["task"] ** 2] * model.t
-    return (model(p).real + 0.5 * np.sum(np.log(prec)) - 0.5 * np.linalg.slogdet(h)[1]
-            + 0.5 * (model.n - len(prec)) * math.log(2 * math.pi))
-
-
-def test_variance_components_maximise_the_dense_laplace_approximation():
+def test_variance_components_and_rho_maximise_the_dense_laplace_approximation():
     sim = _small(3)
     fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
     vc = fit.variance_components
     sds = {k: vc[f"{k}_sd"]["estimate"] for k in ("score", "worker", "task")}
-    centre = _dense_laplace(sim, sds)
+    rho = fit.effects["scale"]["logits_per_point"]["estimate"]
+    p = _Joint(sim, sds).maximise(rho=rho)
+    centre = _dense_laplace(_Joint(sim, sds), rho, start=p)[0]
     assert fit.laplace == pytest.approx(centre, abs=1e-5)
-    step = 0.02
     for k in sds:
-        up = _dense_laplace(sim, dict(sds, **{k: sds[k] * math.exp(step)}))
-        down = _dense_laplace(sim, dict(sds, **{k: sds[k] * math.exp(-step)}))
-        assert up < centre and down < centre
-        vertex = step * (down - up) / (2 * (up - 2 * centre + down))   # of the parabola through the three
+        def dense(x, k=k):
+            return _dense_laplace(_Joint(sim, dict(sds, **{k: sds[k] * math.exp(x)})), rho, start=p)[0]
+        vertex, _ = _vertex(dense, 0.0, 0.02)
         assert abs(vertex) < 1e-3, (k, vertex)
+    vertex, _ = _vertex(lambda r: _dense_laplace(_Joint(sim, sds), r, start=p)[0], rho, 0.02 * rho)
+    assert abs(vertex) < 1e-3 * rho
 
 
 def _built(sim):
     return build(code_rows(sim.episodes, sim.scores, sim.comparisons), None, None)
 
 
-@pytest.mark.parametrize("design", [SMALL, SimDesign(n_tasks=20, n_workers=10, agents=("A",), sets_per_task=3,
-                                                     set_sizes=(2, 3, 4), n_experts=3)])
+TWO_DESIGNS = [SMALL, SimDesign(n_tasks=20, n_workers=10, agents=("A",), sets_per_task=3, set_sizes=(2, 3, 4),
+                                n_experts=3)]
+
+
+@pytest.mark.parametrize("design", TWO_DESIGNS)
 def test_the_laplace_gradient_equals_central_differences_of_the_objective(design):
-    """The exact gradient in the log SDs (Davidson's third derivatives, the bilinear ρ·q term, the eliminated
-    task block) against central differences of the Laplace objective itself, refitted from scratch each time."""
+    """The exact gradient in the log SDs with ρ a parameter of the inner fit (the model without rubric scores
+    fits it so: ρ is then fixed at 1) against central differences of the Laplace objective, refitted from
+    scratch each time: Davidson's third derivatives, the bilinear ρ·q term, the eliminated task block."""
     built = _built(_small(6, design))
     free = ("worker", "task", "score")
     x = np.log([5.0, 7.0, 9.0])
@@ -304,17 +389,77 @@ def test_the_laplace_gradient_equals_central_differences_of_the_objective(design
         np.testing.assert_allclose(grad.direction[:, i], (theta_up - theta_down) / (2 * h), atol=1e-6)
 
 
-def test_a_lower_maximum_of_the_inner_fit_is_not_carried_through_the_search():
-    """On this small study the inner fit has a second, lower maximum (ρ near 1 logit per point, the worker and
-    task effects absorbing the rankings); the fit ends at the higher one, whose Laplace value is that of the
-    inner fit redone from the starting values."""
+@pytest.mark.parametrize("design", TWO_DESIGNS)
+def test_the_laplace_gradient_in_the_sds_and_rho_equals_central_differences(design):
+    """With ρ held in the inner fit and estimated outside it: dL/d log SD and dL/dρ against central
+    differences of the Laplace objective, refitted from scratch each time."""
+    built = _built(_small(6, design))
+    free = ("worker", "task", "score")
+    inner = held_rho(built.problem)
+    start = np.delete(_start(built), built.problem.columns["rho"])
+    x = np.r_[np.log([5.0, 7.0, 9.0]), 0.08]
+
+    def objective(x):
+        sds = dict(zip(free, np.exp(x[:3]), strict=True))
+        return _laplace(with_rho(inner, x[3]), start, sds, built.groups, tol=1e-12), sds
+
+    (value, theta, ev, converged, _), sds = objective(x)
+    assert converged
+    full = _with_sd(built.problem, sds)
+    prec = _precisions(full, sds, built.groups)
+    at = rho_put_back(full, theta, x[3])
+    grad = laplace_gradient_rho(full, at, prec, free, factor(ev.neg_hessian, inner.diagonal_cols),
+                                evaluate(full, at, prec))
+    for i, h in enumerate((1e-4, 1e-4, 1e-4, 1e-5)):
+        e = np.zeros(4)
+        e[i] = h
+        (up, theta_up, *_), _ = objective(x + e)
+        (down, theta_down, *_), _ = objective(x - e)
+        assert grad.value[i] == pytest.approx((up - down) / (2 * h), rel=1e-6, abs=1e-4)
+        np.testing.assert_allclose(grad.direction[:, i], (theta_up - theta_down) / (2 * h), atol=1e-5)
+
+
+def test_with_rho_held_the_inner_fit_has_one_maximum():
+    """The joint fit could have a second, lower maximum (a large ρ with the worker and task effects absorbing
+    the rankings); with ρ held the inner fit is concave, so a start far off reaches the same maximum."""
     sim = _small(0)
     fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
     built = _built(sim)
     sds = {k: fit.variance_components[f"{k}_sd"]["estimate"] for k in ("worker", "task", "score")}
-    cold = _laplace(built.problem, _start(built), sds, built.groups)
-    assert fit.laplace == pytest.approx(cold[0], abs=1e-6)
-    assert fit.effects["scale"]["logits_per_point"]["estimate"] < 0.3
+    rho = fit.effects["scale"]["logits_per_point"]["estimate"]
+    problem = with_rho(held_rho(built.problem), rho)
+    near = np.delete(_start(built), built.problem.columns["rho"])
+    far = near + np.random.default_rng(0).normal(0.0, 20.0, near.size)
+    cold = _laplace(problem, near, sds, built.groups)
+    wild = _laplace(problem, far, sds, built.groups)
+    assert fit.laplace == pytest.approx(cold[0], abs=1e-6) and wild[0] == pytest.approx(cold[0], abs=1e-6)
+    np.testing.assert_allclose(wild[1], cold[1], atol=1e-6)
+    assert rho < 0.3
+
+
+def test_rho_is_not_overstated_like_the_joint_maximum():
+    """Over simulated studies with known truth the integrated ρ lands on its truth; the joint maximum of the
+    same data overstates it (the bias this estimator removes, see rating/preferences_outer.py)."""
+    truth = SimTruth(nu=0.0)
+    design = SimDesign(set_sizes=(2, 3, 4))
+    rng = np.random.default_rng(11)
+    fitted, joint_modes = [], []
+    for _ in range(12):
+        sim = simulate(design, truth, rng)
+        fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
+        fitted.append(fit.effects["scale"]["logits_per_point"]["estimate"])
+        built = _built(sim)
+        sds = {k: fit.variance_components[f"{k}_sd"]["estimate"] for k in ("worker", "task", "score")}
+        joint_modes.append(_laplace(built.problem, _start(built), sds, built.groups)[1][
+            built.problem.columns["rho"]])
+    true_rho = 1.0 / truth.points_per_logit
+    print(f"mean ρ: integrated {np.mean(fitted):.4f}, joint {np.mean(joint_modes):.4f}, truth {true_rho:.4f}")
+    fitted, joint_modes = np.array(fitted), np.array(joint_modes)
+    mc_se = fitted.std(ddof=1) / math.sqrt(fitted.size)
+    assert abs(fitted.mean() - true_rho) < 2.5 * mc_se                      # no bias the replicates can see
+    excess = joint_modes - fitted                                           # paired: the same data
+    assert excess.mean() > 5 * excess.std(ddof=1) / math.sqrt(excess.size)
+    assert joint_modes.mean() - true_rho > 2.5 * joint_modes.std(ddof=1) / math.sqrt(joint_modes.size)
 
 
 # --------------------------------------------------------------------------------------------------------
