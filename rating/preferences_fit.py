@@ -41,7 +41,7 @@ SEPARATED = 12.0
 FAILED = 1e20
 # The inner fit's tolerance during the search (the last Newton step's size): Newton converges quadratically, so
 # the maximum is then off by ~tol², and the objective, stationary in it, by ~tol⁴; the final fit uses 1e-10.
-INNER_TOL = 1e-4
+INNER_TOL = 1e-3
 NOT_CONVERGED = ("cannot estimate: the preference model did not converge; the rankings are probably separated "
                  "(too few of them, or one kind of deliverable always wins) or its terms are confounded")
 

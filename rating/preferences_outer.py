@@ -46,6 +46,8 @@ __all__ = ["fit_core"]
 RHO = "rho"
 # The joint fit that gives the search its start need not be precise: the start only has to be near.
 START_TOL = 1e-2
+# The longest first Newton step per coordinate, in the search's units (about one SE each).
+MAX_FIRST_STEP = 5.0
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,11 @@ class _Outer:
         self.has_gradient = True
         self._last: tuple[bytes, tuple[float, np.ndarray, Any, Factor] | None] | None = None
         self.slope: tuple[bytes, float] | None = None
+        self._graded: tuple[bytes, float, np.ndarray] | None = None
 
     def restart(self) -> None:
         self.theta, self.x, self.direction, self.best, self._last = self.setup.theta, None, None, math.inf, None
+        self._graded = None
 
     def trial(self, x: np.ndarray) -> tuple[dict[str, float], float]:
         """The SDs and ρ at x."""
@@ -132,6 +136,14 @@ class _Outer:
         return laplace_gradient_rho(full, at, prec, free, f, evaluate(full, at, prec))
 
     def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        key = np.asarray(x, dtype=float).tobytes()
+        if self._graded is not None and self._graded[0] == key:
+            return self._graded[1], self._graded[2].copy()
+        value, grad = self._value_and_gradient(x)
+        self._graded = (key, value, grad.copy())
+        return value, grad
+
+    def _value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         got = self.inner(x)
         if got is None:
             return FAILED, np.zeros_like(x)
@@ -166,6 +178,20 @@ def _scaled(bounds: list[tuple[float | None, float | None]], scale: np.ndarray) 
             for (lo, hi), s in zip(bounds, scale, strict=True)]
 
 
+def _first_step(with_gradient: Any, y0: np.ndarray, bounds: list[tuple[Any, Any]]) -> np.ndarray:
+    """One Newton step with the expected curvature (the scaled objective's is about the identity) before the
+    quasi-Newton search: L-BFGS-B's own first step is at most one unit long, one SE, and the start can be
+    further off than that. Kept only where it lowers the objective; the search then starts there."""
+    f0, g0 = with_gradient(y0)
+    if not f0 < FAILED / 2 or not np.any(g0):
+        return y0
+    lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
+    hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
+    y1 = np.clip(y0 - np.clip(g0, -MAX_FIRST_STEP, MAX_FIRST_STEP), lo, hi)
+    f1, _ = with_gradient(y1)
+    return y1 if f1 < f0 else y0
+
+
 def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float | None, float | None]]) -> np.ndarray:
     """L-BFGS-B on the exact gradient; by finite differences where there is none; Nelder-Mead where the
     gradient searches stranded where the inner fit fails."""
@@ -176,8 +202,8 @@ def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float | None, floa
         value, grad = outer.value_and_gradient(y / scale)
         return value, grad / scale
 
-    res = scipy.optimize.minimize(with_gradient, x0 * scale, jac=True, method="L-BFGS-B",
-                                  bounds=_scaled(bounds, scale), options=options)
+    res = scipy.optimize.minimize(with_gradient, _first_step(with_gradient, x0 * scale, _scaled(bounds, scale)),
+                                  jac=True, method="L-BFGS-B", bounds=_scaled(bounds, scale), options=options)
     x = res.x / scale
     if not outer.has_gradient:
         outer.restart()
