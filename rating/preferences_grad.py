@@ -96,15 +96,19 @@ class _Blocks:
     t: np.ndarray
     rest_cols: np.ndarray
     diagonal: np.ndarray
+    held: int = -1
 
     def rest(self, m: scipy.sparse.spmatrix) -> scipy.sparse.csr_matrix:
         """m's columns outside the diagonal block, numbered as in S."""
         return scipy.sparse.csc_matrix(m)[:, self.rest_cols].tocsr()
 
     def within(self, m: scipy.sparse.csr_matrix) -> scipy.sparse.csr_matrix:
-        """``rest`` for a matrix known to be zero on the diagonal block (a pair's row: its task cancels)."""
+        """``rest`` for a matrix known to be zero on the diagonal block (a pair's row: its task cancels); a held
+        column's entries are dropped (its row and column of H⁻¹ are zero, so they add nothing)."""
         m = scipy.sparse.csr_matrix(m)
         keep = m.data != 0.0
+        if self.held >= 0:
+            keep &= m.indices != self.held
         rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))[keep]
         return scipy.sparse.csr_matrix((m.data[keep], (rows, self.pos[m.indices[keep]])),
                                        shape=(m.shape[0], self.rest_cols.size))
@@ -129,7 +133,7 @@ def _blocks(f: Factor, n: int, held: int | None = None) -> _Blocks | None:
         g = scipy.sparse.hstack([g, scipy.sparse.csr_matrix((g.shape[0], 1))], format="csr")
     pos = np.full(n, -1, dtype=np.int64)
     pos[rest] = np.arange(rest.size)
-    return _Blocks(c, pos, g, f.t, rest, diagonal)
+    return _Blocks(c, pos, g, f.t, rest, diagonal, -1 if held is None else held)
 
 
 def _score_trace(pb: Problem, bl: _Blocks) -> float:
@@ -183,8 +187,7 @@ def _third_trace(pb: Problem, theta: np.ndarray, v: np.ndarray, bl: _Blocks) -> 
     tie = pb.value(theta, "tie") if "tie" in pb.columns else None
     d3 = _third(z, tie, pb.outcome, pb.weight)
     j_full = z_jacobian(pb, theta, dq)
-    d_full = scipy.sparse.hstack([pb.d_a, scipy.sparse.csr_matrix((z.size, pb.n_params - pb.n_lin))]).tocsr()
-    j, d = bl.within(j_full), bl.within(d_full)
+    j, d = bl.within(j_full), bl.within(pb.d_a)      # d_a's columns are the first of the parameters
     c = bl.c
     q_jj = _row_quad(c, j, j)
     rho = bl.pos[pb.columns["rho"]] if "rho" in pb.columns else -1

@@ -48,6 +48,12 @@ RHO = "rho"
 START_TOL = 1e-2
 # The longest first Newton step per coordinate, in the search's units (about one SE each).
 MAX_FIRST_STEP = 5.0
+# The random effects' SDs, relative to their starting values, in the joint fit that starts ρ.
+START_SD = 1e-2
+# ρ is searched within ± this many logits per rubric point: a point worth more is separation, not a scale.
+RHO_BOUND = 2.0
+# The largest gradient, in the search's units (about SEs), at which the search counts as converged.
+STATIONARY = 1e-3
 
 
 @dataclass(frozen=True)
@@ -192,6 +198,19 @@ def _first_step(with_gradient: Any, y0: np.ndarray, bounds: list[tuple[Any, Any]
     return y1 if f1 < f0 else y0
 
 
+def _stationary(outer: _Outer, x: np.ndarray, bounds: list[tuple[float | None, float | None]],
+                scale: np.ndarray) -> bool:
+    """Whether x is a maximum to within STATIONARY of a SE: the scaled gradient, projected on the bounds."""
+    value, grad = outer.value_and_gradient(x)
+    if not value < FAILED / 2:
+        return False
+    g = grad / scale
+    for i, (lo, hi) in enumerate(bounds):
+        if (lo is not None and x[i] <= lo + 1e-9 and g[i] > 0) or (hi is not None and x[i] >= hi - 1e-9 and g[i] < 0):
+            g[i] = 0.0
+    return float(np.max(np.abs(g), initial=0.0)) <= STATIONARY
+
+
 def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float | None, float | None]]) -> np.ndarray:
     """L-BFGS-B on the exact gradient; by finite differences where there is none; Nelder-Mead where the
     gradient searches stranded where the inner fit fails."""
@@ -202,8 +221,15 @@ def _search(outer: _Outer, x0: np.ndarray, bounds: list[tuple[float | None, floa
         value, grad = outer.value_and_gradient(y / scale)
         return value, grad / scale
 
-    res = scipy.optimize.minimize(with_gradient, _first_step(with_gradient, x0 * scale, _scaled(bounds, scale)),
-                                  jac=True, method="L-BFGS-B", bounds=_scaled(bounds, scale), options=options)
+    y = _first_step(with_gradient, x0 * scale, _scaled(bounds, scale))
+    for _ in range(2):        # L-BFGS-B can end short of the maximum after a trial failed; then once more
+        res = scipy.optimize.minimize(with_gradient, y, jac=True, method="L-BFGS-B", bounds=_scaled(bounds, scale),
+                                      options=options)
+        y = res.x
+        if not outer.has_gradient or _stationary(outer, res.x / scale, bounds, scale):
+            break
+    else:
+        raise PreferenceInputError(NOT_CONVERGED)
     x = res.x / scale
     if not outer.has_gradient:
         outer.restart()
@@ -271,14 +297,16 @@ def _start_sds(built: Built, fixed_sds: dict[str, float | None], free: tuple[str
 
 
 def _rho_start(built: Built, sds: dict[str, float]) -> tuple[float, float, np.ndarray]:
-    """ρ, about 1/SE of it, and the other parameters at the joint maximum with ρ free at the starting SDs:
-    near the integrated estimate (its bias is about one SE), so the search starts close."""
+    """ρ, about 1/SE of it, and the other parameters at the joint maximum with the random effects held near
+    zero: a start that is always near (ρ somewhat attenuated by the worker effects left out) and unique. With
+    the effects free, the joint fit can land in its second maximum, a large ρ the effects absorb."""
     full, groups = _with_sd(built.problem, sds), built.groups
-    prec = _precisions(full, sds, groups)
+    held = dict(sds, **{g: START_SD * sds[g] for g in groups})
+    prec = _precisions(full, held, groups)
     theta, ev, converged, _ = maximise(full, _start(built), prec, tol=START_TOL)
     col = full.columns[RHO]
-    rho, scale = 1.0 / 15.0, 1.0 / (1.0 / 15.0)
-    if converged and np.all(np.isfinite(theta)):
+    rho, scale = 1.0 / 15.0, 15.0
+    if converged and np.all(np.isfinite(theta)) and abs(float(theta[col])) < RHO_BOUND:
         f = factor(ev.neg_hessian, full.diagonal_cols)
         e = np.zeros(full.n_params)
         e[col] = 1.0
@@ -304,7 +332,7 @@ def _setup(built: Built, fixed_sds: dict[str, float | None]) -> _Setup:
 def _bounds(built: Built, setup: _Setup) -> list[tuple[float | None, float | None]]:
     unit = 10.0 if built.units == "points" else 0.5
     sd = (math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))
-    return [sd] * len(setup.free) + ([(None, None)] if RHO in setup.coords else [])
+    return [sd] * len(setup.free) + ([(-RHO_BOUND, RHO_BOUND)] if RHO in setup.coords else [])
 
 
 def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
@@ -320,6 +348,9 @@ def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:
     value, theta, ev, converged, iterations = _laplace(outer.problem(rho), outer.theta, sds, built.groups)
     if not converged or not np.all(np.isfinite(theta)) or not math.isfinite(value):
         raise PreferenceInputError(NOT_CONVERGED)
+    if RHO in setup.coords and abs(rho) >= RHO_BOUND * (1.0 - 1e-6):
+        raise PreferenceInputError(f"cannot estimate: one rubric point would be worth {abs(rho):.1f} or more "
+                                   "logits in the rankings; the rankings are separated from the scores")
     full = _with_sd(built.problem, sds)
     theta = rho_put_back(full, theta, rho)
     _check_separation(full, theta)

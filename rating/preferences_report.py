@@ -164,13 +164,18 @@ def win_rates(est: Estimates) -> list[dict[str, Any]]:
     return out
 
 
+def _exp(x: float) -> float:
+    """e^x, infinite rather than an overflow (a bound of a very wide interval)."""
+    return math.exp(x) if x < 700.0 else math.inf
+
+
 def _effect(est: Estimates, name: str, meaning: str) -> dict[str, Any] | None:
     col = est.column(name)
     if col is None:
         return None
     row = est.interval(*est.gradient_value({col: 1.0}))
-    row.update({"odds_ratio": math.exp(row["estimate"]), "odds_ratio_lower": math.exp(row["lower"]),
-                "odds_ratio_upper": math.exp(row["upper"]), "meaning": meaning})
+    row.update({"odds_ratio": _exp(row["estimate"]), "odds_ratio_lower": _exp(row["lower"]),
+                "odds_ratio_upper": _exp(row["upper"]), "meaning": meaning})
     rho_col = est.column("rho")
     if rho_col is not None and est.core.theta[rho_col] > 0:     # the same effect in rubric points
         rho = float(est.core.theta[rho_col])

@@ -22,6 +22,7 @@ import math
 import numpy as np
 import scipy.sparse
 
+from rating.preferences_data import PreferenceInputError
 from rating.preferences_fit import (
     Built,
     Core,
@@ -62,11 +63,13 @@ def _rho_derivative(built: Built, core: Core, rho: float, start: np.ndarray) -> 
 
 def _curvature(built: Built, core: Core, v: np.ndarray, profile: float) -> float:
     """c = −d²L/dρ² by a difference of the exact dL/dρ: forward from the search's own slope at the estimate
-    where it has one (a step of ``FORWARD`` SE), else central (``CENTRAL`` SE); the profile curvature where the
-    derivative cannot be taken."""
+    where it has one (a step of ``FORWARD`` SE), else central (``CENTRAL`` SE); the profile curvature of the
+    joint likelihood where the derivative cannot be taken; NaN where neither is positive. The SE that sizes the
+    step is the profile one (the joint likelihood need not be concave in ρ at the integrated maximum; then a
+    hundredth of ρ stands in)."""
     col = core.problem.columns["rho"]
     rho, theta = float(core.theta[col]), np.delete(core.theta, col)
-    se = 1.0 / math.sqrt(profile)
+    se = 1.0 / math.sqrt(profile) if profile > 0.0 else 1e-2 * max(abs(rho), 1e-3)
     if core.rho_slope is not None:
         h = FORWARD * se
         up, down = _rho_derivative(built, core, rho + h, theta + h * v), core.rho_slope
@@ -76,7 +79,9 @@ def _curvature(built: Built, core: Core, v: np.ndarray, profile: float) -> float
         up = _rho_derivative(built, core, rho + h, theta + h * v)
         down = _rho_derivative(built, core, rho - h, theta - h * v)
         c = -(up - down) / (2.0 * h) if up is not None and down is not None else float("nan")
-    return c if c > 0.0 and math.isfinite(c) else profile
+    if c > 0.0 and math.isfinite(c):
+        return c
+    return profile if profile > 0.0 else float("nan")
 
 
 def _robust_information(built: Built, core: Core, w: np.ndarray, prec: np.ndarray, h_full) -> float:
@@ -104,7 +109,10 @@ def covariance_with_rho(built: Built, core: Core, params: np.ndarray, kind: str)
     f = factor(evaluate(inner, np.delete(theta, col), prec).neg_hessian, inner.diagonal_cols)
     v = -f.solve(h_rho)
     profile = float(h_full[col, col]) + float(h_rho @ v)
-    c = _curvature(built, core, v, max(profile, 1e-12))
+    c = _curvature(built, core, v, profile)
+    if not c > 0.0:
+        raise PreferenceInputError("cannot estimate: the likelihood is not curved in the scale linking rubric "
+                                   "points to the rankings, so its uncertainty cannot be measured")
     w = np.insert(v, col, 1.0)
     var = 1.0 / c if kind == "model" or not full.outcome.size else \
         _robust_information(built, core, w, prec, h_full) / c ** 2

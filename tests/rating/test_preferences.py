@@ -634,3 +634,31 @@ def test_recovers_known_qualities_and_expert_effects():
     assert abs(eff["scale"]["points_per_logit"] - truth.points_per_logit) < 6
     assert abs(eff["tie"]["nu"] - truth.nu) < 0.25
     assert eff["position_first"]["lower"] > 0        # a real bias of 0.5 is detected at this size
+
+
+def test_the_search_ends_at_a_maximum_where_the_joint_fit_has_a_second_one():
+    """A study of half the rubric grades and four comparison sets per task in which the joint fit with the
+    random effects free lands in its second maximum (ρ above 2 logits per point): the search must not start
+    there. It ends where the exact gradient of the Laplace objective vanishes."""
+    design = SimDesign(score_fraction=0.5, sets_per_task=4)
+    rng = np.random.default_rng(2026)
+    for _ in range(85):                       # the stream of the bench's hours comparison, study 84
+        simulate(SimDesign(score_fraction=1.0, sets_per_task=0), SimTruth(), rng)
+        sim = simulate(design, SimTruth(), rng)
+    built = _built(sim)
+    sds0 = {"worker": 3.58, "task": 5.23, "score": 10.2}     # the moment start of this study
+    joint = _laplace(built.problem, _start(built), sds0, built.groups)[1][built.problem.columns["rho"]]
+    assert joint > 1.0                                        # the trap is there
+    fit = preference_fit(sim.episodes, sim.scores, sim.comparisons)
+    sds = {k: fit.variance_components[f"{k}_sd"]["estimate"] for k in ("worker", "task", "score")}
+    rho = fit.effects["scale"]["logits_per_point"]
+    assert 0.0 < rho["estimate"] < 0.3 and rho["se"] < 0.1
+    full = _with_sd(built.problem, sds)
+    prec = _precisions(full, sds, built.groups)
+    inner = with_rho(held_rho(built.problem), rho["estimate"])
+    _, theta, ev, _, _ = _laplace(inner, np.delete(_start(built), full.columns["rho"]), sds, built.groups,
+                                  tol=1e-12)
+    at = rho_put_back(full, theta, rho["estimate"])
+    grad = laplace_gradient_rho(full, at, prec, ("worker", "task", "score"),
+                                factor(ev.neg_hessian, inner.diagonal_cols), evaluate(full, at, prec))
+    assert np.max(np.abs(grad.value[:3])) < 1e-2 and abs(grad.value[3] * rho["se"]) < 1e-2
