@@ -1,4 +1,4 @@
-"""The GDPval-style comparison of three workflows, per agent and per task family (sector).
+"""The GDPval-style comparison of four workflows, per agent and per task family (sector).
 
 Each workflow's attempts are priced as follows (time is the platform's own timestamps, never the worker's
 self report, so the two time measures stay apart):
@@ -13,6 +13,11 @@ self report, so the two time measures stay apart):
   The model cost is the amount staff entered on the run when they did (a bill beats an estimate), else the
   usage its session files recorded, priced from the price table on the run's creation date
   (`grading/costs.py:run_model_cost`).
+- **Agent alone, then expert review; done by hand when it misses** (GDPval's own workflow): each solo-agent run,
+  priced as above, is reviewed; a run below the target is not tried again but done by hand, at the human-alone
+  workflow's expected cost at the target, so it has no attempts of its own: its runs and the human-alone
+  attempts (the agent-free reference in each agent's block) are combined in
+  `rating/workflow_fallback.py:fallback_estimate`.
 - **Human with agent**: an episode with an agent; its cost is the worker's time at the occupation's wage plus
   the model cost of the usage its session files recorded.
 
@@ -35,10 +40,13 @@ from experts.models import ComparisonAssignment, ComparisonItem
 from grading.costs import ENTERED, ESTIMATED, Price, run_model_cost
 from grading.selectors import price_table
 from rating.workflow_costs import WorkflowEstimate, workflow_estimate
+from rating.workflow_fallback import fallback_estimate
 from studies.models import Episode, SoloRun, Study
 
 HUMAN_ALONE, AGENT_THEN_EXPERT, HUMAN_WITH_AGENT = "human_alone", "agent_then_expert", "human_with_agent"
+AGENT_THEN_BY_HAND = "agent_then_by_hand"
 WORKFLOW_NAMES = {HUMAN_ALONE: "Human alone", AGENT_THEN_EXPERT: "Agent alone, then expert review",
+                  AGENT_THEN_BY_HAND: "Agent alone, then expert review; done by hand when it misses",
                   HUMAN_WITH_AGENT: "Human with agent"}
 SECONDS_PER_HOUR = Decimal(3600)
 NO_WAGE = "the worker's occupation has no hourly wage in the table"
@@ -131,11 +139,14 @@ def solo_run_attempts(study: Study, expert_wage: Decimal | None, prices: list[Pr
     return found
 
 
-def _estimate(attempts: list[Attempt], target: float) -> WorkflowEstimate:
+def _arrays(attempts: list[Attempt]) -> tuple[list[str], list[float], list[float]]:
     nan = float("nan")
-    return workflow_estimate([a.task_uuid for a in attempts],
-                             [a.score if a.score is not None else nan for a in attempts],
-                             [float(a.cost) if a.cost is not None else nan for a in attempts], target=target)
+    return ([a.task_uuid for a in attempts], [a.score if a.score is not None else nan for a in attempts],
+            [float(a.cost) if a.cost is not None else nan for a in attempts])
+
+
+def _estimate(attempts: list[Attempt], target: float) -> WorkflowEstimate:
+    return workflow_estimate(*_arrays(attempts), target=target)
 
 
 def _unknown(attempts: list[Attempt]) -> list[tuple[str, int]]:
@@ -158,13 +169,24 @@ def _row(workflow: str, attempts: list[Attempt], target: float) -> dict[str, Any
             "cost_sources": _sources(attempts)}
 
 
+def _by_hand_row(runs: list[Attempt], alone: list[Attempt], target: float) -> dict[str, Any]:
+    """The runs are this row's attempts; a miss costs the human-alone row's expected cost (its unknowns are there)."""
+    return {"workflow": AGENT_THEN_BY_HAND, "name": WORKFLOW_NAMES[AGENT_THEN_BY_HAND], "attempts": len(runs),
+            "estimate": fallback_estimate(*_arrays(runs), *_arrays(alone), target=target),
+            "unknown": _unknown(runs), "cost_sources": {}}
+
+
 def _block(group: str, attempts: list[Attempt], target: float, workflows: Iterable[str]) -> dict[str, Any]:
-    return {"group": group, "rows": [_row(w, [a for a in attempts if a.workflow == w], target) for w in workflows]}
+    def of(workflow: str) -> list[Attempt]:
+        return [a for a in attempts if a.workflow == workflow]
+
+    return {"group": group, "rows": [_by_hand_row(of(AGENT_THEN_EXPERT), of(HUMAN_ALONE), target)
+                                     if w == AGENT_THEN_BY_HAND else _row(w, of(w), target) for w in workflows]}
 
 
 def workflow_comparison(attempts: list[Attempt], *, target: float) -> dict[str, list[dict[str, Any]]]:
-    """Return the three workflows' estimates per agent (human alone as the agent-free reference) and per sector."""
-    order = (HUMAN_ALONE, AGENT_THEN_EXPERT, HUMAN_WITH_AGENT)
+    """Return the four workflows' estimates per agent (human alone as the agent-free reference) and per sector."""
+    order = (HUMAN_ALONE, AGENT_THEN_EXPERT, AGENT_THEN_BY_HAND, HUMAN_WITH_AGENT)
     alone = [a for a in attempts if a.workflow == HUMAN_ALONE]
     agents = sorted({a.agent for a in attempts if a.workflow != HUMAN_ALONE})
     by_agent = [_block(name, [*alone, *(a for a in attempts if a.agent == name and a.workflow != HUMAN_ALONE)],

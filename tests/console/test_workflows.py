@@ -11,12 +11,14 @@ from django.utils import timezone
 
 from console.economics import EpisodeEconomics, episode_economics
 from console.workflows import (
+    AGENT_THEN_BY_HAND,
     AGENT_THEN_EXPERT,
     HUMAN_ALONE,
     HUMAN_WITH_AGENT,
     NO_EXPERT_WAGE,
     NO_REVIEW,
     NO_WAGE,
+    Attempt,
     episode_attempts,
     solo_run_attempts,
     solo_run_review_seconds,
@@ -68,7 +70,42 @@ def test_the_comparison_puts_human_alone_beside_each_agent_and_estimates_per_sec
     assert by_workflow[HUMAN_ALONE]["estimate"].expected_cost.estimate == pytest.approx(90.0)
     assert by_workflow[AGENT_THEN_EXPERT]["attempts"] == 0
     assert by_workflow[AGENT_THEN_EXPERT]["estimate"].reason == "no attempt has both a score and a known cost"
+    assert by_workflow[AGENT_THEN_BY_HAND]["estimate"].reason == "no agent-alone run has both a score and a known cost"
+    assert [r["workflow"] for r in agent["rows"]] == [HUMAN_ALONE, AGENT_THEN_EXPERT, AGENT_THEN_BY_HAND,
+                                                       HUMAN_WITH_AGENT]
     assert [b["group"] for b in found["sectors"]] == ["S"]
+
+
+def _attempt(workflow: str, agent: str, sector: str, task: str, score: float, cost: str | None) -> Attempt:
+    return Attempt(workflow, agent, sector, task, score, Decimal(cost) if cost is not None else None,
+                   "" if cost is not None else "no bill")
+
+
+def test_a_miss_done_by_hand_costs_the_human_alone_expected_cost_per_agent_and_per_sector():
+    attempts = [_attempt(HUMAN_ALONE, "", "S", "t1", 75.0, "30"), _attempt(HUMAN_ALONE, "", "S", "t2", 60.0, "30"),
+                _attempt(HUMAN_ALONE, "", "R", "t3", 90.0, "20"),
+                _attempt(AGENT_THEN_EXPERT, "A", "S", "t1", 80.0, "4"), _attempt(AGENT_THEN_EXPERT, "A", "S", "t2",
+                                                                               50.0, "2"),
+                _attempt(AGENT_THEN_EXPERT, "A", "S", "t2", 65.0, None), _attempt(AGENT_THEN_EXPERT, "B", "R", "t3",
+                                                                                40.0, "1")]
+    found = workflow_comparison(attempts, target=70)
+
+    def row(block):
+        return next(r for r in block["rows"] if r["workflow"] == AGENT_THEN_BY_HAND)
+
+    a, b = (row(block) for block in found["agents"])
+    # agent A: runs 4 and 2 (the third has no known cost), half miss; every human-alone attempt: 80 / 2 reach
+    assert a["attempts"] == 3 and a["unknown"] == [("no bill", 1)] and a["cost_sources"] == {}
+    assert a["estimate"].expected_cost.estimate == pytest.approx(3 + 0.5 * 40)
+    assert a["estimate"].tasks == 3  # the human-alone attempts bring task t3
+    assert row(found["agents"][1])["estimate"].expected_cost.estimate == pytest.approx(1 + 40)
+    sector_r, sector_s = (row(block) for block in found["sectors"])
+    # sector R: agent B's run misses, the sector's one human-alone attempt reaches at 20
+    assert sector_r["estimate"].expected_cost.estimate == pytest.approx(1 + 20)
+    assert sector_s["estimate"].expected_cost.estimate == pytest.approx(3 + 0.5 * 60)
+    # the existing rows are untouched by the new one
+    expert = next(r for r in found["sectors"][1]["rows"] if r["workflow"] == AGENT_THEN_EXPERT)
+    assert expert["estimate"].expected_cost.estimate == pytest.approx(6.0)
 
 
 @pytest.fixture
@@ -140,8 +177,29 @@ def test_the_page_compares_the_workflows_at_the_staff_target(staff, reviewed):
     # the episodes have no session file: their model cost is unknown, so that workflow's expected cost too
     assert "Cannot be estimated: no attempt has both a score and a known cost." in page
     assert "no uploaded session file recorded model usage" in page
+    # no solo-condition episode: a miss cannot be priced by hand
+    assert 'data-workflow="agent_then_by_hand"' in page
+    assert ("Cannot be estimated: the human-alone expected cost, which prices a miss done by hand, cannot be "
+            "estimated: no attempt has both a score and a known cost.") in page
     assert "Cannot be estimated: no attempt reaches the target score 90" in _page(staff, study, target="90",
                                                                                   expert_wage="90")
+
+
+def test_the_page_prices_a_run_that_misses_as_done_by_hand(staff, reviewed):
+    study, runs = reviewed
+    Participant.objects.filter(study=study).update(occupation=OccupationFactory(hourly_wage_usd=Decimal("60")))
+    now = timezone.now()
+    Episode.objects.filter(study=study).update(started_at=now - timedelta(minutes=30), submitted_at=now, score=75)
+    solo = [Episode.objects.filter(study=study, task=run.task).order_by("pk").first().pk for run in runs]
+    Episode.objects.filter(pk__in=solo).update(condition=Episode.Condition.SOLO, agent=None)
+    page = _page(staff, study, target="70", expert_wage="90")
+    # runs at 13.00 each (0.50 + 500 s at 90 USD/h), one of two misses; human alone: 2 × 30.00 / 2 reach = 30.00
+    row = page[page.index('<tr data-workflow="agent_then_by_hand">'):]
+    row = row[:row.index("</tr>")]
+    assert "Agent alone, then expert review; done by hand when it misses" in row
+    assert "<td class=\"num\">2 (2, 2)</td>" in row and "78.5" in row  # delivered: (82 + 75) / 2
+    assert "28.00 (one task only" not in row and "28.00 [" in row  # 13.00 + 0.5 × 30.00
+    assert "a miss done by hand" in page
 
 
 @pytest.mark.parametrize(("query", "said"), [
