@@ -8,12 +8,13 @@ from typing import Any
 
 from experts.models import ComparisonSet
 from experts.services.gate import gates_reconcile, study_gate_evaluate
-from experts.services.judge_comparisons import comparison_set_judge
+from experts.services.judge_comparisons import comparison_set_judge, judge_comparisons_reconcile
 from experts.services.routing import episodes_route_pending
 from experts.task_names import (
     EVALUATE_EXPERT_GATE,
     JUDGE_COMPARISON_SET,
     RECONCILE_EXPERT_GATES,
+    RECONCILE_JUDGE_COMPARISONS,
     ROUTE_EXPERT_REVIEWS,
 )
 from grading.exceptions import CodingInFlight, GradingWaiting, NotGradable, RetryLater
@@ -55,3 +56,9 @@ def judge_comparison_set(set_id: int, retry_failed: bool = False) -> dict[str, A
         # Nothing is lost: stored rankings stay, and the command or the action runs the rest again.
         return {"status": type(exc).__name__, "note": exc.reason}
     return {"status": "judged", "rankings": dict(Counter(row.status for row in rows))}
+
+
+@instrumented_task(name=RECONCILE_JUDGE_COMPARISONS)
+def reconcile_judge_comparisons() -> dict[str, int]:
+    """Periodic: comparison sets whose judge rankings a killed worker or a lost message left unfinished."""
+    return judge_comparisons_reconcile()

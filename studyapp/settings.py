@@ -409,6 +409,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": experts_task_names.RECONCILE_EXPERT_GATES,
         "schedule": 10 * 60.0,
     },
+    # Judge rankings of comparison sets whose claim lapsed (experts/services/judge_comparisons.py).
+    "judge-comparisons-sweep": {
+        "task": experts_task_names.RECONCILE_JUDGE_COMPARISONS,
+        "schedule": 10 * 60.0,
+    },
     # Open tasks whose worker went silent for the study's limit are released for others.
     "abandoned-episodes-sweep": {
         "task": studies_task_names.EXPIRE_ABANDONED_EPISODES,

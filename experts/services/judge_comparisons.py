@@ -25,11 +25,12 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from experts.comparison_selectors import shown_file_name
 from experts.models import ComparisonItem, ComparisonSet, JudgeComparison
+from experts.task_names import JUDGE_COMPARISON_SET
 from grading import llm
 from grading.conf import grading_settings
 from grading.consent import consent_refusal
@@ -44,6 +45,7 @@ from grading.services.extraction import extraction_limits, stored_files_extract,
 from grading.services.judging import lease_seconds
 from grading.services.leases import LeaseKeeper
 from studies.models import EpisodeFile, Participant, SoloRunFile, Study
+from studies.task_sending import send_task_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -292,3 +294,20 @@ def study_comparisons_judge(*, study: Study, retry_failed: bool = False) -> Coun
         except RetryLater:
             counts["retry later"] += 1
     return counts
+
+
+def judge_comparisons_reconcile() -> dict[str, int]:
+    """Queue every comparison set again that holds a judge ranking whose claim lapsed (a killed worker, a lost
+    message, a worker that gave its claim back for a retry and never came): the queued run takes the claim over,
+    so nobody has to run the command again. A live claim is left to its holder; failed rankings are retried only
+    on request (``--retry-failed``), as their calls were paid."""
+    now = timezone.now()
+    lapsed = (JudgeComparison.objects.filter(status=Status.RUNNING)
+              .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+              .order_by("comparison_set_id").values_list("comparison_set_id", flat=True).distinct())
+    sets = list(lapsed)
+    with transaction.atomic():
+        for set_id in sets:
+            send_task_on_commit(JUDGE_COMPARISON_SET, [set_id])
+    return {"sets_queued": len(sets)}
+

@@ -259,3 +259,29 @@ def test_a_solo_run_s_session_file_never_reaches_a_judge(llm_server, world):  # 
         assert "MEMO-AGENT-ALONE" in user
         assert "SESSION-LOG-MARKER" not in json.dumps(request.body) and "session.txt" not in user
         assert "deliverable-3-file-2" not in user and "deliverable-1-file-2" not in user
+
+
+def test_the_sweep_queues_a_set_whose_claim_lapsed_and_leaves_live_and_finished_ones(
+        llm_server, world, sent_tasks, django_capture_on_commit_callbacks):  # noqa: F811
+    from experts.services.judge_comparisons import judge_comparisons_reconcile
+    from experts.tasks import reconcile_judge_comparisons
+
+    key = {"study": world["study"], "comparison_set": world["set"], "provider": "openai", "model": "gpt-4.1",
+           "prompt_version": COMPARE_PROMPT_VERSION}
+    live = JudgeComparison.objects.create(**key, order="recorded", claim="other",
+                                          lease_expires_at=timezone.now() + timedelta(minutes=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert judge_comparisons_reconcile() == {"sets_queued": 0}
+    assert sent_tasks == []
+    # The holder was killed: its lease lapses, and the sweep queues the set once, however many rows lapsed.
+    JudgeComparison.objects.filter(pk=live.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    JudgeComparison.objects.create(**key, order="reversed", claim="", lease_expires_at=None)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert reconcile_judge_comparisons() == {"sets_queued": 1}
+    assert sent_tasks == [(JUDGE_COMPARISON_SET, [world["set"].pk])]
+    # The queued run takes both claims over and finishes the set; the next sweep has nothing to do.
+    assert judge_comparison_set(world["set"].pk)["status"] == "judged"
+    assert not JudgeComparison.objects.filter(status="running").exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert judge_comparisons_reconcile() == {"sets_queued": 0}
+    assert len(sent_tasks) == 1 and len(_requests(llm_server)) == 4
