@@ -331,8 +331,9 @@ def _setup(built: Built, fixed_sds: dict[str, float | None]) -> _Setup:
 
 def _bounds(built: Built, setup: _Setup) -> list[tuple[float | None, float | None]]:
     unit = 10.0 if built.units == "points" else 0.5
-    sd = (math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))
-    return [sd] * len(setup.free) + ([(-RHO_BOUND, RHO_BOUND)] if RHO in setup.coords else [])
+    sd: tuple[float | None, float | None] = (math.log(SD_BOUNDS[0] * unit), math.log(SD_BOUNDS[1] * unit))
+    rho: list[tuple[float | None, float | None]] = [(-RHO_BOUND, RHO_BOUND)] if RHO in setup.coords else []
+    return [sd] * len(setup.free) + rho
 
 
 def fit_core(built: Built, fixed_sds: dict[str, float | None]) -> Core:

@@ -104,6 +104,7 @@ def covariance_with_rho(built: Built, core: Core, params: np.ndarray, kind: str)
     rho = float(theta[col])
     prec = _precisions(full, core.sds, built.groups)
     h_full = evaluate(full, theta, prec).neg_hessian
+    assert h_full is not None           # evaluate forms the Hessian unless told not to
     h_rho = np.delete(h_full[:, [col]].toarray().ravel(), col)
     inner = _inner(built, core, rho)
     f = factor(evaluate(inner, np.delete(theta, col), prec).neg_hessian, inner.diagonal_cols)
