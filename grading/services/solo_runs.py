@@ -3,7 +3,6 @@ grades the deliverables, and the session files' recorded usage prices the run's 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -12,9 +11,8 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from grading.services.pipeline import GradingOutcome, Subject, subject_grade
+from grading.services.transcripts import stored_log_parse
 from grading.task_names import GRADE_SOLO_RUN
-from grading.transcripts import FileTranscript, Format, parse_log
-from grading.transcripts.model import unreadable
 from grading.transcripts.usage import merge_usage
 from grading.transcripts.version import files_fingerprint
 from studies.byte_format import human_bytes
@@ -23,8 +21,6 @@ from studies.files import FileRejected, check_type, extension_of, sanitize_filen
 from studies.models import Agent, SoloRun, SoloRunFile, Study, TaskInstance
 from studies.services.audit import audit_record
 from studies.task_sending import send_task_on_commit
-
-logger = logging.getLogger(__name__)
 
 DELIVERABLE, SESSION = SoloRunFile.Kind.DELIVERABLE, SoloRunFile.Kind.LOG
 # What the supported CLIs write (JSON Lines, JSON, a terminal capture); a deliverable in this field is refused.
@@ -72,16 +68,6 @@ def _store(solo_run: SoloRun, checked: list[tuple[str, UploadedFile, str, int]],
     return rows
 
 
-def _parse_stored(f: SoloRunFile) -> FileTranscript:
-    """Parse one stored session file; a file the storage cannot open is reported, not raised."""
-    try:
-        with f.file.storage.open(f.file.name, "rb") as handle:
-            return parse_log(f.name, handle, size=f.size)
-    except (OSError, ValueError) as exc:
-        logger.warning("session file %s of solo run %s could not be opened: %s", f.pk, f.run_id, exc)
-        return unreadable(f.name, Format.UNKNOWN, f"the stored file could not be opened ({type(exc).__name__})")
-
-
 def solo_run_usage_build(*, solo_run: SoloRun, force: bool = False) -> SoloRun:
     """Read the model usage of the run's session files into `SoloRun.usage` (None: none recorded any).
 
@@ -92,7 +78,7 @@ def solo_run_usage_build(*, solo_run: SoloRun, force: bool = False) -> SoloRun:
     fingerprint = files_fingerprint((f.name, f.sha256) for f in files) if files else ""
     if not force and fingerprint == solo_run.usage_fingerprint:
         return solo_run
-    solo_run.usage = merge_usage([_parse_stored(f).usage for f in files])
+    solo_run.usage = merge_usage([stored_log_parse(f, f"solo run {f.run_id}").usage for f in files])
     solo_run.usage_fingerprint = fingerprint
     SoloRun.objects.filter(pk=solo_run.pk).update(usage=solo_run.usage, usage_fingerprint=fingerprint)
     return solo_run

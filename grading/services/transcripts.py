@@ -13,7 +13,7 @@ from grading.transcripts.metrics import METRIC_FIELDS
 from grading.transcripts.model import unreadable
 from grading.transcripts.usage import merge_usage
 from grading.transcripts.version import PARSER_VERSION, files_fingerprint
-from studies.models import Episode, EpisodeFile
+from studies.models import Episode, EpisodeFile, SoloRunFile
 
 logger = logging.getLogger(__name__)
 
@@ -22,13 +22,14 @@ def _fingerprint(files: list[EpisodeFile]) -> str:
     return files_fingerprint((f.name, f.sha256) for f in files)
 
 
-def _parse_stored(f: EpisodeFile) -> FileTranscript:
-    """Parse one stored log file; a file the storage cannot open is reported, not raised."""
+def stored_log_parse(f: EpisodeFile | SoloRunFile, owner: str) -> FileTranscript:
+    """Parse one stored log or session file (of ``owner``, for the log); a file the storage cannot open is
+    reported, not raised."""
     try:
         with f.file.storage.open(f.file.name, "rb") as handle:
             return parse_log(f.name, handle, size=f.size)
     except (OSError, ValueError) as exc:
-        logger.warning("log file %s of episode %s could not be opened: %s", f.pk, f.episode_id, exc)
+        logger.warning("log file %s of %s could not be opened: %s", f.pk, owner, exc)
         return unreadable(f.name, Format.UNKNOWN, f"the stored file could not be opened ({type(exc).__name__})")
 
 
@@ -79,7 +80,7 @@ def episode_transcript_build(*, episode_id: int, force: bool = False) -> Episode
             EpisodeTranscript.objects.filter(pk=existing.pk).update(parsed_at=newest)
             existing.parsed_at = newest
         return existing
-    values = _values([_parse_stored(f) for f in files], fingerprint)
+    values = _values([stored_log_parse(f, f"episode {f.episode_id}") for f in files], fingerprint)
     try:
         with transaction.atomic():
             row, _created = EpisodeTranscript.objects.update_or_create(episode=episode, defaults=values)
