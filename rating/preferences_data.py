@@ -149,34 +149,38 @@ def _scores(rows: Sequence[ScoreRow], index: dict[Hashable, int]) -> tuple[np.nd
         list(graders)
 
 
-def _check_ranking(row: ComparisonRow, index: dict[Hashable, int], task: np.ndarray) -> list[int]:
-    """Validate one ranking; return its episodes' codes."""
-    where = f"comparison set {row.set_id} (expert {row.expert_id})"
+def _check_ranking(row: ComparisonRow, index: dict[Hashable, int], task: list[int]) -> list[int]:
+    """Validate one ranking; return its episodes' codes (``task``: each episode's task code)."""
     k = len(row.episode_ids)
     if k < 2:
-        raise PreferenceInputError(f"{where} has {k} deliverable(s): a ranking needs at least two to compare")
+        raise PreferenceInputError(f"{_where(row)} has {k} deliverable(s): a ranking needs at least two to compare")
     if len(set(row.episode_ids)) != k:
-        raise PreferenceInputError(f"{where} lists the same deliverable twice")
-    missing = [e for e in row.episode_ids if e not in index]
-    if missing:
-        raise PreferenceInputError(f"{where}: unknown episode(s) {missing}")
+        raise PreferenceInputError(f"{_where(row)} lists the same deliverable twice")
+    codes = [index.get(e, -1) for e in row.episode_ids]
+    if -1 in codes:
+        missing = [e for e, c in zip(row.episode_ids, codes, strict=True) if c < 0]
+        raise PreferenceInputError(f"{_where(row)}: unknown episode(s) {missing}")
     if len(row.positions) != k or sorted(row.positions) != list(range(1, k + 1)):
-        raise PreferenceInputError(f"{where}: positions must be the order shown, a permutation of 1..{k}")
-    if len(row.ranks) != k or any(int(r) != r or r < 1 for r in row.ranks):
-        raise PreferenceInputError(f"{where}: ranks must be {k} positive integers (1 = best, equal = tie)")
+        raise PreferenceInputError(f"{_where(row)}: positions must be the order shown, a permutation of 1..{k}")
+    if len(row.ranks) != k or not all(int(r) == r and r >= 1 for r in row.ranks):
+        raise PreferenceInputError(f"{_where(row)}: ranks must be {k} positive integers (1 = best, equal = tie)")
     if row.lengths is not None and (len(row.lengths) != k or not all(
             math.isfinite(float(v)) and float(v) > 0 for v in row.lengths)):
-        raise PreferenceInputError(f"{where}: lengths must be {k} positive numbers (or None)")
-    codes = [index[e] for e in row.episode_ids]
-    if len({int(task[c]) for c in codes}) != 1:
-        raise PreferenceInputError(f"{where}: a comparison set holds deliverables of one task only")
+        raise PreferenceInputError(f"{_where(row)}: lengths must be {k} positive numbers (or None)")
+    if len({task[c] for c in codes}) != 1:
+        raise PreferenceInputError(f"{_where(row)}: a comparison set holds deliverables of one task only")
     return codes
+
+
+def _where(row: ComparisonRow) -> str:
+    return f"comparison set {row.set_id} (expert {row.expert_id})"
 
 
 def _pairs(rows: Sequence[ComparisonRow], index: dict[Hashable, int], task: np.ndarray) -> dict[str, np.ndarray]:
     """Every ranking broken into its k(k-1)/2 pairs (the rank-breaking the model's composite likelihood uses),
     item i against item j for i < j, ranking by ranking. Rankings of one size are broken together."""
-    checked = [(r, _check_ranking(row, index, task), row) for r, row in enumerate(rows)]
+    tasks = task.tolist()
+    checked = [(r, _check_ranking(row, index, tasks), row) for r, row in enumerate(rows)]
     parts: list[dict[str, np.ndarray]] = []
     for k in sorted({len(codes) for _, codes, _ in checked}):
         mine = [(r, codes, row) for r, codes, row in checked if len(codes) == k]

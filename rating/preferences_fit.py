@@ -271,30 +271,32 @@ def _check_separation(pb: Problem, theta: np.ndarray) -> None:
                 "infinity); there are too few rankings, or one kind of deliverable always wins")
 
 
-def covariance(built: Built, core: Core, params: np.ndarray, kind: str) -> np.ndarray:
+def covariance(built: Built, core: Core, params: np.ndarray, kind: str,
+               at: tuple[Any, Factor] | None = None) -> np.ndarray:
     """Covariance of ``params`` (columns). ``model``: the inverse penalised information. ``sandwich``: pairs
     broken out of one ranking are not independent, so the comparisons' information is replaced by the outer
     products of their scores summed by ranking (H⁻¹ M H⁻¹; equal to H⁻¹ in expectation for single pairs).
     ``jackknife``: the same with each ranking's influence taken as the one-step move of the estimate without it
     (`rating/preferences_jackknife.py`); the plain sandwich where H was factored by sparse LU."""
     pb = core.problem
-    prec = _precisions(pb, core.sds, built.groups)
-    ev = evaluate(pb, core.theta, prec)
+    if at is None:         # the problem evaluated and its H factored at the estimate, unless the caller has them
+        ev = evaluate(pb, core.theta, _precisions(pb, core.sds, built.groups))
+        at = ev, factor(ev.neg_hessian, pb.diagonal_cols)
+    ev, f = at
     e = np.zeros((pb.n_params, params.size))
     e[params, np.arange(params.size)] = 1.0
-    f = factor(ev.neg_hessian, pb.diagonal_cols)
     x = f.solve(e)
     if kind == "model" or not pb.outcome.size:
         return x[params]
-    at = pairs_at(pb, core.theta)
-    meat = ev.neg_hessian - comparison_hessian(pb, core.theta, at)
+    pairs = pairs_at(pb, core.theta)
+    meat = ev.neg_hessian - comparison_hessian(pb, core.theta, pairs)
     c = f.rest_inverse() if kind == "jackknife" else None
     if c is not None:
-        gx = jackknife_influence(pb, at, built.coded.cluster, f.rest, c, x[f.rest])
+        gx = jackknife_influence(pb, pairs, built.coded.cluster, f.rest, c, x[f.rest])
         return x.T @ (meat @ x) + gx.T @ gx
     clusters = built.coded.cluster
     _, inv = np.unique(clusters, return_inverse=True)
     sums = scipy.sparse.csr_matrix((np.ones(inv.size), (inv.ravel(), np.arange(inv.size))),
-                                   shape=(int(inv.max()) + 1, inv.size)) @ pair_scores(pb, core.theta, at)
+                                   shape=(int(inv.max()) + 1, inv.size)) @ pair_scores(pb, core.theta, pairs)
     gx = sums @ x
     return x.T @ (meat @ x) + gx.T @ gx

@@ -52,7 +52,7 @@ def _rho_derivative(built: Built, core: Core, rho: float, start: np.ndarray) -> 
     full, sds = core.problem, core.sds
     prec = _precisions(full, sds, built.groups)
     inner = _inner(built, core, rho)
-    theta, ev, converged, _ = maximise(inner, start, prec, tol=1e-12)
+    theta, ev, converged, _ = maximise(inner, start, prec, tol=1e-9)
     f = factor(ev.neg_hessian, inner.diagonal_cols)
     if not converged or not f.ok:
         return None
@@ -107,7 +107,8 @@ def covariance_with_rho(built: Built, core: Core, params: np.ndarray, kind: str)
     assert h_full is not None           # evaluate forms the Hessian unless told not to
     h_rho = np.delete(h_full[:, [col]].toarray().ravel(), col)
     inner = _inner(built, core, rho)
-    f = factor(evaluate(inner, np.delete(theta, col), prec).neg_hessian, inner.diagonal_cols)
+    ev_in = evaluate(inner, np.delete(theta, col), prec)
+    f = factor(ev_in.neg_hessian, inner.diagonal_cols)
     v = -f.solve(h_rho)
     profile = float(h_full[col, col]) + float(h_rho @ v)
     c = _curvature(built, core, v, profile)
@@ -119,7 +120,7 @@ def covariance_with_rho(built: Built, core: Core, params: np.ndarray, kind: str)
         _robust_information(built, core, w, prec, h_full) / c ** 2
     inner_params = np.array([p if p < col else p - 1 for p in params if p != col], dtype=np.int64)
     given = covariance(built, dataclasses.replace(core, problem=inner, theta=np.delete(theta, col)),
-                       inner_params, kind)
+                       inner_params, kind, at=(ev_in, f))
     out = np.zeros((params.size, params.size))
     keep = params != col
     out[np.ix_(keep, keep)] = given
