@@ -126,6 +126,11 @@ def _kappa_cells(agreement: dict[str, Any]) -> dict[str, Any]:
             "kappa_reason": "" if interval else agreement.get("kappa_reason") or ""}
 
 
+def _expert_yardstick(agreement: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The experts' agreement with each other, held beside the judges': the share and its kappa."""
+    return None if not agreement else _cell(agreement) | _kappa_cells(agreement)
+
+
 def judge_page(summary: dict[str, Any]) -> dict[str, Any]:
     """The judges' comparison-mode summary (experts/judge_comparison_selectors.py) shaped for the template."""
     rows = []
@@ -137,5 +142,5 @@ def judge_page(summary: dict[str, Any]) -> dict[str, Any]:
                      "position": _cell(row["position_bias"], signed=True), "ties": row["position_bias"]["ties"]})
     return {"rows": rows, "reason": summary.get("reason"), "counts": summary.get("counts") or {},
             "level_pct": round(100 * float(summary.get("level", 0.95))),
-            "experts": _cell(summary["experts_with_each_other"]) if summary.get("experts_with_each_other") else None,
+            "experts": _expert_yardstick(summary.get("experts_with_each_other")),
             "n_expert_rankings": summary.get("n_expert_rankings", 0)}

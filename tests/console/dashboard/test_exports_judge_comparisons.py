@@ -99,3 +99,29 @@ def test_the_kappa_cell_shows_its_jackknife_interval_or_why_there_is_none():
     html = render_to_string("console/_judge_comparisons.html", {"judges": one, "study": {"slug": "s"}})
     assert "<small>only 1 comparison set carries judge-expert pair verdicts; at least 2 are needed</small>" in html
     assert " sets</small>" not in html
+
+
+def test_the_experts_yardstick_shows_their_kappa_with_its_interval_or_why_there_is_none():
+    items = [(2 * s, 2 * s + 1) for s in range(6)]
+    judged = [JudgeRanking(s, "openai/gpt-4.1", "recorded", items[s], (1, 2)) for s in range(6)]
+    pairs = [((1, 2), (1, 2)), ((2, 1), (2, 1)), ((1, 2), (2, 1)), ((1, 1), (1, 1)), ((1, 2), (1, 2)),
+             ((2, 1), (1, 1))]
+    experts = [ExpertRanking(s, f"e{i}", items[s], ranks[i]) for s, ranks in enumerate(pairs) for i in (0, 1)]
+    summary = judge_preference_summary(judged, experts, ["openai/gpt-4.1"])
+    yardstick = summary["experts_with_each_other"]
+    interval = yardstick["kappa_interval"]
+    html = render_to_string("console/_judge_comparisons.html", {"judges": judge_page(summary), "study": {"slug": "s"}})
+    line = html[html.index('id="judge-comparisons-experts"'):]
+    line = line[:line.index("</p>")]
+    assert (f"kappa {yardstick['kappa']:.2f} ({interval['lower']:.2f} to {interval['upper']:.2f} over "
+            f"{interval['n_sets']} sets)") in line
+    # Experts who shared one set of four only: six pair verdicts, their kappa, and why it has no interval.
+    four = (100, 101, 102, 103)
+    one = judge_preference_summary([JudgeRanking(9, "openai/gpt-4.1", "recorded", four, (1, 2, 3, 4))],
+                                   [ExpertRanking(9, "e0", four, (1, 2, 3, 4)),
+                                    ExpertRanking(9, "e1", four, (2, 1, 3, 3))], ["openai/gpt-4.1"])
+    assert one["experts_with_each_other"]["kappa"] is not None
+    html = render_to_string("console/_judge_comparisons.html", {"judges": judge_page(one), "study": {"slug": "s"}})
+    line = html[html.index('id="judge-comparisons-experts"'):]
+    line = line[:line.index("</p>")]
+    assert "(no interval: only 1 comparison set carries expert-expert pair verdicts" in line
