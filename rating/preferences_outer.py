@@ -3,7 +3,7 @@ approximation of the likelihood, with every other parameter integrated out (flat
 
 ρ multiplies the worker effects inside every comparison. At the joint mode of (ρ, worker effects) a larger ρ
 lets smaller worker effects explain the same rankings, which lowers their penalty, so the joint mode overstates
-ρ and, through it, understates the arms' differences (in the bench's simulated studies by about 17 % and 1 point
+ρ and, through it, understates the arms' differences (in the bench's simulated studies by about a fifth and 1 point
 of an 18-point difference). Estimated like a variance component instead, from the integrated likelihood, ρ
 is close to its truth. With ρ held, the inner fit is concave (the rubric scores are Gaussian and Davidson's
 log-likelihood is concave in the linear predictor and log ν), so its maximum is unique. Pure numpy/scipy.

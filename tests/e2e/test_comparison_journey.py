@@ -175,6 +175,9 @@ def _price_the_workflows(study, with_agent, alone, run) -> None:
 
 
 def _agent_alone_cost(comparison_set) -> str:
-    """The run's model cost plus a third of the experts' recorded comparison seconds at 90 USD/h (one task)."""
+    """The run's model cost plus a third of the experts' recorded comparison seconds at 90 USD/h (one task), in
+    the page's own arithmetic (a cost in Decimal, shown from its float): at a half-cent tie, float arithmetic
+    here would round the other way."""
     seconds = sum(a.time_spent_seconds for a in ComparisonAssignment.objects.filter(comparison_set=comparison_set))
-    return f"{0.40 + seconds / 3 / 3600 * 90:,.2f}"
+    cost = Decimal("0.40") + Decimal(str(seconds / 3)) / Decimal(3600) * Decimal(90)
+    return f"{float(cost):,.2f}"
